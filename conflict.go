@@ -1,0 +1,191 @@
+package etagstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// ConflictError reports a write that lost to another writer (HTTP 412). It
+// matches errors.Is(err, ErrConflict) and carries everything needed to show
+// an end user what happened without losing their work.
+type ConflictError[T any] struct {
+	Key string
+	// ETag is the version the caller held when its write was refused.
+	ETag ETag
+	// Base is the version the caller started editing from (Save only;
+	// otherwise the zero T).
+	Base T
+	// Mine is what the caller tried to write (the zero T for Delete).
+	Mine T
+	// Theirs is the document stored now, with its current ETag.
+	Theirs Doc[T]
+	// Fields lists the field paths changed on both sides to different
+	// values (Save with a field-level merge); empty otherwise.
+	Fields []string
+	// Attempts is how many writes were tried.
+	Attempts int
+}
+
+// Error describes the conflict in one line.
+func (e *ConflictError[T]) Error() string {
+	msg := fmt.Sprintf("etagstore: conflict on %q: held ETag %s, current %s, after %d attempt(s)",
+		e.Key, e.ETag, e.Theirs.ETag, e.Attempts)
+	if len(e.Fields) > 0 {
+		msg += "; both sides changed " + strings.Join(e.Fields, ", ")
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError[T]) Is(target error) bool { return target == ErrConflict }
+
+// Diff shows how Mine differs from Theirs, one line per change, in go-cmp's
+// format: lines starting with "-" are theirs (stored), "+" are mine. It is
+// empty when they are equal.
+func (e *ConflictError[T]) Diff() string {
+	d := cmp.Diff(e.Theirs.Value, e.Mine, exportAll)
+	if d == "" {
+		return ""
+	}
+	return "(-theirs +mine)\n" + d
+}
+
+// exportAll lets cmp look into unexported fields instead of panicking.
+var exportAll = cmp.Exporter(func(reflect.Type) bool { return true })
+
+// MergeFunc combines two edits of base: mine (the caller's) and theirs (the
+// stored version). It returns the merged value, or an error matching
+// ErrConflict (such as a *MergeError) when the edits overlap.
+type MergeFunc[T any] func(base, mine, theirs T) (T, error)
+
+// MergeError is returned by a MergeFunc whose inputs changed the same
+// fields to different values. It matches ErrConflict.
+type MergeError struct {
+	Fields []string // paths such as "Body" or "Meta.Title"
+}
+
+func (e *MergeError) Error() string {
+	return "etagstore: both sides changed " + strings.Join(e.Fields, ", ")
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *MergeError) Is(target error) bool { return target == ErrConflict }
+
+// Save writes edited, the caller's edit of base, the way a wiki saves a page:
+// if base.ETag is still current it is a plain If-Match write; otherwise it
+// reads the stored version (theirs), calls merge(base.Value, edited, theirs)
+// and writes the result with If-Match of theirs, retrying per the
+// RetryPolicy. A nil merge means MergeFields.
+//
+// Overlapping edits (merge returned an error) give a *ConflictError[T]
+// holding Base, Mine (edited), Theirs and the Fields that overlap; nothing is
+// written. An empty base.ETag matches ErrETagRequired; a deleted document
+// ErrNotFound; a merge error that does not match ErrConflict is returned as is.
+func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T]) (Doc[T], error) {
+	if err := s.checkKey(base.Key); err != nil {
+		return Doc[T]{}, err
+	}
+	if base.ETag == "" {
+		return Doc[T]{}, errorf(ErrETagRequired, "Save %q", base.Key)
+	}
+	if merge == nil {
+		merge = MergeFields[T]
+	}
+	start := &Item{Key: base.Key, ETag: base.ETag}
+	var err error
+	if start.Data, err = s.encode(base.Key, base.Value); err != nil {
+		return Doc[T]{}, err
+	}
+	reads := 0
+	d, err := s.readModifyWrite(ctx, base.Key, false, start, func(cur Doc[T]) (T, error) {
+		reads++
+		if cur.ETag == base.ETag {
+			return edited, nil
+		}
+		merged, err := merge(base.Value, edited, cur.Value)
+		if errors.Is(err, ErrConflict) {
+			ce := &ConflictError[T]{Key: base.Key, ETag: base.ETag, Base: base.Value, Mine: edited, Theirs: cur, Attempts: reads - 1}
+			var me *MergeError
+			if errors.As(err, &me) {
+				ce.Fields = me.Fields
+			}
+			return merged, ce
+		}
+		return merged, err
+	})
+	var ce *ConflictError[T]
+	if errors.As(err, &ce) {
+		ce.Base = base.Value
+	}
+	return d, err
+}
+
+// MergeFields is the default three-way merge: field by field, recursing into
+// nested structs, a field changed on one side only takes that side's value;
+// a field changed on both sides to the same value keeps it; a field changed
+// on both sides to different values is a conflict, reported as a
+// *MergeError naming every such field path. Values that are not structs
+// (slices, maps, pointers) and structs with unexported fields (time.Time)
+// are compared whole.
+func MergeFields[T any](base, mine, theirs T) (T, error) {
+	var out T
+	rv := reflect.ValueOf(&out).Elem()
+	var paths []string
+	mergeValue("", reflect.ValueOf(&base).Elem(), reflect.ValueOf(&mine).Elem(), reflect.ValueOf(&theirs).Elem(), rv, &paths)
+	if len(paths) > 0 {
+		return out, &MergeError{Fields: paths}
+	}
+	return out, nil
+}
+
+// allExported reports whether t is a struct whose fields are all exported:
+// only such structs are merged field by field.
+func allExported(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		if !t.Field(i).IsExported() {
+			return false
+		}
+	}
+	return true
+}
+
+func mergeValue(path string, base, mine, theirs, out reflect.Value, conflicts *[]string) {
+	t := out.Type()
+	if allExported(t) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			p := f.Name
+			if path != "" {
+				p = path + "." + f.Name
+			}
+			mergeValue(p, base.Field(i), mine.Field(i), theirs.Field(i), out.Field(i), conflicts)
+		}
+		return
+	}
+	mineChanged := !equal(base, mine)
+	theirsChanged := !equal(base, theirs)
+	switch {
+	case mineChanged && theirsChanged && !equal(mine, theirs):
+		if path == "" {
+			path = "(value)"
+		}
+		*conflicts = append(*conflicts, path)
+		out.Set(theirs)
+	case mineChanged:
+		out.Set(mine)
+	default:
+		out.Set(theirs)
+	}
+}
+
+func equal(a, b reflect.Value) bool {
+	return cmp.Equal(a.Interface(), b.Interface(), exportAll)
+}

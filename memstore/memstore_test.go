@@ -1,0 +1,13 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/memstore"
+	"github.com/etagstore/etagstore/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) etagstore.Backend { return memstore.New(nil) })
+}

@@ -1,0 +1,135 @@
+package etagstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// RetryPolicy bounds the retry-and-merge loop of [Store.Update] and
+// [Store.Save]. Only conflicts (HTTP 412, or a lost create race) are retried
+// here; transport retries belong to the Azure SDK's own pipeline.
+//
+// The delay before attempt n+1 is drawn uniformly from [0, cap) ("full
+// jitter"), where cap grows exponentially from InitialInterval by a factor of
+// 2 up to MaxInterval. A zero field takes its default.
+type RetryPolicy struct {
+	// MaxAttempts is the number of writes tried before giving up with a
+	// *ConflictError. Default: 10. 1 disables retries.
+	MaxAttempts int
+	// InitialInterval is the first backoff cap. Default: 4ms.
+	InitialInterval time.Duration
+	// MaxInterval is the largest backoff cap. Default: 250ms.
+	MaxInterval time.Duration
+	// MaxElapsedTime stops retrying once this much time has passed since
+	// the first attempt. Default: 15s. Negative: no limit.
+	MaxElapsedTime time.Duration
+}
+
+// DefaultRetryPolicy is the policy used when Options.Retry is nil.
+var DefaultRetryPolicy = RetryPolicy{
+	MaxAttempts:     10,
+	InitialInterval: 4 * time.Millisecond,
+	MaxInterval:     250 * time.Millisecond,
+	MaxElapsedTime:  15 * time.Second,
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	d := DefaultRetryPolicy
+	if p.MaxAttempts > 0 {
+		d.MaxAttempts = p.MaxAttempts
+	}
+	if p.InitialInterval > 0 {
+		d.InitialInterval = p.InitialInterval
+	}
+	if p.MaxInterval > 0 {
+		d.MaxInterval = p.MaxInterval
+	}
+	if p.MaxElapsedTime != 0 {
+		d.MaxElapsedTime = p.MaxElapsedTime
+	}
+	if d.MaxInterval < d.InitialInterval {
+		d.MaxInterval = d.InitialInterval
+	}
+	return d
+}
+
+// Clock is the time source of the retry loop. Tests inject a fake one so
+// that retries run instantly and deterministically.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits for d or until ctx is done, returning ctx.Err() then.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// SystemClock is the real clock, the default Options.Clock.
+var SystemClock Clock = systemClock{}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// step is one attempt of a retried operation. again reports that the attempt
+// lost a race (a conflict) and may be tried once more; err is then the
+// conflict, returned if no attempt is left. With again false, err (nil or
+// not) ends the loop at once.
+type step func(ctx context.Context, attempt int) (again bool, err error)
+
+// retry is the one retry loop of the package. It returns the number of
+// attempts made and the final error. A done ctx ends it with ctx.Err(),
+// unwrapped, so errors.Is(err, context.Canceled) holds.
+func retry(ctx context.Context, p RetryPolicy, clock Clock, op step) (int, error) {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     p.InitialInterval,
+		RandomizationFactor: 0, // full jitter is applied below
+		Multiplier:          2,
+		MaxInterval:         p.MaxInterval,
+		MaxElapsedTime:      max(p.MaxElapsedTime, 0),
+		Stop:                backoff.Stop,
+		Clock:               clock,
+	}
+	b.Reset()
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return attempt - 1, err
+		}
+		again, err := op(ctx, attempt)
+		if !again {
+			return attempt, err
+		}
+		if attempt >= p.MaxAttempts {
+			return attempt, err
+		}
+		limit := b.NextBackOff()
+		if limit == backoff.Stop {
+			return attempt, err
+		}
+		if err := clock.Sleep(ctx, fullJitter(limit)); err != nil {
+			return attempt, err
+		}
+	}
+}
+
+// fullJitter draws a delay uniformly from [0, limit).
+func fullJitter(limit time.Duration) time.Duration {
+	if limit <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(limit)))
+}

@@ -1,0 +1,237 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/etagstore/etagstore"
+)
+
+// The linearizability check: several clients run random Get, Update
+// (increment, creating if missing), Replace and Delete (with the ETag they
+// last saw, often stale) on a few keys; porcupine then checks that the
+// recorded history, ETags included, is that of one register per key.
+
+type opKind uint8
+
+const (
+	opGet opKind = iota
+	opUpdate
+	opReplace
+	opDelete
+)
+
+func (k opKind) String() string {
+	return [...]string{"Get", "Update", "Replace", "Delete"}[k]
+}
+
+type regInput struct {
+	op    opKind
+	key   string
+	etag  etagstore.ETag // Replace, Delete: the ETag sent
+	value int64          // Replace: the value written
+}
+
+// regOutput is what the call returned. unknown marks a call whose outcome
+// cannot be known (it failed for a reason other than the rules); the model
+// lets it either take effect or not.
+type regOutput struct {
+	notFound bool
+	conflict bool
+	unknown  bool
+	value    int64
+	etag     etagstore.ETag
+}
+
+type regState struct {
+	exists bool
+	value  int64
+	etag   etagstore.ETag
+}
+
+var registerModel = porcupine.NondeterministicModel{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range history {
+			k := op.Input.(regInput).key
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		var out [][]porcupine.Operation
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() []any { return []any{regState{}} },
+	Step: func(state, input, output any) []any {
+		s, in, out := state.(regState), input.(regInput), output.(regOutput)
+		var next []any
+		if out.unknown {
+			next = append(next, s) // it may not have happened ...
+		}
+		switch in.op {
+		case opGet:
+			if out.notFound && !s.exists || s.exists && out.value == s.value && out.etag == s.etag {
+				next = append(next, s)
+			}
+		case opUpdate:
+			if out.unknown || out.notFound || out.conflict {
+				break // Update creates when missing and retries conflicts
+			}
+			if s.value+1 == out.value || !s.exists && out.value == 1 {
+				next = append(next, regState{exists: true, value: out.value, etag: out.etag})
+			}
+		case opReplace:
+			switch {
+			case out.unknown:
+				// ... or it may have, with an ETag nobody saw; later
+				// observations would then not match, so only allow it when
+				// it could not have applied.
+			case out.notFound:
+				if !s.exists {
+					next = append(next, s)
+				}
+			case out.conflict:
+				if s.exists && s.etag != in.etag {
+					next = append(next, s)
+				}
+			default:
+				if s.exists && s.etag == in.etag {
+					next = append(next, regState{exists: true, value: in.value, etag: out.etag})
+				}
+			}
+		case opDelete:
+			switch {
+			case out.unknown:
+				if s.exists && s.etag == in.etag {
+					next = append(next, regState{})
+				}
+			case out.notFound:
+				if !s.exists {
+					next = append(next, s)
+				}
+			case out.conflict:
+				if s.exists && s.etag != in.etag {
+					next = append(next, s)
+				}
+			default:
+				if s.exists && s.etag == in.etag {
+					next = append(next, regState{})
+				}
+			}
+		}
+		return next
+	},
+	Equal: func(a, b any) bool { return a.(regState) == b.(regState) },
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(regInput), output.(regOutput)
+		return fmt.Sprintf("%s(%s, %s, %d) -> %+v", in.op, in.key, in.etag, in.value, out)
+	},
+}
+
+// History records operations for a linearizability check. It is safe for
+// concurrent use.
+type history struct {
+	mu    sync.Mutex
+	start time.Time
+	ops   []porcupine.Operation
+}
+
+func (h *history) now() int64 { return int64(time.Since(h.start)) }
+
+func (h *history) add(client int, in regInput, call int64, out regOutput) {
+	ret := h.now()
+	h.mu.Lock()
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
+	h.mu.Unlock()
+}
+
+// classify turns a Store result into a regOutput; an error outside the rules
+// fails the test (the suite runs without faults).
+func classify(t *testing.T, d etagstore.Doc[Page], err error) regOutput {
+	t.Helper()
+	switch {
+	case err == nil:
+		return regOutput{value: d.Value.N, etag: d.ETag}
+	case errors.Is(err, etagstore.ErrNotFound):
+		return regOutput{notFound: true}
+	case errors.Is(err, etagstore.ErrConflict):
+		return regOutput{conflict: true}
+	default:
+		t.Errorf("unexpected error: %v", err)
+		return regOutput{unknown: true}
+	}
+}
+
+func testLinearizable(t *testing.T, s *etagstore.Store[Page]) {
+	const clients, opsEach = 4, 40
+	keys := []string{"k1", "k2"}
+	ctx := t.Context()
+	h := &history{start: time.Now()}
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), 7))
+			seen := map[string]etagstore.ETag{}
+			for i := range opsEach {
+				key := keys[rng.IntN(len(keys))]
+				in := regInput{key: key, etag: seen[key]}
+				if in.etag == "" {
+					in.etag = `"never"`
+				}
+				var d etagstore.Doc[Page]
+				var err error
+				call := h.now()
+				switch r := rng.IntN(10); {
+				case r < 3:
+					in.op = opGet
+					d, err = s.Get(ctx, key)
+				case r < 6:
+					in.op = opUpdate
+					d, err = s.Update(ctx, key, func(p *Page) error { p.N++; return nil }, etagstore.CreateIfMissing())
+				case r < 9:
+					in.op, in.value = opReplace, int64(1000*(c+1)+i)
+					d, err = s.Replace(ctx, etagstore.Doc[Page]{Key: key, Value: Page{N: in.value}, ETag: in.etag})
+				default:
+					in.op = opDelete
+					err = s.Delete(ctx, key, in.etag)
+				}
+				out := classify(t, d, err)
+				h.add(c, in, call, out)
+				if out.etag != "" {
+					seen[key] = out.etag
+				}
+				if rng.IntN(3) == 0 { // sometimes learn the current ETag
+					if cur, err := s.Get(ctx, key); err == nil {
+						seen[key] = cur.ETag
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res, info := porcupine.CheckOperationsVerbose(registerModel.ToModel(), h.ops, 30*time.Second)
+	switch res {
+	case porcupine.Ok:
+	case porcupine.Illegal:
+		path := filepath.Join(os.TempDir(), fmt.Sprintf("etagstore-linearizability-%d.html", time.Now().UnixNano()))
+		if err := porcupine.VisualizePath(registerModel.ToModel(), info, path); err != nil {
+			path = "(visualization failed: " + err.Error() + ")"
+		}
+		t.Errorf("history of %d operations is not linearizable; see %s", len(h.ops), path)
+	default:
+		t.Errorf("linearizability check timed out (%d operations)", len(h.ops))
+	}
+}
