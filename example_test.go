@@ -1,0 +1,127 @@
+package etagstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/memstore"
+)
+
+type Account struct {
+	Owner   string
+	Balance int64
+}
+
+func ExampleStore_Update() {
+	ctx := context.Background()
+	accounts := etagstore.New[Account](memstore.New(nil), nil)
+	if _, err := accounts.Create(ctx, "alice", Account{Owner: "Alice", Balance: 100}); err != nil {
+		panic(err)
+	}
+
+	// Update reads, applies the mutation and writes with If-Match; if another
+	// writer got in between, it re-reads and applies the mutation again.
+	d, err := accounts.Update(ctx, "alice", func(a *Account) error {
+		if a.Balance < 30 {
+			return errors.New("insufficient funds") // aborts: nothing is written
+		}
+		a.Balance -= 30
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(d.Value.Owner, d.Value.Balance)
+
+	got, _ := accounts.Get(ctx, "alice")
+	fmt.Println("same version:", got.ETag == d.ETag)
+	// Output:
+	// Alice 70
+	// same version: true
+}
+
+func ExampleConflictError() {
+	ctx := context.Background()
+	accounts := etagstore.New[Account](memstore.New(nil), nil)
+	mine, _ := accounts.Create(ctx, "bob", Account{Owner: "Bob", Balance: 10})
+
+	// Someone else changes the document after we read it.
+	_, _ = accounts.Update(ctx, "bob", func(a *Account) error { a.Balance = 500; return nil })
+
+	mine.Value.Balance = 20
+	_, err := accounts.Replace(ctx, mine) // If-Match of a stale ETag: HTTP 412
+	var conflict *etagstore.ConflictError[Account]
+	if errors.As(err, &conflict) {
+		fmt.Println("conflict:", errors.Is(err, etagstore.ErrConflict))
+		fmt.Println("stored balance:", conflict.Theirs.Value.Balance)
+		fmt.Println("my balance:", conflict.Mine.Balance)
+		// Diff is for people (go-cmp's format, which varies its spacing).
+		fmt.Println("diff names Balance:", strings.Contains(conflict.Diff(), "Balance: 500"))
+	}
+	// Output:
+	// conflict: true
+	// stored balance: 500
+	// my balance: 20
+	// diff names Balance: true
+}
+
+func ExampleETagAny() {
+	ctx := context.Background()
+	accounts := etagstore.New[Account](memstore.New(nil), nil)
+	_, _ = accounts.Create(ctx, "carol", Account{Owner: "Carol", Balance: 1})
+
+	// Without an ETag nothing is sent: overwriting has to be asked for.
+	_, err := accounts.Replace(ctx, etagstore.Doc[Account]{Key: "carol", Value: Account{Owner: "Carol"}})
+	fmt.Println(errors.Is(err, etagstore.ErrETagRequired))
+
+	// ETagAny is the explicit last-writer-wins opt-out.
+	d, err := accounts.Replace(ctx, etagstore.Doc[Account]{Key: "carol", Value: Account{Owner: "Carol", Balance: 99}, ETag: etagstore.ETagAny})
+	fmt.Println(d.Value.Balance, err)
+	// Output:
+	// true
+	// 99 <nil>
+}
+
+func ExampleStore_Upsert() {
+	ctx := context.Background()
+	accounts := etagstore.New[Account](memstore.New(nil), nil)
+	// Upsert is insert-or-replace: no concurrency check at all.
+	_, _ = accounts.Upsert(ctx, "dave", Account{Owner: "Dave", Balance: 5})
+	d, _ := accounts.Upsert(ctx, "dave", Account{Owner: "Dave", Balance: 6})
+	fmt.Println(d.Value.Balance)
+	// Output: 6
+}
+
+func ExampleStore_Save() {
+	type Page struct {
+		Title string
+		Body  string
+	}
+	ctx := context.Background()
+	wiki := etagstore.New[Page](memstore.New(nil), nil)
+	base, _ := wiki.Create(ctx, "home", Page{Title: "Home", Body: "Welcome"})
+
+	// Another editor renames the page while we edit the body.
+	_, _ = wiki.Update(ctx, "home", func(p *Page) error { p.Title = "Start"; return nil })
+
+	edited := base.Value
+	edited.Body = "Welcome, everyone"
+	saved, err := wiki.Save(ctx, base, edited, nil) // nil: etagstore.MergeFields
+	fmt.Printf("%+v %v\n", saved.Value, err)
+
+	// Both change the body: nothing is written and the error holds all three.
+	other := saved.Value
+	other.Body = "Hello"
+	_, _ = wiki.Update(ctx, "home", func(p *Page) error { p.Body = "Hi there"; return nil })
+	_, err = wiki.Save(ctx, saved, other, nil)
+	var conflict *etagstore.ConflictError[Page]
+	if errors.As(err, &conflict) {
+		fmt.Println(conflict.Fields, "base:", conflict.Base.Body, "mine:", conflict.Mine.Body, "theirs:", conflict.Theirs.Value.Body)
+	}
+	// Output:
+	// {Title:Start Body:Welcome, everyone} <nil>
+	// [Body] base: Welcome, everyone mine: Hello theirs: Hi there
+}

@@ -1,0 +1,371 @@
+package etagstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/memstore"
+)
+
+type counter struct{ N int }
+
+// fakeClock advances by exactly the time slept; Sleep returns at once.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	sleeps  []time.Duration
+	onSleep func()
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	c.sleeps = append(c.sleeps, d)
+	c.now = c.now.Add(d)
+	hook := c.onSleep
+	c.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return ctx.Err()
+}
+
+// hookBackend wraps memstore and lets a test act between an Update's read
+// and its write, as a concurrent writer would.
+type hookBackend struct {
+	*memstore.Backend
+	mu        sync.Mutex
+	reads     int
+	writes    int
+	afterRead func(n int) // runs after the n-th read (1-based)
+	// writeHook, if set, runs instead of the write; returning handled=false
+	// forwards the write.
+	writeHook func(n int, key string, w etagstore.Write) (etag etagstore.ETag, err error, handled bool)
+}
+
+func (h *hookBackend) Read(ctx context.Context, key string) (etagstore.Item, error) {
+	it, err := h.Backend.Read(ctx, key)
+	h.mu.Lock()
+	h.reads++
+	n, hook := h.reads, h.afterRead
+	h.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	return it, err
+}
+
+func (h *hookBackend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+	h.mu.Lock()
+	h.writes++
+	n, hook := h.writes, h.writeHook
+	h.mu.Unlock()
+	if hook != nil {
+		if etag, err, handled := hook(n, key, w); handled {
+			return etag, err
+		}
+	}
+	return h.Backend.Write(ctx, key, w)
+}
+
+func newTestStore(t *testing.T, p etagstore.RetryPolicy) (*etagstore.Store[counter], *hookBackend, *fakeClock) {
+	t.Helper()
+	hb := &hookBackend{Backend: memstore.New(nil)}
+	clock := newFakeClock()
+	return etagstore.New[counter](hb, &etagstore.Options{Retry: &p, Clock: clock}), hb, clock
+}
+
+// interfere bumps the counter behind the Store's back, as another process would.
+func interfere(t *testing.T, b etagstore.Backend, key string) {
+	t.Helper()
+	other := etagstore.New[counter](b, nil)
+	if _, err := other.Update(context.Background(), key, func(c *counter) error { c.N += 100; return nil }); err != nil {
+		t.Errorf("interfering update: %v", err)
+	}
+}
+
+func TestUpdateRetriesConflicts(t *testing.T) {
+	s, hb, clock := newTestStore(t, etagstore.RetryPolicy{})
+	if _, err := s.Create(t.Context(), "k", counter{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	hb.reads = 0
+	hb.afterRead = func(n int) {
+		if n <= 2 { // the first two reads go stale before the write
+			interfere(t, hb.Backend, "k")
+		}
+	}
+	calls := 0
+	d, err := s.Update(t.Context(), "k", func(c *counter) error { calls++; c.N++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Value.N != 202 || calls != 3 || len(clock.sleeps) != 2 {
+		t.Fatalf("N = %d after %d mutate calls and %d sleeps, want 202, 3, 2", d.Value.N, calls, len(clock.sleeps))
+	}
+	// Full jitter: each delay below its exponentially growing cap.
+	for i, d := range clock.sleeps {
+		limit := etagstore.DefaultRetryPolicy.InitialInterval << i
+		if d < 0 || d >= limit {
+			t.Errorf("sleep %d = %v, want in [0, %v)", i, d, limit)
+		}
+	}
+}
+
+func TestUpdateAttemptLimit(t *testing.T) {
+	s, hb, clock := newTestStore(t, etagstore.RetryPolicy{MaxAttempts: 4, MaxElapsedTime: -1})
+	if _, err := s.Create(t.Context(), "k", counter{}); err != nil {
+		t.Fatal(err)
+	}
+	hb.afterRead = func(int) { interfere(t, hb.Backend, "k") }
+	_, err := s.Update(t.Context(), "k", func(c *counter) error { c.N = -1; return nil })
+	var ce *etagstore.ConflictError[counter]
+	if !errors.As(err, &ce) || !errors.Is(err, etagstore.ErrConflict) {
+		t.Fatalf("Update = %v, want *ConflictError", err)
+	}
+	if ce.Attempts != 4 || len(clock.sleeps) != 3 {
+		t.Errorf("Attempts = %d with %d sleeps, want 4 and 3", ce.Attempts, len(clock.sleeps))
+	}
+	if ce.Mine.N != -1 || ce.Theirs.Value.N != 400 || ce.Key != "k" {
+		// Each of the 4 attempts' reads was followed by an interfering +100.
+		t.Errorf("ConflictError = %+v", ce)
+	}
+	if ce.Diff() == "" {
+		t.Error("Diff() is empty")
+	}
+}
+
+func TestUpdateElapsedLimit(t *testing.T) {
+	s, hb, clock := newTestStore(t, etagstore.RetryPolicy{MaxAttempts: 1000, InitialInterval: time.Second, MaxInterval: time.Second, MaxElapsedTime: 5 * time.Second})
+	if _, err := s.Create(t.Context(), "k", counter{}); err != nil {
+		t.Fatal(err)
+	}
+	hb.afterRead = func(int) { interfere(t, hb.Backend, "k") }
+	_, err := s.Update(t.Context(), "k", func(c *counter) error { c.N++; return nil })
+	if !errors.Is(err, etagstore.ErrConflict) {
+		t.Fatalf("Update = %v, want ErrConflict", err)
+	}
+	// No delay is scheduled past the 5 s budget (each cap is 1 s).
+	var slept time.Duration
+	for _, d := range clock.sleeps {
+		slept += d
+	}
+	if len(clock.sleeps) == 0 || slept > 5*time.Second || len(clock.sleeps) >= 999 {
+		t.Errorf("%d sleeps totalling %v, want some, within 5s", len(clock.sleeps), slept)
+	}
+}
+
+func TestUpdateAbort(t *testing.T) {
+	s, hb, _ := newTestStore(t, etagstore.RetryPolicy{})
+	if _, err := s.Create(t.Context(), "k", counter{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	hb.writes = 0
+	boom := errors.New("refused by mutate")
+	_, err := s.Update(t.Context(), "k", func(c *counter) error { c.N = 5; return boom })
+	if err != boom {
+		t.Fatalf("Update = %v, want the mutate error unchanged", err)
+	}
+	// A mutate error that happens to wrap ErrConflict is still an abort.
+	calls := 0
+	wrapped := errors.Join(etagstore.ErrConflict, boom)
+	_, err = s.Update(t.Context(), "k", func(c *counter) error { calls++; return wrapped })
+	if err != wrapped || calls != 1 {
+		t.Fatalf("Update = %v after %d calls, want the mutate error after 1", err, calls)
+	}
+	if hb.writes != 0 {
+		t.Fatalf("%d writes after aborted updates, want 0", hb.writes)
+	}
+}
+
+func TestUpdateNoopSendsNoWrite(t *testing.T) {
+	s, hb, _ := newTestStore(t, etagstore.RetryPolicy{})
+	created, err := s.Create(t.Context(), "k", counter{N: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb.writes = 0
+	d, err := s.Update(t.Context(), "k", func(c *counter) error { c.N = 3; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hb.writes != 0 || d != created {
+		t.Fatalf("no-op Update wrote %d times and returned %+v, want 0 and %+v", hb.writes, d, created)
+	}
+}
+
+func TestUpdateContextCanceled(t *testing.T) {
+	s, hb, clock := newTestStore(t, etagstore.RetryPolicy{})
+	if _, err := s.Create(t.Context(), "k", counter{}); err != nil {
+		t.Fatal(err)
+	}
+	hb.afterRead = func(int) { interfere(t, hb.Backend, "k") }
+	ctx, cancel := context.WithCancel(t.Context())
+	clock.onSleep = cancel // cancelled while backing off
+	_, err := s.Update(ctx, "k", func(c *counter) error { c.N++; return nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Update = %v, want context.Canceled", err)
+	}
+	if errors.Is(err, etagstore.ErrConflict) {
+		t.Fatalf("Update = %v: a cancelled update is not a conflict", err)
+	}
+	// Already cancelled: nothing is read.
+	hb.reads = 0
+	if _, err := s.Update(ctx, "k", func(c *counter) error { return nil }); !errors.Is(err, context.Canceled) || hb.reads != 0 {
+		t.Fatalf("Update(cancelled ctx) = %v after %d reads", err, hb.reads)
+	}
+}
+
+func TestUpdateCreateIfMissingLosesRace(t *testing.T) {
+	s, hb, _ := newTestStore(t, etagstore.RetryPolicy{})
+	hb.afterRead = func(n int) {
+		if n == 1 { // someone else creates the document after our first read
+			if _, err := etagstore.New[counter](hb.Backend, nil).Create(context.Background(), "k", counter{N: 10}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	var seen []int
+	d, err := s.Update(t.Context(), "k", func(c *counter) error { seen = append(seen, c.N); c.N++; return nil }, etagstore.CreateIfMissing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{0, 10}, seen); diff != "" {
+		t.Errorf("mutate saw (-want +got):\n%s", diff)
+	}
+	if d.Value.N != 11 {
+		t.Fatalf("N = %d, want 11", d.Value.N)
+	}
+}
+
+// A write that committed but came back as 412 (the SDK retried it after a
+// lost response) is recognised by its write id: mutate is not applied twice.
+func TestUpdateRecognisesOwnCommittedWrite(t *testing.T) {
+	s, hb, _ := newTestStore(t, etagstore.RetryPolicy{})
+	if _, err := s.Create(t.Context(), "k", counter{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	hb.writes = 0
+	hb.writeHook = func(n int, key string, w etagstore.Write) (etagstore.ETag, error, bool) {
+		if n != 1 {
+			return "", nil, false
+		}
+		if _, err := hb.Backend.Write(context.Background(), key, w); err != nil {
+			t.Fatal(err)
+		}
+		return "", etagstore.ErrConflict, true // the retry's 412
+	}
+	calls := 0
+	d, err := s.Update(t.Context(), "k", func(c *counter) error { calls++; c.N++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := s.Get(t.Context(), "k")
+	if d.Value.N != 2 || stored.Value.N != 2 || calls != 1 || d.ETag != stored.ETag {
+		t.Fatalf("Update = %+v (stored %+v) after %d mutate calls; want N 2 once", d, stored, calls)
+	}
+}
+
+func TestNilOptionsAreDefaults(t *testing.T) {
+	s := etagstore.New[counter](memstore.New(nil), nil)
+	d, err := s.Update(t.Context(), "k", func(c *counter) error { c.N = 7; return nil }, etagstore.CreateIfMissing())
+	if err != nil || d.Value.N != 7 {
+		t.Fatalf("Update = %+v, %v", d, err)
+	}
+}
+
+func TestMergeFields(t *testing.T) {
+	type inner struct{ A, B string }
+	type doc struct {
+		Title string
+		Tags  []string
+		In    inner
+		When  time.Time
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	base := doc{Title: "t", Tags: []string{"a"}, In: inner{"a", "b"}, When: t0}
+	for _, tc := range []struct {
+		name         string
+		mine, theirs doc
+		want         doc
+		conflicts    []string
+	}{
+		{"disjoint", doc{Title: "mine", Tags: []string{"a"}, In: inner{"a", "b"}, When: t0}, doc{Title: "t", Tags: []string{"a", "x"}, In: inner{"a", "b"}, When: t0},
+			doc{Title: "mine", Tags: []string{"a", "x"}, In: inner{"a", "b"}, When: t0}, nil},
+		{"nested disjoint", doc{Title: "t", Tags: []string{"a"}, In: inner{"A", "b"}, When: t0}, doc{Title: "t", Tags: []string{"a"}, In: inner{"a", "B"}, When: t0},
+			doc{Title: "t", Tags: []string{"a"}, In: inner{"A", "B"}, When: t0}, nil},
+		{"same change", doc{Title: "same", Tags: []string{"a"}, In: inner{"a", "b"}, When: t0}, doc{Title: "same", Tags: []string{"a"}, In: inner{"a", "b"}, When: t0},
+			doc{Title: "same", Tags: []string{"a"}, In: inner{"a", "b"}, When: t0}, nil},
+		{"overlap", doc{Title: "m", Tags: []string{"m"}, In: inner{"m", "b"}, When: t0.Add(time.Hour)}, doc{Title: "o", Tags: []string{"o"}, In: inner{"o", "b"}, When: t0.Add(2 * time.Hour)},
+			doc{}, []string{"Title", "Tags", "In.A", "When"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := etagstore.MergeFields(base, tc.mine, tc.theirs)
+			if tc.conflicts != nil {
+				var me *etagstore.MergeError
+				if !errors.As(err, &me) || !errors.Is(err, etagstore.ErrConflict) {
+					t.Fatalf("MergeFields = %v, want *MergeError", err)
+				}
+				if diff := cmp.Diff(tc.conflicts, me.Fields); diff != "" {
+					t.Errorf("conflicting fields (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("merged (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// A non-struct document is one field.
+	if _, err := etagstore.MergeFields("base", "mine", "theirs"); !errors.Is(err, etagstore.ErrConflict) {
+		t.Errorf("MergeFields on strings = %v, want conflict", err)
+	}
+	if got, err := etagstore.MergeFields("base", "base", "theirs"); err != nil || got != "theirs" {
+		t.Errorf("MergeFields on strings = %q, %v", got, err)
+	}
+}
+
+func TestSaveMergeRetriesAfterSecondConflict(t *testing.T) {
+	type page struct{ Title, Body string }
+	hb := &hookBackend{Backend: memstore.New(nil)}
+	s := etagstore.New[page](hb, &etagstore.Options{Clock: newFakeClock()})
+	base, err := s.Create(t.Context(), "p", page{Title: "t", Body: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := etagstore.New[page](hb.Backend, nil)
+	if _, err := other.Update(t.Context(), "p", func(p *page) error { p.Title = "T1"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	hb.afterRead = func(n int) {
+		if n == 1 { // theirs moves again between Save's read and its merged write
+			if _, err := other.Update(context.Background(), "p", func(p *page) error { p.Title = "T2"; return nil }); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	hb.reads = 0
+	d, err := s.Save(t.Context(), base, page{Title: "t", Body: "mine"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Value != (page{Title: "T2", Body: "mine"}) {
+		t.Fatalf("Save = %+v, want T2/mine", d.Value)
+	}
+}
