@@ -335,7 +335,7 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 		if err != nil {
 			return false, err
 		}
-		if exists && bytes.Equal(data, it.Data) {
+		if exists && s.unchanged(data, it.Data, cur.Value) {
 			result = cur
 			return false, nil
 		}
@@ -368,6 +368,18 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 		return s.conflict(ctx, key, held, ids[len(ids)-1], mine, attempts)
 	}
 	return Doc[T]{}, err
+}
+
+// unchanged reports whether data, the encoding of the mutated value, is the
+// stored version: byte-equal to what was read, or else to the encoding of
+// the value decoded from it (a backend such as tables hands back the
+// properties in its own layout).
+func (s *Store[T]) unchanged(data, stored []byte, cur T) bool {
+	if bytes.Equal(data, stored) {
+		return true
+	}
+	again, err := s.codec.Marshal(cur)
+	return err == nil && bytes.Equal(data, again)
 }
 
 // committed re-reads key and reports whether the stored version was written

@@ -1,0 +1,387 @@
+// Package tablestore is the etagstore.Backend on Azure Table storage
+// (sdk/data/aztables). Documents are entities: a struct's fields become
+// typed entity properties (see EntityCodec).
+//
+// The rules of Azure's Table service apply with the SDK's traps closed: a
+// replace, merge or delete is always sent with the caller's ETag in If-Match
+// (the SDK's nil-IfMatch-means-"*" default is unreachable), ETagAny ("*")
+// is sent only when asked for, Upsert is Insert-or-Replace, Create is Insert
+// Entity.
+//
+// Keys are "PartitionKey/RowKey", or plain row keys when Options.Partition
+// is set. You build the aztables client (connection string, shared key or
+// azidentity); the package never handles credentials.
+package tablestore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/etagstore/etagstore"
+)
+
+// maxKeyBytes is Azure's limit for a PartitionKey or RowKey: 1 KiB (UTF-16).
+const maxKeyBytes = 1024
+
+// Options configure a Backend. Nil means the defaults.
+type Options struct {
+	// Partition, if set, puts every document in this partition and makes
+	// keys plain row keys. Default: "" — keys are "PartitionKey/RowKey".
+	Partition string
+	// PageSize is how many entities List asks for per request.
+	// Default: 1000, the service's maximum.
+	PageSize int32
+}
+
+// Backend is an etagstore.Backend on one Azure table. It is safe for
+// concurrent use.
+type Backend struct {
+	client *aztables.Client
+	opts   Options
+}
+
+var (
+	_ etagstore.Backend       = (*Backend)(nil)
+	_ etagstore.CodecProvider = (*Backend)(nil)
+)
+
+// New returns a Backend that keeps documents in the table client points
+// to. The table must exist. Nil opts means the defaults.
+func New(client *aztables.Client, opts *Options) *Backend {
+	b := &Backend{client: client}
+	if opts != nil {
+		b.opts = *opts
+	}
+	if b.opts.PageSize <= 0 || b.opts.PageSize > 1000 {
+		b.opts.PageSize = 1000
+	}
+	return b
+}
+
+// NewStore is the one-line way to a typed store on a table:
+// etagstore.New[T](New(client, opts), storeOpts).
+func NewStore[T any](client *aztables.Client, opts *Options, storeOpts *etagstore.Options) *etagstore.Store[T] {
+	return etagstore.New[T](New(client, opts), storeOpts)
+}
+
+// Client returns the aztables client the Backend uses.
+func (b *Backend) Client() *aztables.Client { return b.client }
+
+// Codec returns EntityCodec: struct fields as typed entity properties.
+func (b *Backend) Codec() etagstore.Codec { return EntityCodec{} }
+
+// ValidateKey checks key against Azure's key rules without sending
+// anything: each part non-empty, at most 1 KiB (as UTF-16), with no '/',
+// '\', '#', '?' or control character. Errors match etagstore.ErrInvalidKey.
+func (b *Backend) ValidateKey(key string) error {
+	_, _, err := b.split(key)
+	return err
+}
+
+// split turns a key into its PartitionKey and RowKey, validating both.
+func (b *Backend) split(key string) (pk, rk string, err error) {
+	if b.opts.Partition != "" {
+		pk, rk = b.opts.Partition, key
+		if err := checkKeyPart("partition key", pk); err != nil {
+			return "", "", err
+		}
+	} else {
+		var ok bool
+		pk, rk, ok = strings.Cut(key, "/")
+		if !ok {
+			return "", "", fmt.Errorf("%w: %q: table keys are \"PartitionKey/RowKey\"", etagstore.ErrInvalidKey, key)
+		}
+		if err := checkKeyPart("partition key", pk); err != nil {
+			return "", "", err
+		}
+	}
+	if err := checkKeyPart("row key", rk); err != nil {
+		return "", "", err
+	}
+	return pk, rk, nil
+}
+
+func checkKeyPart(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: empty %s", etagstore.ErrInvalidKey, what)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s %q is not valid UTF-8", etagstore.ErrInvalidKey, what, s)
+	case 2*len(utf16.Encode([]rune(s))) > maxKeyBytes:
+		return fmt.Errorf("%w: %s is over 1 KiB", etagstore.ErrInvalidKey, what)
+	}
+	for _, r := range s {
+		if r == '/' || r == '\\' || r == '#' || r == '?' || r <= 0x1f || r >= 0x7f && r <= 0x9f {
+			return fmt.Errorf("%w: %s %q contains %U, which Azure Table keys do not allow", etagstore.ErrInvalidKey, what, s, r)
+		}
+	}
+	return nil
+}
+
+// key is the inverse of split.
+func (b *Backend) key(pk, rk string) string {
+	if b.opts.Partition != "" {
+		return rk
+	}
+	return pk + "/" + rk
+}
+
+// Read returns the entity under key, or an error matching
+// etagstore.ErrNotFound.
+func (b *Backend) Read(ctx context.Context, key string) (etagstore.Item, error) {
+	pk, rk, err := b.split(key)
+	if err != nil {
+		return etagstore.Item{}, err
+	}
+	resp, err := b.client.GetEntity(ctx, pk, rk, nil)
+	if err != nil {
+		return etagstore.Item{}, mapError("read", key, err)
+	}
+	it, err := b.item(resp.Value)
+	if err != nil {
+		return etagstore.Item{}, err
+	}
+	it.ETag = etagstore.ETag(resp.ETag)
+	return it, nil
+}
+
+// item turns an entity as the service returns it into an Item: the system
+// properties are removed from Data, the bookkeeping goes to Meta.
+func (b *Backend) item(entity []byte) (etagstore.Item, error) {
+	var props map[string]json.RawMessage
+	if err := json.Unmarshal(entity, &props); err != nil {
+		return etagstore.Item{}, fmt.Errorf("tablestore: entity is not a JSON object: %w", err)
+	}
+	var it etagstore.Item
+	var pk, rk string
+	_ = json.Unmarshal(props["PartitionKey"], &pk)
+	_ = json.Unmarshal(props["RowKey"], &rk)
+	it.Key = b.key(pk, rk)
+	if raw, ok := props["odata.etag"]; ok {
+		var etag string
+		_ = json.Unmarshal(raw, &etag)
+		it.ETag = etagstore.ETag(etag)
+	}
+	if raw, ok := props[MetaProperty]; ok {
+		_ = json.Unmarshal(raw, &it.Meta)
+	}
+	for name := range props {
+		base, _, _ := strings.Cut(name, "@")
+		if strings.HasPrefix(name, "odata.") || base == "PartitionKey" || base == "RowKey" || base == "Timestamp" || base == MetaProperty {
+			delete(props, name)
+		}
+	}
+	data, err := json.Marshal(props)
+	if err != nil {
+		return etagstore.Item{}, err
+	}
+	it.Data = data
+	return it, nil
+}
+
+// entity builds the JSON body of a write: the key properties, the
+// bookkeeping property and the document's properties (a JSON object).
+func entity(pk, rk, meta string, data []byte) ([]byte, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) < 2 || data[0] != '{' || data[len(data)-1] != '}' {
+		return nil, fmt.Errorf("%w: tablestore: a document must encode as a JSON object of properties", etagstore.ErrInvalidInput)
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(data) + len(pk) + len(rk) + len(meta) + 64)
+	buf.WriteString(`{"PartitionKey":`)
+	buf.Write(jsonString(pk))
+	buf.WriteString(`,"RowKey":`)
+	buf.Write(jsonString(rk))
+	if meta != "" {
+		buf.WriteString(`,"` + MetaProperty + `":`)
+		buf.Write(jsonString(meta))
+	}
+	if rest := bytes.TrimSpace(data[1:]); len(rest) > 1 { // more than "}"
+		buf.WriteByte(',')
+	}
+	buf.Write(data[1:])
+	return buf.Bytes(), nil
+}
+
+// Write stores w under key if w.Cond holds: CondCreate is Insert Entity
+// (EntityAlreadyExists → etagstore.ErrExists), CondIfMatch is Update Entity
+// in replace mode with If-Match (UpdateConditionNotSatisfied →
+// etagstore.ErrConflict, a missing entity → etagstore.ErrNotFound), CondNone
+// is Insert or Replace Entity. An IfMatch without an ETag matches
+// etagstore.ErrETagRequired and nothing is sent.
+func (b *Backend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+	return b.write(ctx, key, w, aztables.UpdateModeReplace)
+}
+
+// write is Write with a choice of replace or merge semantics.
+func (b *Backend) write(ctx context.Context, key string, w etagstore.Write, mode aztables.UpdateMode) (etagstore.ETag, error) {
+	pk, rk, err := b.split(key)
+	if err != nil {
+		return "", err
+	}
+	if err := w.Cond.Check(); err != nil {
+		return "", err
+	}
+	if len(w.Meta) > etagstore.MaxMetaLen {
+		return "", fmt.Errorf("%w: meta is %d bytes", etagstore.ErrTooLarge, len(w.Meta))
+	}
+	body, err := entity(pk, rk, w.Meta, w.Data)
+	if err != nil {
+		return "", err
+	}
+	var etag azcore.ETag
+	switch w.Cond.Kind {
+	case etagstore.CondCreate:
+		if mode != aztables.UpdateModeReplace {
+			return "", fmt.Errorf("%w: tablestore: create cannot merge", etagstore.ErrInvalidInput)
+		}
+		var resp aztables.AddEntityResponse
+		resp, err = b.client.AddEntity(ctx, body, nil)
+		etag = resp.ETag
+	case etagstore.CondIfMatch:
+		ifMatch := azcore.ETag(w.Cond.ETag) // never nil: nil would mean "*"
+		var resp aztables.UpdateEntityResponse
+		resp, err = b.client.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &ifMatch, UpdateMode: mode})
+		etag = resp.ETag
+	case etagstore.CondNone:
+		var resp aztables.UpsertEntityResponse
+		resp, err = b.client.UpsertEntity(ctx, body, &aztables.UpsertEntityOptions{UpdateMode: mode})
+		etag = resp.ETag
+	}
+	if err != nil {
+		return "", mapError("write", key, err)
+	}
+	return etagstore.ETag(etag), nil
+}
+
+// Delete removes the entity under key with If-Match of cond.ETag (ETagAny
+// allowed). A stale ETag matches etagstore.ErrConflict, a missing entity
+// etagstore.ErrNotFound; without an ETag nothing is sent
+// (etagstore.ErrETagRequired).
+func (b *Backend) Delete(ctx context.Context, key string, cond etagstore.Cond) error {
+	pk, rk, err := b.split(key)
+	if err != nil {
+		return err
+	}
+	if err := cond.Check(); err != nil {
+		return err
+	}
+	if cond.Kind != etagstore.CondIfMatch {
+		return fmt.Errorf("%w: delete needs If-Match, got %s", etagstore.ErrETagRequired, cond.Kind)
+	}
+	ifMatch := azcore.ETag(cond.ETag) // never nil: nil would mean "*"
+	if _, err := b.client.DeleteEntity(ctx, pk, rk, &aztables.DeleteEntityOptions{IfMatch: &ifMatch}); err != nil {
+		return mapError("delete", key, err)
+	}
+	return nil
+}
+
+// List yields the entities whose key starts with prefix in table order
+// (PartitionKey, then RowKey), fetching pages of Options.PageSize. With
+// "PartitionKey/RowKey" keys, a prefix without '/' selects a range of
+// partitions and one with '/' a range of rows in one partition.
+func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.Item, error] {
+	return b.query(ctx, b.prefixFilter(prefix))
+}
+
+// prefixFilter is the OData filter for the keys starting with prefix.
+func (b *Backend) prefixFilter(prefix string) Filter {
+	if b.opts.Partition != "" {
+		return Eq("PartitionKey", b.opts.Partition).And(prefixRange("RowKey", prefix))
+	}
+	if pk, rkPrefix, ok := strings.Cut(prefix, "/"); ok {
+		return Eq("PartitionKey", pk).And(prefixRange("RowKey", rkPrefix))
+	}
+	return prefixRange("PartitionKey", prefix)
+}
+
+// Query yields the entities matching filter (see Filter) in table order.
+// Entities outside Options.Partition are skipped when it is set.
+func (b *Backend) Query(ctx context.Context, filter Filter) iter.Seq2[etagstore.Item, error] {
+	if b.opts.Partition != "" {
+		filter = Eq("PartitionKey", b.opts.Partition).And(filter)
+	}
+	return b.query(ctx, filter)
+}
+
+func (b *Backend) query(ctx context.Context, filter Filter) iter.Seq2[etagstore.Item, error] {
+	return func(yield func(etagstore.Item, error) bool) {
+		if err := filter.Err(); err != nil {
+			yield(etagstore.Item{}, fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, err))
+			return
+		}
+		opts := &aztables.ListEntitiesOptions{Top: &b.opts.PageSize}
+		if f := filter.String(); f != "" {
+			opts.Filter = &f
+		}
+		pager := b.client.NewListEntitiesPager(opts)
+		for pager.More() {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				yield(etagstore.Item{}, mapError("list", "", err))
+				return
+			}
+			for _, e := range page.Entities {
+				it, err := b.item(e)
+				if err != nil {
+					yield(etagstore.Item{}, err)
+					return
+				}
+				if !yield(it, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// mapError is the one place where Table service errors become etagstore's
+// sentinels, by ErrorCode (falling back on the HTTP status for codes this
+// list does not name). The result wraps the original error.
+func mapError(op, key string, err error) error {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return fmt.Errorf("tablestore: %s %q: %w", op, key, err)
+	}
+	var sentinel error
+	switch aztables.TableErrorCode(re.ErrorCode) {
+	case aztables.UpdateConditionNotSatisfied:
+		sentinel = etagstore.ErrConflict
+	case aztables.EntityAlreadyExists:
+		sentinel = etagstore.ErrExists
+	case aztables.ResourceNotFound, aztables.EntityNotFound:
+		sentinel = etagstore.ErrNotFound
+	case aztables.EntityTooLarge, aztables.PropertyValueTooLarge, aztables.TooManyProperties:
+		sentinel = etagstore.ErrTooLarge
+	case aztables.TableNotFound:
+		return fmt.Errorf("tablestore: %s %q: the table does not exist: %w", op, key, err)
+	default:
+		switch re.StatusCode {
+		case http.StatusPreconditionFailed:
+			sentinel = etagstore.ErrConflict
+		case http.StatusConflict:
+			sentinel = etagstore.ErrExists
+		case http.StatusNotFound:
+			sentinel = etagstore.ErrNotFound
+		case http.StatusRequestEntityTooLarge:
+			sentinel = etagstore.ErrTooLarge
+		default:
+			return fmt.Errorf("tablestore: %s %q: %w", op, key, err)
+		}
+	}
+	return fmt.Errorf("%w: tablestore: %s %q: %w", sentinel, op, key, err)
+}
