@@ -108,6 +108,9 @@ func New[T any](b Backend, opts *Options) *Store[T] {
 // Backend returns the backend the Store uses.
 func (s *Store[T]) Backend() Backend { return s.b }
 
+// Codec returns the codec the Store encodes documents with.
+func (s *Store[T]) Codec() Codec { return s.codec }
+
 func (s *Store[T]) checkKey(key string) error {
 	if err := CheckKey(key); err != nil {
 		return err
