@@ -44,6 +44,15 @@ var (
 	// ErrInvalidInput: an argument is out of range (for example a lease
 	// duration). Nothing was sent.
 	ErrInvalidInput = errors.New("etagstore: invalid input")
+	// ErrFenced: the document was written under a newer fencing token than
+	// the one this write carries (see WithFence). Nothing was written.
+	ErrFenced = errors.New("etagstore: fenced")
+	// ErrLocked: another holder has the lease or lock (HTTP 409
+	// LeaseAlreadyPresent, or 412 LeaseIdMissing on a write).
+	ErrLocked = errors.New("etagstore: locked")
+	// ErrLockLost: a lease or lock this caller held is gone (expired,
+	// broken or taken over); work done under it must stop.
+	ErrLockLost = errors.New("etagstore: lock lost")
 )
 
 // errorf returns an error that matches sentinel and says more.
@@ -142,7 +151,8 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) 
 		return Doc[T]{}, err
 	}
 	id := newWriteID()
-	etag, err := s.b.Write(ctx, key, Write{Data: data, Cond: Cond{Kind: CondCreate}, Meta: meta{}.then(id, s.keepIDs).String()})
+	fence, _ := FenceFrom(ctx)
+	etag, err := s.b.Write(ctx, key, Write{Data: data, Cond: Cond{Kind: CondCreate}, Meta: meta{}.then(id, s.keepIDs, fence).String()})
 	if errors.Is(err, ErrExists) {
 		// The SDK may have retried our own committed create; that is a success.
 		if it, ok := s.committed(ctx, key, id); ok {
@@ -169,12 +179,22 @@ func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if d.ETag == "" {
 		return Doc[T]{}, errorf(ErrETagRequired, "Replace %q", d.Key)
 	}
+	if _, fenced := FenceFrom(ctx); fenced {
+		// The token must be checked against the stored version: read it,
+		// and write with If-Match of the version read.
+		return s.readModifyWrite(ctx, d.Key, false, nil, func(cur Doc[T]) (T, error) {
+			if d.ETag != ETagAny && cur.ETag != d.ETag {
+				return d.Value, &ConflictError[T]{Key: d.Key, ETag: d.ETag, Mine: d.Value, Theirs: cur, Attempts: 1}
+			}
+			return d.Value, nil
+		})
+	}
 	data, err := s.encode(d.Key, d.Value)
 	if err != nil {
 		return Doc[T]{}, err
 	}
 	id := newWriteID()
-	etag, err := s.b.Write(ctx, d.Key, Write{Data: data, Cond: IfMatch(d.ETag), Meta: meta{}.then(id, s.keepIDs).String()})
+	etag, err := s.b.Write(ctx, d.Key, Write{Data: data, Cond: IfMatch(d.ETag), Meta: meta{}.then(id, s.keepIDs, 0).String()})
 	switch {
 	case err == nil:
 		return Doc[T]{Key: d.Key, Value: d.Value, ETag: etag}, nil
@@ -192,11 +212,14 @@ func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
 	}
+	if _, fenced := FenceFrom(ctx); fenced {
+		return Doc[T]{}, errorf(ErrInvalidInput, "Upsert %q checks nothing and cannot honour a fencing token; use Update or Replace with ETagAny", key)
+	}
 	data, err := s.encode(key, v)
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	etag, err := s.b.Write(ctx, key, Write{Data: data, Cond: Cond{Kind: CondNone}, Meta: meta{}.then(newWriteID(), s.keepIDs).String()})
+	etag, err := s.b.Write(ctx, key, Write{Data: data, Cond: Cond{Kind: CondNone}, Meta: meta{}.then(newWriteID(), s.keepIDs, 0).String()})
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -216,7 +239,23 @@ func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 	if etag == "" {
 		return errorf(ErrETagRequired, "Delete %q", key)
 	}
-	err := s.b.Delete(ctx, key, IfMatch(etag))
+	cond := IfMatch(etag)
+	if token, fenced := FenceFrom(ctx); fenced {
+		it, err := s.b.Read(ctx, key)
+		if err != nil {
+			return err
+		}
+		if etag != ETagAny && it.ETag != etag {
+			var zero T
+			_, err = s.conflict(ctx, key, etag, "", zero, 1)
+			return err
+		}
+		if err := checkFence(key, parseMeta(it.Meta), token); err != nil {
+			return err
+		}
+		cond = IfMatch(it.ETag) // atomic with the check
+	}
+	err := s.b.Delete(ctx, key, cond)
 	if errors.Is(err, ErrConflict) {
 		var zero T
 		_, err = s.conflict(ctx, key, etag, "", zero, 1)
@@ -301,13 +340,14 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 		mine   T        // the last value computed
 		lost   bool     // the last attempt's write lost a race
 	)
+	fence, fenced := FenceFrom(ctx)
 	attempts, err := retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (bool, error) {
 		lost = false
 		var (
 			it  Item
 			err error
 		)
-		if attempt == 1 && start != nil {
+		if attempt == 1 && start != nil && !fenced {
 			it = *start
 		} else {
 			it, err = s.b.Read(ctx, key)
@@ -318,7 +358,8 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 		case err != nil:
 			return false, err
 		}
-		if exists && slices.ContainsFunc(ids, parseMeta(it.Meta).has) {
+		stored := parseMeta(it.Meta)
+		if exists && slices.ContainsFunc(ids, stored.has) {
 			// One of our earlier writes committed after all (its response
 			// was lost and the SDK's retry saw 412).
 			result, err = s.decode(it)
@@ -331,6 +372,11 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 			}
 		}
 		held = it.ETag
+		if fenced {
+			if err := checkFence(key, stored, fence); err != nil {
+				return false, err
+			}
+		}
 		if mine, err = modify(cur); err != nil {
 			return false, err
 		}
@@ -344,10 +390,10 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 		}
 		id := newWriteID()
 		ids = append(ids, id)
-		w := Write{Data: data, Cond: Cond{Kind: CondCreate}, Meta: meta{}.then(id, s.keepIDs).String()}
+		w := Write{Data: data, Cond: Cond{Kind: CondCreate}, Meta: meta{}.then(id, s.keepIDs, fence).String()}
 		if exists {
 			w.Cond = IfMatch(it.ETag)
-			w.Meta = parseMeta(it.Meta).then(id, s.keepIDs).String()
+			w.Meta = stored.then(id, s.keepIDs, fence).String()
 		}
 		etag, err := s.b.Write(ctx, key, w)
 		switch {

@@ -12,6 +12,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -66,6 +67,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"ConcurrentCreate", testConcurrentCreate},
 		{"StaleReplaceAfterUpdate", testStaleReplaceAfterUpdate},
 		{"Linearizable", testLinearizable},
+		{"Fencing", testFencing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -544,4 +546,61 @@ func testStaleReplaceAfterUpdate(t *testing.T, s *etagstore.Store[Page]) {
 		t.Errorf("Theirs.N = %d, want 4", ce.Theirs.Value.N)
 	}
 	wantStored(t, s, stored)
+}
+
+// testFencing: a document records the highest fencing token written to it;
+// a write carrying a lower one is refused with ErrFenced and writes nothing.
+func testFencing(t *testing.T, s *etagstore.Store[Page]) {
+	ctx := t.Context()
+	at := func(token int64) context.Context { return etagstore.WithFence(ctx, token) }
+	d, err := s.Create(at(5), "p", Page{N: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc := func(p *Page) error { p.N++; return nil }
+	old := at(4)
+	checks := map[string]error{}
+	_, checks["Update"] = s.Update(old, "p", inc)
+	_, checks["Replace"] = s.Replace(old, etagstore.Doc[Page]{Key: "p", Value: Page{N: 9}, ETag: d.ETag})
+	_, checks["Replace(ETagAny)"] = s.Replace(old, etagstore.Doc[Page]{Key: "p", Value: Page{N: 9}, ETag: etagstore.ETagAny})
+	_, checks["Save"] = s.Save(old, d, Page{N: 9}, nil)
+	checks["Delete"] = s.Delete(old, "p", d.ETag)
+	for op, err := range checks {
+		if !errors.Is(err, etagstore.ErrFenced) {
+			t.Errorf("%s with token 4 after 5 = %v, want ErrFenced", op, err)
+		}
+	}
+	wantStored(t, s, d)
+	if _, err := s.Upsert(at(9), "p", Page{}); !errors.Is(err, etagstore.ErrInvalidInput) {
+		t.Errorf("fenced Upsert = %v, want ErrInvalidInput", err)
+	}
+	wantStored(t, s, d)
+
+	// The same token, and then a newer one, may write; the newer one fences
+	// the older from then on.
+	if _, err := s.Update(at(5), "p", inc); err != nil {
+		t.Fatalf("Update with the recorded token: %v", err)
+	}
+	d6, err := s.Update(at(6), "p", inc)
+	if err != nil {
+		t.Fatalf("Update with a newer token: %v", err)
+	}
+	if _, err := s.Update(at(5), "p", inc); !errors.Is(err, etagstore.ErrFenced) {
+		t.Fatalf("Update with token 5 after 6 = %v, want ErrFenced", err)
+	}
+	// Unfenced writes leave the record in place for Update.
+	d7, err := s.Update(ctx, "p", inc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(at(5), "p", inc); !errors.Is(err, etagstore.ErrFenced) {
+		t.Fatalf("Update with token 5 after an unfenced Update = %v, want ErrFenced", err)
+	}
+	if d7.Value.N != d6.Value.N+1 {
+		t.Fatalf("N = %d, want %d", d7.Value.N, d6.Value.N+1)
+	}
+	if err := s.Delete(at(6), "p", d7.ETag); err != nil {
+		t.Fatalf("Delete with the current token: %v", err)
+	}
+	wantMissing(t, s, "p")
 }

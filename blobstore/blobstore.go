@@ -1,0 +1,393 @@
+// Package blobstore is the etagstore.Backend on Azure Blob storage
+// (sdk/storage/azblob): each document is a block blob holding its encoded
+// bytes (JSON by default), written in one Put Blob request that always
+// carries its access conditions.
+//
+// It also has what only blobs offer: reads with If-None-Match,
+// If-Modified-Since and If-Unmodified-Since (GetIf), blob and container
+// leases (Lease), and a distributed Lock with heartbeat renewal, a lost-lock
+// signal and fencing tokens (Locker).
+//
+// You build the container client (connection string, shared key or
+// azidentity); the package never handles credentials.
+package blobstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/etagstore/etagstore"
+)
+
+// metaKey is the blob metadata entry holding the Store's bookkeeping.
+const metaKey = "etagstoremeta"
+
+// ErrNotModified is returned by GetIf when an If-None-Match or
+// If-Modified-Since condition says the caller's copy is current (HTTP 304).
+var ErrNotModified = errors.New("blobstore: not modified")
+
+// Options configure a Backend. Nil means the defaults.
+type Options struct {
+	// Prefix is put before every key to form the blob name, e.g. "docs/".
+	// Default: "".
+	Prefix string
+	// ContentType is the Content-Type of document blobs.
+	// Default: "application/json".
+	ContentType string
+	// MaxDocSize is the largest document written, in bytes; a larger one
+	// matches etagstore.ErrTooLarge before anything is sent. Documents are
+	// always written with one Put Blob request, so that the If-Match or
+	// If-None-Match condition is never dropped (the SDK's chunked uploads
+	// would drop it). Default: 4 MiB; at most 256 MiB.
+	MaxDocSize int
+}
+
+// Backend is an etagstore.Backend on one blob container. It is safe for
+// concurrent use.
+type Backend struct {
+	c    *container.Client
+	opts Options
+}
+
+var _ etagstore.Backend = (*Backend)(nil)
+
+// New returns a Backend that keeps documents in the container c points to.
+// The container must exist. Nil opts means the defaults.
+func New(c *container.Client, opts *Options) *Backend {
+	b := &Backend{c: c}
+	if opts != nil {
+		b.opts = *opts
+	}
+	if b.opts.ContentType == "" {
+		b.opts.ContentType = "application/json"
+	}
+	if b.opts.MaxDocSize <= 0 {
+		b.opts.MaxDocSize = 4 << 20
+	}
+	b.opts.MaxDocSize = min(b.opts.MaxDocSize, 256<<20)
+	return b
+}
+
+// NewStore is the one-line way to a typed store on a container:
+// etagstore.New[T](New(c, opts), storeOpts).
+func NewStore[T any](c *container.Client, opts *Options, storeOpts *etagstore.Options) *etagstore.Store[T] {
+	return etagstore.New[T](New(c, opts), storeOpts)
+}
+
+// Container returns the container client the Backend uses.
+func (b *Backend) Container() *container.Client { return b.c }
+
+// ValidateKey checks that prefix+key is a valid blob name: 1 to 1024
+// characters, at most 254 path segments, no empty segment, not ending in
+// '.' or '/', no control characters. Errors match etagstore.ErrInvalidKey.
+func (b *Backend) ValidateKey(key string) error {
+	if err := etagstore.CheckKey(key); err != nil {
+		return err
+	}
+	return checkBlobName(b.opts.Prefix + key)
+}
+
+func checkBlobName(name string) error {
+	switch n := len([]rune(name)); {
+	case n == 0 || n > 1024:
+		return fmt.Errorf("%w: blob name %q must be 1 to 1024 characters", etagstore.ErrInvalidKey, name)
+	case strings.HasSuffix(name, ".") || strings.HasSuffix(name, "/"):
+		return fmt.Errorf("%w: blob name %q must not end with '.' or '/'", etagstore.ErrInvalidKey, name)
+	case strings.Contains(name, "//") || strings.HasPrefix(name, "/"):
+		return fmt.Errorf("%w: blob name %q has an empty path segment", etagstore.ErrInvalidKey, name)
+	case strings.Count(name, "/") >= 254:
+		return fmt.Errorf("%w: blob name %q has more than 254 path segments", etagstore.ErrInvalidKey, name)
+	case strings.Contains(name, `\`):
+		return fmt.Errorf("%w: blob name %q contains '\\', which some clients turn into '/'", etagstore.ErrInvalidKey, name)
+	}
+	return etagstore.CheckKey(name)
+}
+
+func (b *Backend) blob(key string) *blockblob.Client {
+	return b.c.NewBlockBlobClient(b.opts.Prefix + key)
+}
+
+// leaseKey is the context key of a lease id.
+type leaseKey struct{}
+
+// WithLease returns a context whose reads, writes and deletes through a
+// blob Backend carry the lease id leaseID: the way to write a leased blob
+// (without it Azure answers 412 LeaseIdMissing, etagstore.ErrLocked) and to
+// read it exclusively.
+func WithLease(ctx context.Context, leaseID string) context.Context {
+	return context.WithValue(ctx, leaseKey{}, leaseID)
+}
+
+func leaseConditions(ctx context.Context) *blob.LeaseAccessConditions {
+	if id, ok := ctx.Value(leaseKey{}).(string); ok && id != "" {
+		return &blob.LeaseAccessConditions{LeaseID: &id}
+	}
+	return nil
+}
+
+// Read downloads the blob under key, or returns an error matching
+// etagstore.ErrNotFound.
+func (b *Backend) Read(ctx context.Context, key string) (etagstore.Item, error) {
+	it, err := b.read(ctx, key, nil)
+	if errors.Is(err, ErrNotModified) { // cannot happen without conditions
+		return etagstore.Item{}, fmt.Errorf("blobstore: read %q: unexpected 304", key)
+	}
+	return it, err
+}
+
+func (b *Backend) read(ctx context.Context, key string, mac *blob.ModifiedAccessConditions) (etagstore.Item, error) {
+	if err := b.ValidateKey(key); err != nil {
+		return etagstore.Item{}, err
+	}
+	resp, err := b.blob(key).DownloadStream(ctx, &blob.DownloadStreamOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: mac, LeaseAccessConditions: leaseConditions(ctx)},
+	})
+	if err != nil {
+		return etagstore.Item{}, mapError("read", etagstore.CondNone, key, err)
+	}
+	if resp.ETag == nil || resp.Body == nil {
+		// The SDK answers 304 Not Modified with no error and an empty response.
+		return etagstore.Item{}, fmt.Errorf("%w: %q", ErrNotModified, key)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(b.opts.MaxDocSize)+1))
+	if err != nil {
+		return etagstore.Item{}, mapError("read", etagstore.CondNone, key, err)
+	}
+	return etagstore.Item{Key: key, Data: data, Meta: metaOf(resp.Metadata), ETag: etagstore.ETag(*resp.ETag)}, nil
+}
+
+// metaOf finds the bookkeeping entry; the SDK hands metadata keys back in
+// Go's canonical header case, so the lookup ignores case.
+func metaOf(md map[string]*string) string {
+	for k, v := range md {
+		if strings.EqualFold(k, metaKey) && v != nil {
+			return *v
+		}
+	}
+	return ""
+}
+
+// ReadConditions are the conditional headers of GetIf. Zero fields are not
+// sent.
+type ReadConditions struct {
+	IfMatch           etagstore.ETag // mismatch: etagstore.ErrConflict (412)
+	IfNoneMatch       etagstore.ETag // match: ErrNotModified (304)
+	IfModifiedSince   time.Time      // not modified since: ErrNotModified (304)
+	IfUnmodifiedSince time.Time      // modified since: etagstore.ErrConflict (412)
+}
+
+func (c ReadConditions) azure() *blob.ModifiedAccessConditions {
+	var m blob.ModifiedAccessConditions
+	if c.IfMatch != "" {
+		e := azcore.ETag(c.IfMatch)
+		m.IfMatch = &e
+	}
+	if c.IfNoneMatch != "" {
+		e := azcore.ETag(c.IfNoneMatch)
+		m.IfNoneMatch = &e
+	}
+	if !c.IfModifiedSince.IsZero() {
+		m.IfModifiedSince = &c.IfModifiedSince
+	}
+	if !c.IfUnmodifiedSince.IsZero() {
+		m.IfUnmodifiedSince = &c.IfUnmodifiedSince
+	}
+	return &m
+}
+
+// GetIf reads the document under key if the conditions hold. A cached copy
+// that is still current gives ErrNotModified (HTTP 304: nothing is
+// downloaded); a failed If-Match or If-Unmodified-Since gives
+// etagstore.ErrConflict; a missing blob etagstore.ErrNotFound.
+func GetIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond ReadConditions) (etagstore.Doc[T], error) {
+	b, ok := s.Backend().(*Backend)
+	if !ok {
+		return etagstore.Doc[T]{}, fmt.Errorf("%w: blobstore: GetIf needs a Store on a blobstore Backend, not %T", etagstore.ErrInvalidInput, s.Backend())
+	}
+	it, err := b.read(ctx, key, cond.azure())
+	if err != nil {
+		return etagstore.Doc[T]{}, err
+	}
+	var v T
+	if err := s.Codec().Unmarshal(it.Data, &v); err != nil {
+		return etagstore.Doc[T]{}, fmt.Errorf("blobstore: decode %q: %w", key, err)
+	}
+	return etagstore.Doc[T]{Key: key, Value: v, ETag: it.ETag}, nil
+}
+
+// Write uploads w.Data as the blob under key in one Put Blob request with
+// the condition w.Cond: CondCreate sends If-None-Match: * (an existing blob
+// matches etagstore.ErrExists), CondIfMatch sends If-Match (a different or
+// missing blob matches etagstore.ErrConflict), CondNone sends none. A lease
+// id from WithLease is sent along; a leased blob written without it matches
+// etagstore.ErrLocked, never ErrConflict.
+func (b *Backend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+	if err := b.ValidateKey(key); err != nil {
+		return "", err
+	}
+	if err := w.Cond.Check(); err != nil {
+		return "", err
+	}
+	if len(w.Data) > b.opts.MaxDocSize {
+		return "", fmt.Errorf("%w: document %q is %d bytes, the limit is %d", etagstore.ErrTooLarge, key, len(w.Data), b.opts.MaxDocSize)
+	}
+	if len(w.Meta) > etagstore.MaxMetaLen {
+		return "", fmt.Errorf("%w: meta of %q is %d bytes", etagstore.ErrTooLarge, key, len(w.Meta))
+	}
+	opts := &blockblob.UploadOptions{
+		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: &b.opts.ContentType},
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(w.Cond), LeaseAccessConditions: leaseConditions(ctx)},
+	}
+	if w.Meta != "" {
+		opts.Metadata = map[string]*string{metaKey: &w.Meta}
+	}
+	resp, err := b.blob(key).Upload(ctx, nopCloser{bytes.NewReader(w.Data)}, opts)
+	if err != nil {
+		return "", mapError("write", w.Cond.Kind, key, err)
+	}
+	if resp.ETag == nil {
+		return "", fmt.Errorf("blobstore: write %q: no ETag in the response", key)
+	}
+	return etagstore.ETag(*resp.ETag), nil
+}
+
+func writeConditions(c etagstore.Cond) *blob.ModifiedAccessConditions {
+	switch c.Kind {
+	case etagstore.CondCreate:
+		return &blob.ModifiedAccessConditions{IfNoneMatch: to(azcore.ETagAny)}
+	case etagstore.CondIfMatch:
+		return &blob.ModifiedAccessConditions{IfMatch: to(azcore.ETag(c.ETag))}
+	}
+	return nil
+}
+
+func to[T any](v T) *T { return &v }
+
+type nopCloser struct{ *bytes.Reader }
+
+func (nopCloser) Close() error { return nil }
+
+// Delete deletes the blob under key with If-Match of cond.ETag (ETagAny:
+// any version). A missing blob matches etagstore.ErrNotFound, a different
+// ETag etagstore.ErrConflict; without an ETag nothing is sent
+// (etagstore.ErrETagRequired).
+func (b *Backend) Delete(ctx context.Context, key string, cond etagstore.Cond) error {
+	if err := b.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := cond.Check(); err != nil {
+		return err
+	}
+	if cond.Kind != etagstore.CondIfMatch {
+		return fmt.Errorf("%w: delete needs If-Match, got %s", etagstore.ErrETagRequired, cond.Kind)
+	}
+	_, err := b.blob(key).Delete(ctx, &blob.DeleteOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(cond), LeaseAccessConditions: leaseConditions(ctx)},
+	})
+	if err != nil {
+		return mapError("delete", cond.Kind, key, err)
+	}
+	return nil
+}
+
+// List yields the documents whose key starts with prefix, in key order:
+// it lists the blob names, then downloads each (a blob deleted in between is
+// skipped).
+func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.Item, error] {
+	return func(yield func(etagstore.Item, error) bool) {
+		full := b.opts.Prefix + prefix
+		pager := b.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full})
+		for pager.More() {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				yield(etagstore.Item{}, mapError("list", etagstore.CondNone, prefix, err))
+				return
+			}
+			for _, bi := range page.Segment.BlobItems {
+				if bi.Name == nil {
+					continue
+				}
+				key := strings.TrimPrefix(*bi.Name, b.opts.Prefix)
+				if b.ValidateKey(key) != nil {
+					continue // not a document of this Backend
+				}
+				it, err := b.Read(ctx, key)
+				if errors.Is(err, etagstore.ErrNotFound) {
+					continue
+				}
+				if !yield(it, err) || err != nil {
+					return
+				}
+			}
+		}
+	}
+}
+
+// mapError is the one place where Blob service errors become etagstore's
+// sentinels, by ErrorCode (falling back on the HTTP status). cond says what
+// the request was: a 412 on a create means the blob exists.
+func mapError(op string, cond etagstore.CondKind, key string, err error) error {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return fmt.Errorf("blobstore: %s %q: %w", op, key, err)
+	}
+	var sentinel error
+	switch bloberror.Code(re.ErrorCode) {
+	case bloberror.ConditionNotMet:
+		sentinel = etagstore.ErrConflict
+		if cond == etagstore.CondCreate {
+			sentinel = etagstore.ErrExists
+		}
+	case bloberror.BlobAlreadyExists:
+		sentinel = etagstore.ErrExists
+	case bloberror.BlobNotFound:
+		sentinel = etagstore.ErrNotFound
+	case bloberror.LeaseIDMissing, bloberror.LeaseAlreadyPresent, bloberror.LeaseIsBreakingAndCannotBeAcquired:
+		sentinel = etagstore.ErrLocked
+	case bloberror.LeaseIDMismatchWithBlobOperation, bloberror.LeaseIDMismatchWithContainerOperation,
+		bloberror.LeaseIDMismatchWithLeaseOperation, bloberror.LeaseLost, bloberror.LeaseIsBrokenAndCannotBeRenewed,
+		bloberror.LeaseNotPresentWithBlobOperation, bloberror.LeaseNotPresentWithContainerOperation,
+		bloberror.LeaseNotPresentWithLeaseOperation, bloberror.LeaseAlreadyBroken, bloberror.LeaseIsBreakingAndCannotBeChanged:
+		sentinel = etagstore.ErrLockLost
+	case bloberror.RequestBodyTooLarge, bloberror.MetadataTooLarge:
+		sentinel = etagstore.ErrTooLarge
+	case bloberror.ContainerNotFound:
+		return fmt.Errorf("blobstore: %s %q: the container does not exist: %w", op, key, err)
+	default:
+		switch re.StatusCode {
+		case http.StatusNotModified:
+			sentinel = ErrNotModified
+		case http.StatusPreconditionFailed:
+			sentinel = etagstore.ErrConflict
+			if cond == etagstore.CondCreate {
+				sentinel = etagstore.ErrExists
+			}
+		case http.StatusConflict:
+			sentinel = etagstore.ErrExists
+		case http.StatusNotFound:
+			sentinel = etagstore.ErrNotFound
+		case http.StatusRequestEntityTooLarge:
+			sentinel = etagstore.ErrTooLarge
+		default:
+			return fmt.Errorf("blobstore: %s %q: %w", op, key, err)
+		}
+	}
+	return fmt.Errorf("%w: blobstore: %s %q: %w", sentinel, op, key, err)
+}
