@@ -1,0 +1,314 @@
+package blobstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/etagstore/etagstore"
+)
+
+// tokenKey is the lock blob's metadata entry holding the fencing counter.
+const tokenKey = "fencetoken"
+
+// LockOptions configure a Locker. Zero fields take their defaults.
+type LockOptions struct {
+	// Prefix is put before each lock's key to name its lock blob.
+	// Default: "locks/".
+	Prefix string
+	// LeaseDuration is the lease period, 15 to 60 whole seconds: how long
+	// a crashed holder keeps the lock. Default: 15s.
+	LeaseDuration time.Duration
+	// RenewInterval is how often the holder renews. Default: a third of
+	// LeaseDuration.
+	RenewInterval time.Duration
+	// PollInitial and PollMax bound Lock's jittered exponential backoff
+	// while another holder has the lock. Defaults: 25ms and 1s.
+	PollInitial, PollMax time.Duration
+}
+
+// Locker hands out distributed locks, one lease-backed lock blob per key,
+// in one container. It is safe for concurrent use.
+//
+// The lock fixes the limits of the plain "lease as a lock" recipe: every
+// acquisition uses a fresh lease id; renewal runs in the background and
+// checks every result, retrying transient failures; the lock's Context is
+// cancelled and Lost is closed the moment the lease is definitely lost — or
+// renewals have failed for so long that it may have expired; Unlock releases
+// at once and is idempotent; waiters back off with jitter; and each
+// acquisition increments a fencing token stored on the lock blob, which the
+// lock's Context carries to Store writes (see etagstore.WithFence), so a
+// stale holder's late writes are refused with etagstore.ErrFenced.
+type Locker struct {
+	c    *container.Client
+	opts LockOptions
+}
+
+// NewLocker returns a Locker keeping its lock blobs in c, which must exist.
+// Nil opts means the defaults.
+func NewLocker(c *container.Client, opts *LockOptions) (*Locker, error) {
+	l := &Locker{c: c}
+	if opts != nil {
+		l.opts = *opts
+	}
+	o := &l.opts
+	if o.Prefix == "" {
+		o.Prefix = "locks/"
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if _, err := leaseSeconds(o.LeaseDuration); err != nil || o.LeaseDuration == Infinite {
+		return nil, fmt.Errorf("%w: LockOptions.LeaseDuration must be 15 to 60 whole seconds, not %v", etagstore.ErrInvalidInput, o.LeaseDuration)
+	}
+	if o.RenewInterval <= 0 {
+		o.RenewInterval = o.LeaseDuration / 3
+	}
+	if o.RenewInterval >= o.LeaseDuration/2 {
+		return nil, fmt.Errorf("%w: LockOptions.RenewInterval %v leaves no room for a failed renewal in a %v lease", etagstore.ErrInvalidInput, o.RenewInterval, o.LeaseDuration)
+	}
+	if o.PollInitial <= 0 {
+		o.PollInitial = 25 * time.Millisecond
+	}
+	if o.PollMax < o.PollInitial {
+		o.PollMax = max(time.Second, o.PollInitial)
+	}
+	return l, nil
+}
+
+// Lock takes the lock for key, waiting with jittered backoff while another
+// holder has it, until ctx is done: the error then matches both
+// etagstore.ErrLocked and ctx.Err().
+func (l *Locker) Lock(ctx context.Context, key string) (*Lock, error) {
+	delay := l.opts.PollInitial
+	for {
+		lk, err := l.TryLock(ctx, key)
+		if !errors.Is(err, etagstore.ErrLocked) {
+			return lk, err
+		}
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(delay)) + 1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w: %q: gave up waiting: %w", etagstore.ErrLocked, key, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(2*delay, l.opts.PollMax)
+	}
+}
+
+// TryLock takes the lock for key if it is free, or fails at once with
+// etagstore.ErrLocked.
+func (l *Locker) TryLock(ctx context.Context, key string) (*Lock, error) {
+	if err := etagstore.CheckKey(key); err != nil {
+		return nil, err
+	}
+	name := l.opts.Prefix + key
+	if err := checkBlobName(name); err != nil {
+		return nil, err
+	}
+	bc := l.c.NewBlockBlobClient(name)
+	ls, err := newBlobLease(bc, name, NewLeaseID()) // a fresh id for every acquisition
+	if err != nil {
+		return nil, err
+	}
+	err = ls.Acquire(ctx, l.opts.LeaseDuration)
+	if errors.Is(err, etagstore.ErrNotFound) {
+		if err := createLockBlob(ctx, bc, name); err != nil {
+			return nil, err
+		}
+		err = ls.Acquire(ctx, l.opts.LeaseDuration)
+	}
+	if err != nil {
+		return nil, err
+	}
+	acquired := time.Now()
+	token, err := bumpToken(ctx, bc, name, ls.ID())
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = ls.Release(rctx)
+		return nil, err
+	}
+	lk := &Lock{
+		key: key, lease: ls, token: token, opts: l.opts,
+		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	lk.ctx, lk.cancel = context.WithCancelCause(etagstore.WithFence(context.WithoutCancel(ctx), token))
+	go lk.renewLoop(acquired)
+	return lk, nil
+}
+
+// createLockBlob makes the empty lock blob with If-None-Match: *, so racing
+// creators never clobber one another (nor a token already counted).
+func createLockBlob(ctx context.Context, bc *blockblob.Client, name string) error {
+	_, err := bc.Upload(ctx, nopCloser{bytes.NewReader(nil)}, &blockblob.UploadOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(etagstore.Cond{Kind: etagstore.CondCreate})},
+	})
+	if err == nil {
+		return nil
+	}
+	if err = mapError("create lock", etagstore.CondCreate, name, err); errors.Is(err, etagstore.ErrExists) {
+		return nil // another creator won: fine
+	}
+	return err
+}
+
+// bumpToken increments the fencing counter on the lock blob, under the
+// lease just acquired, and returns the new value.
+func bumpToken(ctx context.Context, bc *blockblob.Client, name, leaseID string) (int64, error) {
+	lac := &blob.LeaseAccessConditions{LeaseID: &leaseID}
+	props, err := bc.GetProperties(ctx, &blob.GetPropertiesOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: lac}})
+	if err != nil {
+		return 0, mapError("read lock token", etagstore.CondNone, name, err)
+	}
+	var token int64
+	for k, v := range props.Metadata {
+		if strings.EqualFold(k, tokenKey) && v != nil {
+			token, _ = strconv.ParseInt(*v, 10, 64)
+		}
+	}
+	token++
+	value := strconv.FormatInt(token, 10)
+	_, err = bc.SetMetadata(ctx, map[string]*string{tokenKey: &value}, &blob.SetMetadataOptions{
+		AccessConditions: &blob.AccessConditions{
+			LeaseAccessConditions:    lac,
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: to(azcore.ETag(*props.ETag))},
+		},
+	})
+	if err != nil {
+		return 0, mapError("write lock token", etagstore.CondIfMatch, name, err)
+	}
+	return token, nil
+}
+
+// Lock is a held distributed lock. Its methods are safe for concurrent use.
+type Lock struct {
+	key   string
+	lease *Lease
+	token int64
+	opts  LockOptions
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	lost   chan struct{} // closed when the lease is lost
+	stop   chan struct{} // closed by Unlock
+	done   chan struct{} // closed when renewLoop returns
+
+	mu       sync.Mutex
+	err      error // why the lock was lost
+	unlocked bool
+}
+
+// Key returns the key the lock is for.
+func (lk *Lock) Key() string { return lk.key }
+
+// Token returns the fencing token of this acquisition: greater than the
+// token of every earlier acquisition of the same key.
+func (lk *Lock) Token() int64 { return lk.token }
+
+// LeaseID returns the id of the lease on the lock blob.
+func (lk *Lock) LeaseID() string { return lk.lease.ID() }
+
+// Context returns a context that is cancelled, with cause
+// etagstore.ErrLockLost, the moment the lock is lost, and when it is
+// unlocked. It carries the lock's fencing token: Store writes made with it
+// are refused with etagstore.ErrFenced once a newer holder has written.
+func (lk *Lock) Context() context.Context { return lk.ctx }
+
+// Lost returns a channel closed the moment the lock is lost.
+func (lk *Lock) Lost() <-chan struct{} { return lk.lost }
+
+// Err returns nil while the lock is held (or was unlocked normally) and an
+// error matching etagstore.ErrLockLost once it has been lost.
+func (lk *Lock) Err() error {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return lk.err
+}
+
+// renewLoop renews the lease every RenewInterval. A transient failure is
+// retried sooner; a definitive one (the lease is someone else's, broken, or
+// gone) or failures lasting until the lease may have expired mark the lock
+// lost.
+func (lk *Lock) renewLoop(lastOK time.Time) {
+	defer close(lk.done)
+	// The lease may expire LeaseDuration after the last renewal the server
+	// saw, which is before lastOK; give up half a renewal interval early.
+	deadline := func() time.Time { return lastOK.Add(lk.opts.LeaseDuration - lk.opts.RenewInterval/2) }
+	retry := max(lk.opts.RenewInterval/5, 50*time.Millisecond)
+	t := time.NewTimer(lk.opts.RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-lk.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline())
+		started := time.Now()
+		err := lk.lease.Renew(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			lastOK = started
+			t.Reset(lk.opts.RenewInterval)
+		case errors.Is(err, etagstore.ErrLockLost), errors.Is(err, etagstore.ErrLocked), errors.Is(err, etagstore.ErrNotFound):
+			lk.lose(fmt.Errorf("%w: lock %q: %w", etagstore.ErrLockLost, lk.key, err))
+			return
+		case !time.Now().Add(retry).Before(deadline()):
+			lk.lose(fmt.Errorf("%w: lock %q: renewals failing since %s, the lease may have expired: %w",
+				etagstore.ErrLockLost, lk.key, lastOK.Format(time.RFC3339Nano), err))
+			return
+		default:
+			t.Reset(retry)
+		}
+	}
+}
+
+func (lk *Lock) lose(err error) {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.err != nil || lk.unlocked {
+		return
+	}
+	lk.err = err
+	close(lk.lost)
+	lk.cancel(err)
+}
+
+// Unlock stops renewal and releases the lease so another waiter can take
+// the lock at once. It is idempotent: later calls return nil. If the lock
+// had been lost, Unlock returns that error (matching etagstore.ErrLockLost):
+// work done under it may have overlapped another holder's.
+func (lk *Lock) Unlock(ctx context.Context) error {
+	lk.mu.Lock()
+	if lk.unlocked {
+		lk.mu.Unlock()
+		return nil
+	}
+	lk.unlocked = true
+	lostErr := lk.err
+	lk.mu.Unlock()
+	close(lk.stop)
+	<-lk.done
+	lk.cancel(context.Canceled)
+	if lostErr != nil {
+		return lostErr
+	}
+	if err := lk.lease.Release(ctx); err != nil {
+		return fmt.Errorf("blobstore: unlock %q: %w", lk.key, err)
+	}
+	return nil
+}
