@@ -1,0 +1,257 @@
+package blobstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/blobstore"
+	"github.com/etagstore/etagstore/internal/azuritetest"
+	"github.com/etagstore/etagstore/tablestore"
+)
+
+func newLocker(t *testing.T, opts *blobstore.LockOptions) (*blobstore.Locker, *blobstore.Backend) {
+	t.Helper()
+	c := azuritetest.NewContainer(t)
+	l, err := blobstore.NewLocker(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, blobstore.New(c, &blobstore.Options{Prefix: "docs/"})
+}
+
+func TestLockerOptions(t *testing.T) {
+	c := azuritetest.NewContainer(t)
+	for _, o := range []blobstore.LockOptions{
+		{LeaseDuration: 10 * time.Second},
+		{LeaseDuration: blobstore.Infinite},
+		{LeaseDuration: 15 * time.Second, RenewInterval: 8 * time.Second},
+	} {
+		if _, err := blobstore.NewLocker(c, &o); !errors.Is(err, etagstore.ErrInvalidInput) {
+			t.Errorf("NewLocker(%+v) = %v, want ErrInvalidInput", o, err)
+		}
+	}
+}
+
+// 8 goroutines take the same lock repeatedly: never two holders at once,
+// and every acquisition's token is greater than all before it.
+func TestLockMutualExclusion(t *testing.T) {
+	l, _ := newLocker(t, &blobstore.LockOptions{PollInitial: 10 * time.Millisecond, PollMax: 200 * time.Millisecond})
+	const workers, rounds = 8, 3
+	var (
+		inside, maxInside atomic.Int32
+		mu                sync.Mutex
+		tokens            []int64
+		wg                sync.WaitGroup
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				lk, err := l.Lock(ctx, "shared")
+				if err != nil {
+					t.Errorf("Lock: %v", err)
+					return
+				}
+				n := inside.Add(1)
+				for {
+					m := maxInside.Load()
+					if n <= m || maxInside.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				mu.Lock()
+				tokens = append(tokens, lk.Token())
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+				inside.Add(-1)
+				if err := lk.Unlock(ctx); err != nil {
+					t.Errorf("Unlock: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if maxInside.Load() != 1 {
+		t.Fatalf("%d holders at once, want 1", maxInside.Load())
+	}
+	if len(tokens) != workers*rounds {
+		t.Fatalf("%d acquisitions, want %d", len(tokens), workers*rounds)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("tokens not increasing in acquisition order: %v", tokens)
+		}
+	}
+}
+
+func TestTryLockAndUnlock(t *testing.T) {
+	ctx := t.Context()
+	l, _ := newLocker(t, nil)
+	a, err := l.TryLock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.TryLock(ctx, "k"); !errors.Is(err, etagstore.ErrLocked) {
+		t.Fatalf("TryLock while held = %v, want ErrLocked", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := l.Lock(short, "k"); !errors.Is(err, etagstore.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock past its deadline = %v, want ErrLocked and DeadlineExceeded", err)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatalf("second Unlock = %v, want nil", err)
+	}
+	if a.Context().Err() == nil {
+		t.Fatal("the lock's context is still live after Unlock")
+	}
+	b, err := l.TryLock(ctx, "k")
+	if err != nil {
+		t.Fatalf("TryLock after Unlock: %v", err)
+	}
+	if b.Token() != a.Token()+1 || b.LeaseID() == a.LeaseID() {
+		t.Fatalf("second acquisition: token %d (first %d), lease %s (first %s); want the next token and a fresh lease id", b.Token(), a.Token(), b.LeaseID(), a.LeaseID())
+	}
+	if _, err := l.TryLock(ctx, "bad\x00key"); !errors.Is(err, etagstore.ErrInvalidKey) {
+		t.Fatalf("TryLock(bad key) = %v, want ErrInvalidKey", err)
+	}
+	_ = b.Unlock(ctx)
+}
+
+// Breaking the lease under a holder is noticed by its next renewal: the
+// context is cancelled with ErrLockLost and Lost is closed.
+func TestLockLostSignal(t *testing.T) {
+	ctx := t.Context()
+	l, b := newLocker(t, &blobstore.LockOptions{RenewInterval: 200 * time.Millisecond})
+	lk, err := l.TryLock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	breaker, err := blobstore.New(b.Container(), &blobstore.Options{Prefix: "locks/"}).BlobLease("k", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := breaker.Break(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lk.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lock did not notice its lease was broken")
+	}
+	if !errors.Is(lk.Err(), etagstore.ErrLockLost) || !errors.Is(context.Cause(lk.Context()), etagstore.ErrLockLost) {
+		t.Fatalf("Err = %v, Cause = %v; want ErrLockLost", lk.Err(), context.Cause(lk.Context()))
+	}
+	if err := lk.Unlock(ctx); !errors.Is(err, etagstore.ErrLockLost) {
+		t.Fatalf("Unlock after loss = %v, want ErrLockLost", err)
+	}
+	// The lock is free again for others.
+	other, err := l.TryLock(ctx, "k")
+	if err != nil {
+		t.Fatalf("TryLock after the break: %v", err)
+	}
+	_ = other.Unlock(ctx)
+}
+
+// Fencing: holder A stalls, its lease is taken over (here: broken, as an
+// expiry would), B acquires and writes; A's late write carrying its older
+// token is refused and B's write stands.
+func TestLockFencing(t *testing.T) {
+	ctx := t.Context()
+	l, docs := newLocker(t, &blobstore.LockOptions{LeaseDuration: 60 * time.Second})
+	s := etagstore.New[Note](docs, nil)
+	if _, err := s.Create(ctx, "report", Note{Text: "start"}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := l.TryLock(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(a.Context(), "report", func(n *Note) error { n.Text = "A1"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// A stalls (a GC pause, say) and does not see the loss; its lease is broken.
+	staleCtx := etagstore.WithFence(ctx, a.Token())
+	breaker, _ := blobstore.New(docs.Container(), &blobstore.Options{Prefix: "locks/"}).BlobLease("report", "")
+	if _, err := breaker.Break(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	bl, err := l.TryLock(ctx, "report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bl.Token() <= a.Token() {
+		t.Fatalf("B's token %d is not above A's %d", bl.Token(), a.Token())
+	}
+	bDoc, err := s.Update(bl.Context(), "report", func(n *Note) error { n.Text = "B"; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Update(staleCtx, "report", func(n *Note) error { n.Text = "A2 (late)"; return nil })
+	if !errors.Is(err, etagstore.ErrFenced) {
+		t.Fatalf("A's late write = %v, want ErrFenced", err)
+	}
+	got, _ := s.Get(ctx, "report")
+	if got != bDoc {
+		t.Fatalf("stored %+v, want B's write %+v", got, bDoc)
+	}
+	_ = bl.Unlock(ctx)
+	_ = a.Unlock(ctx)
+}
+
+// The "designated blob per table" pattern: a blob lock guards updates of a
+// table entity, with the lock's fencing token carried into the table.
+func TestLockGuardsTableUpdate(t *testing.T) {
+	ctx := t.Context()
+	l, _ := newLocker(t, &blobstore.LockOptions{PollInitial: 10 * time.Millisecond, PollMax: 100 * time.Millisecond})
+	type Balance struct{ Amount int64 }
+	tbl := tablestore.NewStore[Balance](azuritetest.NewTable(t), &tablestore.Options{Partition: "accounts"}, nil)
+	if _, err := tbl.Create(ctx, "acme", Balance{}); err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 4, 5
+	var wg sync.WaitGroup
+	var holders, overlap atomic.Int32
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				lk, err := l.Lock(ctx, "tables/accounts")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if holders.Add(1) > 1 {
+					overlap.Add(1)
+				}
+				// Under the lock a plain read-then-replace is safe.
+				d, err := tbl.Get(lk.Context(), "acme")
+				if err == nil {
+					d.Value.Amount += 10
+					_, err = tbl.Replace(lk.Context(), d)
+				}
+				if err != nil {
+					t.Errorf("guarded update: %v", err)
+				}
+				holders.Add(-1)
+				_ = lk.Unlock(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	d, err := tbl.Get(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if overlap.Load() != 0 || d.Value.Amount != workers*each*10 {
+		t.Fatalf("amount %d with %d overlaps, want %d and 0", d.Value.Amount, overlap.Load(), workers*each*10)
+	}
+}
