@@ -1,0 +1,79 @@
+package blobstore_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/blobstore"
+	"github.com/etagstore/etagstore/internal/azuritetest"
+)
+
+func TestGetIf(t *testing.T) {
+	ctx := t.Context()
+	s, _ := newNotes(t)
+	d, err := s.Create(ctx, "n", Note{Text: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-time.Hour)
+	after := time.Now().Add(time.Hour)
+	for _, tc := range []struct {
+		name string
+		cond blobstore.ReadConditions
+		want error
+	}{
+		{"If-None-Match current", blobstore.ReadConditions{IfNoneMatch: d.ETag}, blobstore.ErrNotModified},
+		{"If-None-Match other", blobstore.ReadConditions{IfNoneMatch: `"0x1"`}, nil},
+		{"If-Match current", blobstore.ReadConditions{IfMatch: d.ETag}, nil},
+		{"If-Match other", blobstore.ReadConditions{IfMatch: `"0x1"`}, etagstore.ErrConflict},
+		{"If-Modified-Since later", blobstore.ReadConditions{IfModifiedSince: after}, blobstore.ErrNotModified},
+		{"If-Modified-Since earlier", blobstore.ReadConditions{IfModifiedSince: before}, nil},
+		{"If-Unmodified-Since earlier", blobstore.ReadConditions{IfUnmodifiedSince: before}, etagstore.ErrConflict},
+		{"If-Unmodified-Since later", blobstore.ReadConditions{IfUnmodifiedSince: after}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := blobstore.GetIf(ctx, s, "n", tc.cond)
+			if tc.want != nil {
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("GetIf = %+v, %v; want %v", got, err, tc.want)
+				}
+				return
+			}
+			if err != nil || got != d {
+				t.Fatalf("GetIf = %+v, %v; want %+v", got, err, d)
+			}
+		})
+	}
+	if _, err := blobstore.GetIf(ctx, s, "missing", blobstore.ReadConditions{IfNoneMatch: d.ETag}); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Fatalf("GetIf(missing) = %v, want ErrNotFound", err)
+	}
+}
+
+func TestBlobNamesAndLimits(t *testing.T) {
+	ctx := t.Context()
+	c := azuritetest.NewContainer(t)
+	s := blobstore.NewStore[Note](c, &blobstore.Options{MaxDocSize: 1024}, nil)
+	for _, bad := range []string{"ends.", "ends/", "a//b", "/lead", strings.Repeat("x", 1025), strings.Repeat("a/", 254) + "z", `back\slash`} {
+		if _, err := s.Create(ctx, bad, Note{}); !errors.Is(err, etagstore.ErrInvalidKey) {
+			t.Errorf("Create(%.40q) = %v, want ErrInvalidKey", bad, err)
+		}
+	}
+	for _, good := range []string{"a/b/c.json", "ünïcode", strings.Repeat("x", 1024)} {
+		if _, err := s.Create(ctx, good, Note{}); err != nil {
+			t.Errorf("Create(%.40q) = %v", good, err)
+		}
+	}
+	if _, err := s.Create(ctx, "big", Note{Text: strings.Repeat("x", 2000)}); !errors.Is(err, etagstore.ErrTooLarge) {
+		t.Fatalf("Create over MaxDocSize = %v, want ErrTooLarge", err)
+	}
+	if _, err := s.Get(ctx, "big"); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Fatalf("refused document was written: %v", err)
+	}
+	props, err := c.NewBlobClient("a/b/c.json").GetProperties(ctx, nil)
+	if err != nil || props.ContentType == nil || *props.ContentType != "application/json" {
+		t.Fatalf("content type = %v, %v; want application/json", props.ContentType, err)
+	}
+}
