@@ -41,7 +41,17 @@
 //
 // # Backends
 //
-// A Backend stores bytes, ETags and conditions and knows nothing of T. The
-// memstore package keeps documents in memory with Azure's semantics. Every
-// backend passes the conformance suite in package storetest.
+// A Backend stores bytes, ETags and conditions and knows nothing of T.
+// Package memstore keeps documents in memory with Azure's semantics,
+// tablestore keeps them as Azure Table entities (typed properties, merges,
+// batches) and blobstore as Azure blobs (conditional reads, leases, a
+// distributed Lock). Every backend passes the conformance suite in package
+// storetest.
+//
+// # Fencing
+//
+// WithFence attaches a fencing token (blobstore's Lock hands one out with
+// every acquisition) to a context; Store writes made with it record the
+// highest token in the document and refuse lower ones with ErrFenced, so a
+// lock holder that stalled past its lease cannot overwrite its successor.
 package etagstore
