@@ -2,6 +2,7 @@ package etagstore
 
 import (
 	"context"
+	"errors"
 	"iter"
 )
 
@@ -27,7 +28,11 @@ import (
 //     sent. (The Store checks this first; backends check again.)
 //
 // Any other error (transport, throttling after the SDK's own retries, auth)
-// is returned wrapped and unclassified: its outcome may be unknown.
+// is returned wrapped and unclassified: the Store treats a write or delete
+// that failed so as possibly applied. A backend that can see that a 412,
+// 409 or 404 answered a retry of a request whose earlier try got no
+// response marks the error with ErrAmbiguous as well: that answer may be to
+// its own success.
 type Backend interface {
 	// ValidateKey reports whether key can be stored by this backend; it
 	// returns an error matching ErrInvalidKey when it cannot. It sends no
@@ -60,6 +65,11 @@ type Backend interface {
 	// iteration stops.
 	List(ctx context.Context, prefix string) iter.Seq2[Item, error]
 }
+
+// ErrAmbiguous marks a backend's write or delete error after which the
+// request may or may not have been applied (see Backend). It is wrapped
+// together with the sentinel that classifies the answer.
+var ErrAmbiguous = errors.New("etagstore: the request may have been applied")
 
 // CodecProvider is implemented by a Backend that prefers a particular
 // encoding of documents (the table backend maps struct fields to typed

@@ -1,14 +1,8 @@
 package etagstore
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -47,100 +41,6 @@ func CheckKey(key string) error {
 		}
 	}
 	return nil
-}
-
-// meta is the Store's bookkeeping stored beside each document in
-// Item.Meta: the ids of the last few writes, newest last (a write whose
-// response was lost is recognised by finding its id there), and the highest
-// fencing token any write to the document has carried.
-//
-// Encoding: "w=" and the ids joined with ",", then ";f=" and the token
-// when there is one. Ids are base32 (lowercase, no padding), so the whole
-// string is printable ASCII.
-type meta struct {
-	ids   []string
-	fence int64
-}
-
-func parseMeta(s string) meta {
-	var m meta
-	for field := range strings.SplitSeq(s, ";") {
-		if v, ok := strings.CutPrefix(field, "w="); ok && v != "" {
-			m.ids = strings.Split(v, ",")
-		} else if v, ok := strings.CutPrefix(field, "f="); ok {
-			m.fence, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return m
-}
-
-func (m meta) String() string {
-	var b strings.Builder
-	if len(m.ids) > 0 {
-		b.WriteString("w=")
-		b.WriteString(strings.Join(m.ids, ","))
-	}
-	if m.fence > 0 {
-		if b.Len() > 0 {
-			b.WriteByte(';')
-		}
-		b.WriteString("f=")
-		b.WriteString(strconv.FormatInt(m.fence, 10))
-	}
-	return b.String()
-}
-
-func (m meta) has(id string) bool { return slices.Contains(m.ids, id) }
-
-// then returns the meta of the next version, written with write id id and
-// fencing token fence (0: none): m's ids plus id, keeping the newest keep
-// ids, and the higher of the two tokens.
-func (m meta) then(id string, keep int, fence int64) meta {
-	ids := append(slices.Clip(m.ids), id)
-	if len(ids) > keep {
-		ids = ids[len(ids)-keep:]
-	}
-	return meta{ids: ids, fence: max(m.fence, fence)}
-}
-
-// fenceKey is the context key of a fencing token.
-type fenceKey struct{}
-
-// WithFence returns a context whose writes through a Store carry the
-// fencing token token (from a lock such as blobstore's). A document records
-// the highest token written to it; a write carrying a lower token is refused
-// with ErrFenced. The check is made against the version read and committed
-// with If-Match of that version, so it is atomic on every backend.
-//
-// Update, Save, Replace and Delete honour the token (Replace and Delete then
-// read the document first); Create records it; Upsert, which checks nothing,
-// refuses a fenced context with ErrInvalidInput.
-func WithFence(ctx context.Context, token int64) context.Context {
-	return context.WithValue(ctx, fenceKey{}, token)
-}
-
-// FenceFrom returns the fencing token carried by ctx, if any.
-func FenceFrom(ctx context.Context) (int64, bool) {
-	t, ok := ctx.Value(fenceKey{}).(int64)
-	return t, ok
-}
-
-// checkFence refuses a write carrying token over a version whose meta
-// records a higher one.
-func checkFence(key string, stored meta, token int64) error {
-	if stored.fence > token {
-		return errorf(ErrFenced, "%q carries fencing token %d, the write only %d", key, stored.fence, token)
-	}
-	return nil
-}
-
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-// newWriteID returns a random 80-bit id (16 characters).
-func newWriteID() string {
-	var b [10]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return idEncoding.EncodeToString(b[:])
 }
 
 func (s *Store[T]) encode(key string, v T) ([]byte, error) {
