@@ -205,4 +205,3 @@ func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error
 		return v, err
 	})
 }
-
