@@ -85,11 +85,18 @@ func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// step is one attempt of a retried operation. again reports that the attempt
-// lost a race (a conflict) and may be tried once more; err is then the
-// conflict, returned if no attempt is left. With again false, err (nil or
-// not) ends the loop at once.
-type step func(ctx context.Context, attempt int) (again bool, err error)
+// next says what the retry loop does after an attempt.
+type next uint8
+
+const (
+	stop       next = iota // done: return the attempt's error (nil or not)
+	afterPause             // lost a race: try again after a jittered backoff
+	now                    // try again at once (resolving a lost response)
+)
+
+// step is one attempt of a retried operation. With afterPause or now, err
+// is what is returned if no attempt is left.
+type step func(ctx context.Context, attempt int) (next, error)
 
 // retry is the one retry loop of the package. It returns the number of
 // attempts made and the final error. A done ctx ends it with ctx.Err(),
@@ -109,12 +116,12 @@ func retry(ctx context.Context, p RetryPolicy, clock Clock, op step) (int, error
 		if err := ctx.Err(); err != nil {
 			return attempt - 1, err
 		}
-		again, err := op(ctx, attempt)
-		if !again {
+		then, err := op(ctx, attempt)
+		if then == stop || attempt >= p.MaxAttempts {
 			return attempt, err
 		}
-		if attempt >= p.MaxAttempts {
-			return attempt, err
+		if then == now {
+			continue
 		}
 		limit := b.NextBackOff()
 		if limit == backoff.Stop {

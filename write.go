@@ -57,32 +57,32 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) 
 	fence, _ := FenceFrom(ctx)
 	m := fresh(newWriteID(), fence)
 	var result Doc[T]
-	_, err = retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (bool, error) {
+	_, err = retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
 		etag, err := s.b.Write(ctx, key, Write{Data: data, Cond: Cond{Kind: CondCreate}, Meta: m.String()})
 		switch {
 		case err == nil:
 			result = Doc[T]{Key: key, Value: v, ETag: etag}
-			return false, nil
+			return stop, nil
 		case errors.Is(err, ErrExists), ambiguous(err):
 			// An SDK retry of our own committed create also answers 409.
 			it, rerr := s.b.Read(ctx, key)
 			switch {
 			case rerr == nil && parseMeta(it.Meta).mine(m):
 				result, err = s.decode(it)
-				return false, err
+				return stop, err
 			case rerr == nil:
-				return false, errorf(ErrExists, "%q", key)
+				return stop, errorf(ErrExists, "%q", key)
 			case errors.Is(rerr, ErrNotFound) && ambiguous(err):
-				return true, outcomeUnknown("Create", key, err) // not there yet: try again
+				return afterPause, outcomeUnknown("Create", key, err) // not there yet: try again
 			case errors.Is(rerr, ErrNotFound):
-				return false, err
+				return stop, err
 			}
 			if ambiguous(err) {
-				return false, outcomeUnknown("Create", key, err)
+				return stop, outcomeUnknown("Create", key, err)
 			}
-			return false, err
+			return stop, err
 		}
-		return false, err
+		return stop, err
 	})
 	return result, err
 }
@@ -119,34 +119,34 @@ func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	}
 	m := fresh(newWriteID(), 0)
 	var result Doc[T]
-	_, err = retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (bool, error) {
+	_, err = retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
 		etag, err := s.b.Write(ctx, d.Key, Write{Data: data, Cond: IfMatch(d.ETag), Meta: m.String()})
 		switch {
 		case err == nil:
 			result = Doc[T]{Key: d.Key, Value: d.Value, ETag: etag}
-			return false, nil
+			return stop, nil
 		case errors.Is(err, ErrConflict), ambiguous(err):
 			it, rerr := s.b.Read(ctx, d.Key)
 			switch {
 			case rerr == nil && parseMeta(it.Meta).mine(m):
 				result, err = s.decode(it)
-				return false, err
+				return stop, err
 			case rerr == nil && ambiguous(err) && (d.ETag == ETagAny || it.ETag == d.ETag):
-				return true, outcomeUnknown("Replace", d.Key, err) // ours did not land: send it again
+				return afterPause, outcomeUnknown("Replace", d.Key, err) // ours did not land: send it again
 			case rerr == nil:
 				theirs, derr := s.decode(it)
 				if derr != nil {
-					return false, derr
+					return stop, derr
 				}
-				return false, &ConflictError[T]{Key: d.Key, ETag: d.ETag, Mine: d.Value, Theirs: theirs, Attempts: attempt}
+				return stop, &ConflictError[T]{Key: d.Key, ETag: d.ETag, Mine: d.Value, Theirs: theirs, Attempts: attempt}
 			case errors.Is(rerr, ErrNotFound):
-				return false, errorf(ErrNotFound, "%q was deleted", d.Key)
+				return stop, errorf(ErrNotFound, "%q was deleted", d.Key)
 			case ambiguous(err):
-				return false, outcomeUnknown("Replace", d.Key, err)
+				return stop, outcomeUnknown("Replace", d.Key, err)
 			}
-			return false, err
+			return stop, err
 		}
-		return false, err
+		return stop, err
 	})
 	return result, err
 }
@@ -167,20 +167,20 @@ func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	}
 	m := fresh(newWriteID(), 0)
 	var result Doc[T]
-	_, err = retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (bool, error) {
+	_, err = retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
 		etag, err := s.b.Write(ctx, key, Write{Data: data, Cond: Cond{Kind: CondNone}, Meta: m.String()})
 		if err == nil {
 			result = Doc[T]{Key: key, Value: v, ETag: etag}
-			return false, nil
+			return stop, nil
 		}
 		if !ambiguous(err) {
-			return false, err
+			return stop, err
 		}
 		if it, rerr := s.b.Read(ctx, key); rerr == nil && parseMeta(it.Meta).mine(m) {
 			result, err = s.decode(it)
-			return false, err
+			return stop, err
 		}
-		return true, outcomeUnknown("Upsert", key, err) // last writer wins: sending it again is safe
+		return afterPause, outcomeUnknown("Upsert", key, err) // last writer wins: sending it again is safe
 	})
 	return result, err
 }
@@ -214,26 +214,26 @@ func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 		}
 		held = it.ETag // atomic with the check
 	}
-	_, err := retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (bool, error) {
+	_, err := retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
 		err := s.b.Delete(ctx, key, IfMatch(held))
 		switch {
 		case err == nil:
-			return false, nil
+			return stop, nil
 		case errors.Is(err, ErrConflict), ambiguous(err):
 			it, rerr := s.b.Read(ctx, key)
 			switch {
 			case rerr == nil && ambiguous(err) && (held == ETagAny || it.ETag == held):
-				return true, outcomeUnknown("Delete", key, err) // still there: delete again
+				return afterPause, outcomeUnknown("Delete", key, err) // still there: delete again
 			case rerr == nil:
-				return false, s.conflictWith(it, etag, *new(T), attempt)
+				return stop, s.conflictWith(it, etag, *new(T), attempt)
 			case errors.Is(rerr, ErrNotFound) && ambiguous(err):
-				return false, fmt.Errorf("%w (%w: %q is gone, by this delete or another)", outcomeUnknown("Delete", key, err), ErrNotFound, key)
+				return stop, fmt.Errorf("%w (%w: %q is gone, by this delete or another)", outcomeUnknown("Delete", key, err), ErrNotFound, key)
 			case errors.Is(rerr, ErrNotFound):
-				return false, errorf(ErrNotFound, "%q was deleted", key)
+				return stop, errorf(ErrNotFound, "%q was deleted", key)
 			}
-			return false, err
+			return stop, err
 		}
-		return false, err
+		return stop, err
 	})
 	return err
 }
@@ -260,72 +260,85 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 		lastErr error     // the last ambiguous write error
 	)
 	fence, fenced := FenceFrom(ctx)
-	attempts, err := retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (bool, error) {
-		lost = false
-		var (
-			it  Item
-			err error
-		)
-		fromStart := attempt == 1 && start != nil && !fenced
-		if fromStart {
-			it = *start
-		} else {
-			it, err = s.b.Read(ctx, key)
-		}
-		exists := err == nil
+
+	// observe reads the current version and judges this call's earlier
+	// writes by it. done reports that the call is over (result or err).
+	observe := func(ctx context.Context) (it Item, exists, done bool, err error) {
+		it, err = s.b.Read(ctx, key)
+		exists = err == nil
 		switch {
 		case errors.Is(err, ErrNotFound) && (create || len(open) > 0):
+		case err != nil && len(open) > 0:
+			return it, false, true, outcomeUnknown("Update", key, errors.Join(lastErr, err))
 		case err != nil:
-			if len(open) > 0 {
-				return false, outcomeUnknown("Update", key, errors.Join(lastErr, err))
-			}
-			return false, err
+			return it, false, true, err
 		}
 		stored := parseMeta(it.Meta)
 		if exists && slices.ContainsFunc(ids, stored.has) {
-			// One of our earlier writes committed after all (its response
-			// was lost and the SDK's retry saw 412).
+			// One of our earlier writes committed after all.
 			result, err = s.decode(it)
-			return false, err
+			return it, true, true, err
 		}
 		still := open[:0]
 		for _, p := range open {
 			switch p.judge(exists, stored, s.keepIDs) {
 			case committed:
 				result, err = s.decode(it)
-				return false, err
+				return it, true, true, err
 			case unknown:
-				return false, outcomeUnknown("Update", key, lastErr)
+				return it, exists, true, outcomeUnknown("Update", key, lastErr)
 			case notYet:
 				still = append(still, p)
 			}
 		}
 		open = still
 		if !exists && !create {
-			return false, outcomeUnknown("Update", key, lastErr) // deleted after a write we cannot see
+			return it, false, true, outcomeUnknown("Update", key, lastErr) // deleted after a write we cannot see
 		}
+		return it, exists, false, nil
+	}
+
+	attempts, err := retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
+		lost = false
+		var (
+			it     Item
+			exists = true
+		)
+		fromStart := attempt == 1 && start != nil && !fenced
+		if fromStart {
+			it = *start
+		} else {
+			var done bool
+			var err error
+			if it, exists, done, err = observe(ctx); done {
+				return stop, err
+			}
+		}
+		stored := parseMeta(it.Meta)
 		cur := Doc[T]{Key: key}
 		if exists {
+			var err error
 			if cur, err = s.decode(it); err != nil {
-				return false, err
+				return stop, err
 			}
 		}
 		held = it.ETag
 		if fenced {
 			if err := checkFence(key, stored, fence); err != nil {
-				return false, err
+				return stop, err
 			}
 		}
+		var err error
 		if mine, err = modify(cur); err != nil {
-			return false, err
+			return stop, err
 		}
 		data, err := s.encode(key, mine)
 		if err != nil {
-			return false, err
+			return stop, err
 		}
 		if exists && len(open) == 0 && s.unchanged(data, it.Data, cur.Value) {
 			result = cur
-			return false, nil
+			return stop, nil
 		}
 		id := newWriteID()
 		ids = append(ids, id)
@@ -343,19 +356,29 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 		switch {
 		case err == nil:
 			result = Doc[T]{Key: key, Value: mine, ETag: etag}
-			return false, nil
+			return stop, nil
 		case ambiguous(err):
+			// Judge it at once, before other writers can push it out of
+			// the id window; if it did not land, try again after backoff.
 			open = append(open, pending{w: m, create: w.Cond.Kind == CondCreate})
 			lastErr = err
-			return true, outcomeUnknown("Update", key, err)
+			if _, _, done, err := observe(ctx); done {
+				return stop, err
+			}
+			if len(open) > 0 {
+				// It may still land: write again at once, so that one of
+				// the two lands before others push it out of the id window.
+				return now, outcomeUnknown("Update", key, lastErr)
+			}
+			return afterPause, outcomeUnknown("Update", key, lastErr)
 		case errors.Is(err, ErrConflict), errors.Is(err, ErrExists):
 			lost = true
-			return true, err
+			return afterPause, err
 		case errors.Is(err, ErrNotFound) && create:
 			lost = true
-			return true, err // deleted since we read it: create it again
+			return afterPause, err // deleted since we read it: create it again
 		default:
-			return false, err
+			return stop, err
 		}
 	})
 	switch {

@@ -30,6 +30,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/internal/azretry"
 )
 
 // metaKey is the blob metadata entry holding the Store's bookkeeping.
@@ -255,6 +256,7 @@ func (b *Backend) Write(ctx context.Context, key string, w etagstore.Write) (eta
 	if w.Meta != "" {
 		opts.Metadata = map[string]*string{metaKey: &w.Meta}
 	}
+	ctx = azretry.NoRetry(ctx)
 	resp, err := b.blob(key).Upload(ctx, nopCloser{bytes.NewReader(w.Data)}, opts)
 	if err != nil {
 		return "", mapError("write", w.Cond.Kind, key, err)
@@ -295,6 +297,7 @@ func (b *Backend) Delete(ctx context.Context, key string, cond etagstore.Cond) e
 	if cond.Kind != etagstore.CondIfMatch {
 		return fmt.Errorf("%w: delete needs If-Match, got %s", etagstore.ErrETagRequired, cond.Kind)
 	}
+	ctx = azretry.NoRetry(ctx)
 	_, err := b.blob(key).Delete(ctx, &blob.DeleteOptions{
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(cond), LeaseAccessConditions: leaseConditions(ctx)},
 	})

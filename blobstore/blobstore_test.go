@@ -14,3 +14,10 @@ func TestConformance(t *testing.T) {
 		return blobstore.New(azuritetest.NewContainer(t), &blobstore.Options{Prefix: "docs/"})
 	})
 }
+
+func TestExactlyOnceUnderFaults(t *testing.T) {
+	storetest.RunFaults(t, func(t *testing.T, f storetest.Faults) (etagstore.Backend, func() map[string]int) {
+		proxy := storetest.StartFaultProxy(t, azuritetest.Host(t, "Blob"), f)
+		return blobstore.New(azuritetest.NewContainerVia(t, proxy.URL()), &blobstore.Options{Prefix: "docs/"}), proxy.Counts
+	})
+}

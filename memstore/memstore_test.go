@@ -11,3 +11,10 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) etagstore.Backend { return memstore.New(nil) })
 }
+
+func TestExactlyOnceUnderFaults(t *testing.T) {
+	storetest.RunFaults(t, func(t *testing.T, f storetest.Faults) (etagstore.Backend, func() map[string]int) {
+		fb := storetest.NewFaultyBackend(memstore.New(nil), f)
+		return fb, fb.Counts
+	})
+}

@@ -57,6 +57,14 @@ type regState struct {
 	etag   etagstore.ETag
 }
 
+// unknownETag stands for the ETag of a version written by an operation
+// whose outcome is unknown: nobody saw it, any observation may fix it.
+const unknownETag etagstore.ETag = "?"
+
+func etagMatches(s regState, etag etagstore.ETag) bool {
+	return s.etag == unknownETag || s.etag == etag
+}
+
 var registerModel = porcupine.NondeterministicModel{
 	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
 		byKey := map[string][]porcupine.Operation{}
@@ -79,43 +87,47 @@ var registerModel = porcupine.NondeterministicModel{
 		s, in, out := state.(regState), input.(regInput), output.(regOutput)
 		var next []any
 		if out.unknown {
-			next = append(next, s) // it may not have happened ...
+			next = append(next, s) // it may not have happened, or:
 		}
 		switch in.op {
 		case opGet:
-			if out.notFound && !s.exists || s.exists && out.value == s.value && out.etag == s.etag {
-				next = append(next, s)
+			if out.notFound && !s.exists || s.exists && out.value == s.value && etagMatches(s, out.etag) {
+				next = append(next, regState{exists: s.exists, value: s.value, etag: out.etag})
 			}
 		case opUpdate:
-			if out.unknown || out.notFound || out.conflict {
-				break // Update creates when missing and retries conflicts
+			want := s.value + 1
+			if !s.exists {
+				want = 1
 			}
-			if s.value+1 == out.value || !s.exists && out.value == 1 {
+			switch {
+			case out.unknown:
+				next = append(next, regState{exists: true, value: want, etag: unknownETag})
+			case !out.notFound && !out.conflict && out.value == want:
 				next = append(next, regState{exists: true, value: out.value, etag: out.etag})
 			}
 		case opReplace:
 			switch {
 			case out.unknown:
-				// ... or it may have, with an ETag nobody saw; later
-				// observations would then not match, so only allow it when
-				// it could not have applied.
+				if s.exists && etagMatches(s, in.etag) {
+					next = append(next, regState{exists: true, value: in.value, etag: unknownETag})
+				}
 			case out.notFound:
 				if !s.exists {
 					next = append(next, s)
 				}
 			case out.conflict:
-				if s.exists && s.etag != in.etag {
+				if s.exists && (s.etag != in.etag || s.etag == unknownETag) {
 					next = append(next, s)
 				}
 			default:
-				if s.exists && s.etag == in.etag {
+				if s.exists && etagMatches(s, in.etag) {
 					next = append(next, regState{exists: true, value: in.value, etag: out.etag})
 				}
 			}
 		case opDelete:
 			switch {
 			case out.unknown:
-				if s.exists && s.etag == in.etag {
+				if s.exists && etagMatches(s, in.etag) {
 					next = append(next, regState{})
 				}
 			case out.notFound:
@@ -123,11 +135,11 @@ var registerModel = porcupine.NondeterministicModel{
 					next = append(next, s)
 				}
 			case out.conflict:
-				if s.exists && s.etag != in.etag {
+				if s.exists && (s.etag != in.etag || s.etag == unknownETag) {
 					next = append(next, s)
 				}
 			default:
-				if s.exists && s.etag == in.etag {
+				if s.exists && etagMatches(s, in.etag) {
 					next = append(next, regState{})
 				}
 			}
@@ -158,13 +170,16 @@ func (h *history) add(client int, in regInput, call int64, out regOutput) {
 	h.mu.Unlock()
 }
 
-// classify turns a Store result into a regOutput; an error outside the rules
-// fails the test (the suite runs without faults).
-func classify(t *testing.T, d etagstore.Doc[Page], err error) regOutput {
+// classify turns a Store result into a regOutput. ErrOutcomeUnknown is
+// allowed only under faults; any other error outside the rules fails the
+// test.
+func classify(t *testing.T, d etagstore.Doc[Page], err error, faults bool) regOutput {
 	t.Helper()
 	switch {
 	case err == nil:
 		return regOutput{value: d.Value.N, etag: d.ETag}
+	case faults && errors.Is(err, etagstore.ErrOutcomeUnknown):
+		return regOutput{unknown: true}
 	case errors.Is(err, etagstore.ErrNotFound):
 		return regOutput{notFound: true}
 	case errors.Is(err, etagstore.ErrConflict):
@@ -176,7 +191,12 @@ func classify(t *testing.T, d etagstore.Doc[Page], err error) regOutput {
 }
 
 func testLinearizable(t *testing.T, s *etagstore.Store[Page]) {
-	const clients, opsEach = 4, 40
+	checkLinearizable(t, s, 4, 40, false)
+}
+
+// checkLinearizable runs clients × opsEach random operations and checks the
+// history with porcupine.
+func checkLinearizable(t *testing.T, s *etagstore.Store[Page], clients, opsEach int, faults bool) {
 	keys := []string{"k1", "k2"}
 	ctx := t.Context()
 	h := &history{start: time.Now()}
@@ -205,7 +225,7 @@ func testLinearizable(t *testing.T, s *etagstore.Store[Page]) {
 					in.op = opDelete
 					err = s.Delete(ctx, key, in.etag)
 				}
-				out := classify(t, d, err)
+				out := classify(t, d, err, faults)
 				h.add(c, in, call, out)
 				if out.etag != "" {
 					seen[key] = out.etag

@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/internal/azretry"
 )
 
 // MaxBatchActions is the most actions an entity group transaction may hold.
@@ -136,8 +137,10 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // no actions, more than MaxBatchActions, keys in different partitions, one
 // key twice, a missing ETag, a bad key or document — is reported before
 // anything is sent. A failed transaction returns a *BatchError naming the
-// action. The service does not return per-action ETags; Get the documents
-// again when you need them.
+// action. A batch whose answer was lost (a transport failure) matches
+// etagstore.ErrOutcomeUnknown: read the entities to learn whether it
+// committed. The service does not return per-action ETags; Get the
+// documents again when you need them.
 func (b *Batch[T]) Submit(ctx context.Context) error {
 	if b.err != nil {
 		return b.err
@@ -194,9 +197,15 @@ func (b *Batch[T]) Submit(ctx context.Context) error {
 		}
 		actions[i] = act
 	}
-	_, err := b.backend.client.SubmitTransaction(ctx, actions, nil)
+	_, err := b.backend.client.SubmitTransaction(azretry.NoRetry(ctx), actions, nil)
 	if err == nil {
 		return nil
+	}
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		// No answer (the SDK's retries are off: a blind retry of a committed
+		// batch would fail on its own writes): it may have committed.
+		return fmt.Errorf("%w: tablestore: batch: %w", etagstore.ErrOutcomeUnknown, err)
 	}
 	index, err := batchFailure(err)
 	if index < 0 || index >= len(b.actions) {

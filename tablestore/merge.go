@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/etagstore/etagstore"
@@ -17,7 +18,8 @@ import (
 //
 // An empty d.ETag matches etagstore.ErrETagRequired and nothing is sent;
 // ETagAny merges into whatever version is stored; a stale ETag returns a
-// *etagstore.ConflictError[T]; a missing entity matches etagstore.ErrNotFound.
+// *etagstore.ConflictError[T]; a missing entity matches etagstore.ErrNotFound;
+// a merge whose answer was lost matches etagstore.ErrOutcomeUnknown.
 func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T], properties ...string) (etagstore.ETag, error) {
 	if d.ETag == "" {
 		return "", fmt.Errorf("%w: Merge %q", etagstore.ErrETagRequired, d.Key)
@@ -51,7 +53,25 @@ func merge[T any](ctx context.Context, s *etagstore.Store[T], key string, v T, c
 	if data, err = selectProperties(data, properties); err != nil {
 		return "", err
 	}
-	return b.write(ctx, key, etagstore.Write{Data: data, Cond: cond}, aztables.UpdateModeMerge)
+	etag, err := b.write(ctx, key, etagstore.Write{Data: data, Cond: cond}, aztables.UpdateModeMerge)
+	var re *azcore.ResponseError
+	if err != nil && !errors.As(err, &re) && !errors.Is(err, context.Canceled) {
+		if _, definite := sentinelOf(err); !definite {
+			return "", fmt.Errorf("%w: %w", etagstore.ErrOutcomeUnknown, err)
+		}
+	}
+	return etag, err
+}
+
+// sentinelOf reports whether err is one of etagstore's definite outcomes.
+func sentinelOf(err error) (error, bool) {
+	for _, s := range []error{etagstore.ErrNotFound, etagstore.ErrExists, etagstore.ErrConflict, etagstore.ErrETagRequired,
+		etagstore.ErrInvalidKey, etagstore.ErrTooLarge, etagstore.ErrInvalidInput} {
+		if errors.Is(err, s) {
+			return s, true
+		}
+	}
+	return nil, false
 }
 
 // conflict turns a 412 on key into a *etagstore.ConflictError[T] holding

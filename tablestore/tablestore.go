@@ -29,6 +29,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/internal/azretry"
 )
 
 // maxKeyBytes is Azure's limit for a PartitionKey or RowKey: 1 KiB (UTF-16).
@@ -240,6 +241,7 @@ func (b *Backend) write(ctx context.Context, key string, w etagstore.Write, mode
 	if err != nil {
 		return "", err
 	}
+	ctx = azretry.NoRetry(ctx)
 	var etag azcore.ETag
 	switch w.Cond.Kind {
 	case etagstore.CondCreate:
@@ -281,6 +283,7 @@ func (b *Backend) Delete(ctx context.Context, key string, cond etagstore.Cond) e
 		return fmt.Errorf("%w: delete needs If-Match, got %s", etagstore.ErrETagRequired, cond.Kind)
 	}
 	ifMatch := azcore.ETag(cond.ETag) // never nil: nil would mean "*"
+	ctx = azretry.NoRetry(ctx)
 	if _, err := b.client.DeleteEntity(ctx, pk, rk, &aztables.DeleteEntityOptions{IfMatch: &ifMatch}); err != nil {
 		return mapError("delete", key, err)
 	}

@@ -14,3 +14,10 @@ func TestConformance(t *testing.T) {
 		return tablestore.New(azuritetest.NewTable(t), &tablestore.Options{Partition: "docs"})
 	})
 }
+
+func TestExactlyOnceUnderFaults(t *testing.T) {
+	storetest.RunFaults(t, func(t *testing.T, f storetest.Faults) (etagstore.Backend, func() map[string]int) {
+		proxy := storetest.StartFaultProxy(t, azuritetest.Host(t, "Table"), f)
+		return tablestore.New(azuritetest.NewTableVia(t, proxy.URL()), &tablestore.Options{Partition: "docs"}), proxy.Counts
+	})
+}

@@ -6,11 +6,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -39,6 +42,12 @@ func Name(prefix string) string {
 // NewTable creates a fresh table and deletes it when the test ends.
 func NewTable(t testing.TB) *aztables.Client {
 	t.Helper()
+	svc, name := createTable(t)
+	return svc.NewClient(name)
+}
+
+func createTable(t testing.TB) (*aztables.ServiceClient, string) {
+	t.Helper()
 	svc, err := aztables.NewServiceClientFromConnectionString(ConnectionString(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +63,7 @@ func NewTable(t testing.TB) *aztables.Client {
 			t.Errorf("delete table %s: %v", name, err)
 		}
 	})
-	return svc.NewClient(name)
+	return svc, name
 }
 
 // NewContainer creates a fresh blob container and deletes it when the test
@@ -77,5 +86,75 @@ func NewContainer(t testing.TB) *container.Client {
 			t.Errorf("delete container %s: %v", name, err)
 		}
 	})
+	return c
+}
+
+// Host returns the scheme and host of service ("Blob", "Queue" or "Table")
+// in Azurite's connection string, e.g. http://127.0.0.1:10002.
+func Host(t testing.TB, service string) string {
+	t.Helper()
+	for _, part := range strings.Split(ConnectionString(t), ";") {
+		if v, ok := strings.CutPrefix(part, service+"Endpoint="); ok {
+			u, err := url.Parse(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return u.Scheme + "://" + u.Host
+		}
+	}
+	t.Fatalf("%s has no %sEndpoint", EnvVar, service)
+	return ""
+}
+
+// AccountKey returns the shared key credential of Azurite's account.
+func accountKey(t testing.TB) (name, key string) {
+	t.Helper()
+	for _, part := range strings.Split(ConnectionString(t), ";") {
+		if v, ok := strings.CutPrefix(part, "AccountName="); ok {
+			name = v
+		}
+		if v, ok := strings.CutPrefix(part, "AccountKey="); ok {
+			key = v
+		}
+	}
+	return name, key
+}
+
+// FastRetries are SDK client options for tests: short retry delays.
+var FastRetries = azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: 4, RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond, TryTimeout: 5 * time.Second}}
+
+// NewTableVia creates a fresh table and returns a client for it whose
+// requests go to via (for example a fault proxy in front of Azurite's table
+// endpoint) instead of Azurite itself.
+func NewTableVia(t testing.TB, via string) *aztables.Client {
+	t.Helper()
+	_, name := createTable(t)
+	acct, key := accountKey(t)
+	cred, err := aztables.NewSharedKeyCredential(acct, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := aztables.NewClientWithSharedKey(strings.TrimRight(via, "/")+"/"+acct+"/"+name, cred, &aztables.ClientOptions{ClientOptions: FastRetries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// NewContainerVia creates a fresh container and returns a client for it
+// whose requests go to via instead of Azurite itself.
+func NewContainerVia(t testing.TB, via string) *container.Client {
+	t.Helper()
+	direct := NewContainer(t)
+	name := direct.URL()[strings.LastIndex(direct.URL(), "/")+1:]
+	acct, key := accountKey(t)
+	cred, err := azblob.NewSharedKeyCredential(acct, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := container.NewClientWithSharedKeyCredential(strings.TrimRight(via, "/")+"/"+acct+"/"+name, cred, &container.ClientOptions{ClientOptions: FastRetries})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
