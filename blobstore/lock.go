@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/internal/azretry"
 )
 
 // tokenKey is the lock blob's metadata entry holding the fencing counter.
@@ -181,16 +182,37 @@ func bumpToken(ctx context.Context, bc *blockblob.Client, name, leaseID string) 
 	}
 	token++
 	value := strconv.FormatInt(token, 10)
-	_, err = bc.SetMetadata(ctx, map[string]*string{tokenKey: &value}, &blob.SetMetadataOptions{
+	_, err = bc.SetMetadata(azretry.NoRetry(ctx), map[string]*string{tokenKey: &value}, &blob.SetMetadataOptions{
 		AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions:    lac,
 			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: to(azcore.ETag(*props.ETag))},
 		},
 	})
+	var re *azcore.ResponseError
+	if err != nil && !errors.As(err, &re) {
+		// The answer was lost. Only the lease holder can change the
+		// metadata, so reading it back tells whether the write landed.
+		if again, rerr := readToken(ctx, bc, lac); rerr == nil && again == token {
+			return token, nil
+		}
+	}
 	if err != nil {
 		return 0, mapError("write lock token", etagstore.CondIfMatch, name, err)
 	}
 	return token, nil
+}
+
+func readToken(ctx context.Context, bc *blockblob.Client, lac *blob.LeaseAccessConditions) (int64, error) {
+	props, err := bc.GetProperties(ctx, &blob.GetPropertiesOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: lac}})
+	if err != nil {
+		return 0, err
+	}
+	for k, v := range props.Metadata {
+		if strings.EqualFold(k, tokenKey) && v != nil {
+			return strconv.ParseInt(*v, 10, 64)
+		}
+	}
+	return 0, nil
 }
 
 // Lock is a held distributed lock. Its methods are safe for concurrent use.
@@ -307,7 +329,10 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	if lostErr != nil {
 		return lostErr
 	}
-	if err := lk.lease.Release(ctx); err != nil {
+	if err := lk.lease.Release(ctx); err != nil && !errors.Is(err, etagstore.ErrLockLost) {
+		// ErrLockLost here most often answers the SDK's retry of a release
+		// whose first answer was lost; a loss while held was reported by
+		// the renewal loop above. Either way the lease is no longer ours.
 		return fmt.Errorf("blobstore: unlock %q: %w", lk.key, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/blobstore"
 	"github.com/etagstore/etagstore/internal/azuritetest"
+	"github.com/etagstore/etagstore/storetest"
 	"github.com/etagstore/etagstore/tablestore"
 )
 
@@ -253,5 +254,44 @@ func TestLockGuardsTableUpdate(t *testing.T) {
 	}
 	if overlap.Load() != 0 || d.Value.Amount != workers*each*10 {
 		t.Fatalf("amount %d with %d overlaps, want %d and 0", d.Value.Amount, overlap.Load(), workers*each*10)
+	}
+}
+
+// Under dropped responses and 503s the lock still never has two holders.
+func TestLockUnderFaults(t *testing.T) {
+	proxy := storetest.StartFaultProxy(t, azuritetest.Host(t, "Blob"), storetest.DefaultFaults)
+	l, err := blobstore.NewLocker(azuritetest.NewContainerVia(t, proxy.URL()), &blobstore.LockOptions{PollInitial: 10 * time.Millisecond, PollMax: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var inside, overlaps, acquired, failed atomic.Int32
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for range 4 {
+				lk, err := l.Lock(ctx, "shared")
+				if err != nil {
+					failed.Add(1) // an injected fault surfaced; not a safety problem
+					continue
+				}
+				acquired.Add(1)
+				if inside.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(2 * time.Millisecond)
+				inside.Add(-1)
+				_ = lk.Unlock(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d acquisitions, %d failed attempts, faults %v", acquired.Load(), failed.Load(), proxy.Counts())
+	if overlaps.Load() != 0 {
+		t.Fatalf("%d times two holders at once", overlaps.Load())
+	}
+	if acquired.Load() == 0 {
+		t.Fatal("the lock was never acquired")
 	}
 }

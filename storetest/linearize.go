@@ -212,10 +212,10 @@ func checkLinearizable(t *testing.T, s *etagstore.Store[Page], clients, opsEach 
 				var err error
 				call := h.now()
 				switch r := rng.IntN(10); {
-				case r < 3 || in.etag == "": // no ETag to send yet
+				case r < 3:
 					in.op = opGet
 					d, err = s.Get(ctx, key)
-				case r < 6:
+				case r < 6 || in.etag == "": // no ETag to send yet: Update needs none
 					in.op = opUpdate
 					d, err = s.Update(ctx, key, func(p *Page) error { p.N++; return nil }, etagstore.CreateIfMissing())
 				case r < 9:
@@ -239,6 +239,16 @@ func checkLinearizable(t *testing.T, s *etagstore.Store[Page], clients, opsEach 
 		})
 	}
 	wg.Wait()
+	counts := map[opKind]int{}
+	for _, op := range h.ops {
+		if out := op.Output.(regOutput); !out.notFound && !out.conflict && !out.unknown {
+			counts[op.Input.(regInput).op]++
+		}
+	}
+	t.Logf("%d operations; successful: %d Get, %d Update, %d Replace, %d Delete", len(h.ops), counts[opGet], counts[opUpdate], counts[opReplace], counts[opDelete])
+	if counts[opUpdate] == 0 || counts[opReplace] == 0 || counts[opDelete] == 0 {
+		t.Errorf("the history lacks successful writes of some kind: %v", counts)
+	}
 	res, info := porcupine.CheckOperationsVerbose(registerModel.ToModel(), h.ops, 30*time.Second)
 	switch res {
 	case porcupine.Ok:
