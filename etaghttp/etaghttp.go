@@ -1,0 +1,102 @@
+// Package etaghttp carries etagstore's optimistic concurrency over HTTP:
+// a document's ETag becomes the HTTP ETag header and comes back exactly in
+// If-Match / If-None-Match; a write without If-Match is answered 428
+// Precondition Required, a stale one 412 Precondition Failed with an RFC 9457
+// problem-details body holding the current ETag and a diff, and a
+// conditional GET of the current version 304 Not Modified.
+//
+// Handler serves a Store[T] as a JSON REST resource (GET, PUT, PATCH,
+// DELETE) that mounts in any http.ServeMux.
+package etaghttp
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/etagstore/etagstore"
+)
+
+// FormatETag encodes a storage ETag as an HTTP entity tag. Storage ETags
+// are opaque and some (Azure Table's W/"datetime'…'") hold characters that
+// clients mangle, so the whole string is carried base64url-encoded inside a
+// strong entity tag; ParseETag returns it byte for byte.
+func FormatETag(e etagstore.ETag) string {
+	if e == etagstore.ETagAny {
+		return "*"
+	}
+	return `"` + base64.RawURLEncoding.EncodeToString([]byte(e)) + `"`
+}
+
+// ErrBadETag matches an entity tag that FormatETag did not make.
+var ErrBadETag = errors.New("etaghttp: malformed entity tag")
+
+// ParseETag decodes one entity tag made by FormatETag; a weak tag (W/"…")
+// is accepted the same. "*" is etagstore.ETagAny.
+func ParseETag(tag string) (etagstore.ETag, error) {
+	tag = strings.TrimSpace(tag)
+	if tag == "*" {
+		return etagstore.ETagAny, nil
+	}
+	tag = strings.TrimPrefix(tag, "W/")
+	if len(tag) < 2 || tag[0] != '"' || tag[len(tag)-1] != '"' {
+		return "", fmt.Errorf("%w: %q", ErrBadETag, tag)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(tag[1 : len(tag)-1])
+	if err != nil || len(raw) == 0 {
+		return "", fmt.Errorf("%w: %q", ErrBadETag, tag)
+	}
+	return etagstore.ETag(raw), nil
+}
+
+// ParseList parses an If-Match or If-None-Match header value: "*" or a
+// comma-separated list of entity tags (weak or strong). An empty header
+// gives nil.
+func ParseList(header string) ([]etagstore.ETag, error) {
+	header = strings.TrimSpace(header)
+	if header == "" {
+		return nil, nil
+	}
+	var tags []etagstore.ETag
+	for len(header) > 0 {
+		header = strings.TrimLeft(header, " \t,")
+		if header == "" {
+			break
+		}
+		var tag string
+		switch {
+		case header[0] == '*':
+			tag, header = "*", header[1:]
+		default:
+			start := 0
+			if strings.HasPrefix(header, "W/") {
+				start = 2
+			}
+			if len(header) <= start || header[start] != '"' {
+				return nil, fmt.Errorf("%w in list %q", ErrBadETag, header)
+			}
+			end := strings.IndexByte(header[start+1:], '"')
+			if end < 0 {
+				return nil, fmt.Errorf("%w in list %q", ErrBadETag, header)
+			}
+			tag, header = header[:start+end+2], header[start+end+2:]
+		}
+		e, err := ParseETag(tag)
+		if err != nil {
+			return nil, err
+		}
+		tags = append(tags, e)
+	}
+	return tags, nil
+}
+
+// Matches reports whether etag is in tags (ETagAny matches any).
+func Matches(tags []etagstore.ETag, etag etagstore.ETag) bool {
+	for _, t := range tags {
+		if t == etagstore.ETagAny || t == etag {
+			return true
+		}
+	}
+	return false
+}
