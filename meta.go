@@ -99,6 +99,7 @@ func (m meta) mine(w meta) bool {
 type pending struct {
 	w      meta
 	create bool
+	value  any // the value it wrote (a T)
 }
 
 // verdict is what a later read says of a pending write.

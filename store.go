@@ -16,6 +16,9 @@ type ETag string
 const ETagAny ETag = "*"
 
 // Doc is a document with its key and the ETag of the version it came from.
+// A write whose response was lost but which is known to have committed, and
+// which later writes have already followed, returns its value with an empty
+// ETag: that version's ETag was never seen; Get the document to go on.
 type Doc[T any] struct {
 	Key   string
 	Value T

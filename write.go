@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 )
 
 // This file holds every write path of the Store and how each resolves a
@@ -68,7 +67,7 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) 
 			it, rerr := s.b.Read(ctx, key)
 			switch {
 			case rerr == nil && parseMeta(it.Meta).mine(m):
-				result, err = s.decode(it)
+				result, err = s.ours(it, m, v)
 				return stop, err
 			case rerr == nil:
 				return stop, errorf(ErrExists, "%q", key)
@@ -129,7 +128,7 @@ func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 			it, rerr := s.b.Read(ctx, d.Key)
 			switch {
 			case rerr == nil && parseMeta(it.Meta).mine(m):
-				result, err = s.decode(it)
+				result, err = s.ours(it, m, d.Value)
 				return stop, err
 			case rerr == nil && ambiguous(err) && (d.ETag == ETagAny || it.ETag == d.ETag):
 				return afterPause, outcomeUnknown("Replace", d.Key, err) // ours did not land: send it again
@@ -177,7 +176,7 @@ func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 			return stop, err
 		}
 		if it, rerr := s.b.Read(ctx, key); rerr == nil && parseMeta(it.Meta).mine(m) {
-			result, err = s.decode(it)
+			result, err = s.ours(it, m, v)
 			return stop, err
 		}
 		return afterPause, outcomeUnknown("Upsert", key, err) // last writer wins: sending it again is safe
@@ -252,12 +251,12 @@ func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool, start *Item, modify func(cur Doc[T]) (T, error)) (Doc[T], error) {
 	var (
 		result  Doc[T]
-		ids     []string  // write ids this call has sent
-		open    []pending // writes whose outcome is not known yet
-		held    ETag      // the ETag of the last version read
-		mine    T         // the last value computed
-		lost    bool      // the last attempt's write lost a race
-		lastErr error     // the last ambiguous write error
+		sent    []sentWrite[T] // the writes this call has sent
+		open    []pending      // writes whose outcome is not known yet
+		held    ETag           // the ETag of the last version read
+		mine    T              // the last value computed
+		lost    bool           // the last attempt's write lost a race
+		lastErr error          // the last ambiguous write error
 	)
 	fence, fenced := FenceFrom(ctx)
 
@@ -274,16 +273,18 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 			return it, false, true, err
 		}
 		stored := parseMeta(it.Meta)
-		if exists && slices.ContainsFunc(ids, stored.has) {
-			// One of our earlier writes committed after all.
-			result, err = s.decode(it)
-			return it, true, true, err
+		for _, w := range sent {
+			if exists && stored.mine(w.meta) {
+				// One of our earlier writes committed after all.
+				result, err = s.ours(it, w.meta, w.value)
+				return it, true, true, err
+			}
 		}
 		still := open[:0]
 		for _, p := range open {
 			switch p.judge(exists, stored, s.keepIDs) {
 			case committed:
-				result, err = s.decode(it)
+				result, err = s.ours(it, p.w, p.value.(T))
 				return it, true, true, err
 			case unknown:
 				return it, exists, true, outcomeUnknown("Update", key, lastErr)
@@ -341,7 +342,6 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 			return stop, nil
 		}
 		id := newWriteID()
-		ids = append(ids, id)
 		w := Write{Data: data, Cond: Cond{Kind: CondCreate}}
 		m := fresh(id, fence)
 		switch {
@@ -352,6 +352,7 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 			m = stored.then(id, s.keepIDs, fence)
 		}
 		w.Meta = m.String()
+		sent = append(sent, sentWrite[T]{meta: m, value: mine})
 		etag, err := s.b.Write(ctx, key, w)
 		switch {
 		case err == nil:
@@ -360,7 +361,7 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 		case ambiguous(err):
 			// Judge it at once, before other writers can push it out of
 			// the id window; if it did not land, try again after backoff.
-			open = append(open, pending{w: m, create: w.Cond.Kind == CondCreate})
+			open = append(open, pending{w: m, create: w.Cond.Kind == CondCreate, value: mine})
 			lastErr = err
 			if _, _, done, err := observe(ctx); done {
 				return stop, err
@@ -396,12 +397,33 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 			return Doc[T]{}, errorf(ErrNotFound, "%q was deleted", key)
 		case rerr != nil:
 			return Doc[T]{}, fmt.Errorf("%w on %q (reading the current version failed: %w)", ErrConflict, key, rerr)
-		case slices.ContainsFunc(ids, parseMeta(it.Meta).has):
-			return s.decode(it)
+		}
+		for _, w := range sent {
+			if parseMeta(it.Meta).mine(w.meta) {
+				return s.ours(it, w.meta, w.value)
+			}
 		}
 		return Doc[T]{}, s.conflictWith(it, held, mine, attempts)
 	}
 	return Doc[T]{}, err
+}
+
+// sentWrite is a write an Update sent: its bookkeeping and value.
+type sentWrite[T any] struct {
+	meta  meta
+	value T
+}
+
+// ours is the result of a write of v, with bookkeeping m, found committed
+// in it: it itself when it is still the newest version; otherwise v with an
+// empty ETag, because that version's ETag was never seen and later writes
+// have followed it.
+func (s *Store[T]) ours(it Item, m meta, v T) (Doc[T], error) {
+	stored := parseMeta(it.Meta)
+	if len(stored.ids) > 0 && stored.ids[len(stored.ids)-1] == m.ids[len(m.ids)-1] {
+		return s.decode(it)
+	}
+	return Doc[T]{Key: it.Key, Value: v}, nil
 }
 
 // unchanged reports whether data, the encoding of the mutated value, is the

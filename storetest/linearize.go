@@ -61,6 +61,15 @@ type regState struct {
 // whose outcome is unknown: nobody saw it, any observation may fix it.
 const unknownETag etagstore.ETag = "?"
 
+// seenETag is the ETag an operation reported: empty when its write
+// committed but its response was lost and later writes followed.
+func seenETag(e etagstore.ETag) etagstore.ETag {
+	if e == "" {
+		return unknownETag
+	}
+	return e
+}
+
 func etagMatches(s regState, etag etagstore.ETag) bool {
 	return s.etag == unknownETag || s.etag == etag
 }
@@ -103,7 +112,7 @@ var registerModel = porcupine.NondeterministicModel{
 			case out.unknown:
 				next = append(next, regState{exists: true, value: want, etag: unknownETag})
 			case !out.notFound && !out.conflict && out.value == want:
-				next = append(next, regState{exists: true, value: out.value, etag: out.etag})
+				next = append(next, regState{exists: true, value: out.value, etag: seenETag(out.etag)})
 			}
 		case opReplace:
 			switch {
@@ -121,7 +130,7 @@ var registerModel = porcupine.NondeterministicModel{
 				}
 			default:
 				if s.exists && etagMatches(s, in.etag) {
-					next = append(next, regState{exists: true, value: in.value, etag: out.etag})
+					next = append(next, regState{exists: true, value: in.value, etag: seenETag(out.etag)})
 				}
 			}
 		case opDelete:
