@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sync"
 )
 
 // ETag is an opaque version token. Compare ETags only for equality: table
@@ -74,6 +75,10 @@ type Options struct {
 	Retry *RetryPolicy
 	// Clock drives retry delays. Default: SystemClock.
 	Clock Clock
+	// DisableGroupCommit makes every Update read and write on its own.
+	// Default: concurrent Updates of one key in one Store share one read
+	// and one conditional write (see Update).
+	DisableGroupCommit bool
 	// KeepWriteIDs is how many recent write ids a document remembers, so
 	// that a write whose response was lost is recognised as committed.
 	// Default: 16.
@@ -88,6 +93,10 @@ type Store[T any] struct {
 	retry   RetryPolicy
 	clock   Clock
 	keepIDs int
+	grouped bool
+
+	gmu    sync.Mutex
+	groups map[groupKey]*group[T]
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the
@@ -97,7 +106,7 @@ func New[T any](b Backend, opts *Options) *Store[T] {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Store[T]{b: b, codec: o.Codec, clock: o.Clock, keepIDs: o.KeepWriteIDs}
+	s := &Store[T]{b: b, codec: o.Codec, clock: o.Clock, keepIDs: o.KeepWriteIDs, grouped: !o.DisableGroupCommit, groups: map[groupKey]*group[T]{}}
 	if s.codec == nil {
 		if cp, ok := b.(CodecProvider); ok {
 			s.codec = cp.Codec()
@@ -191,9 +200,14 @@ func CreateIfMissing() UpdateOption {
 //   - when every attempt lost its race, a *ConflictError[T] (ErrConflict).
 //   - a done ctx returns ctx.Err() (errors.Is(err, context.Canceled) holds).
 //
-// A write that committed but whose response was lost, so that the SDK's
-// retry saw 412, is recognised by its write id on the re-read and returned
-// as a success; the mutation is not applied twice.
+// Concurrent Updates of one key in one Store are committed together (group
+// commit): one read, each mutate applied in arrival order to its own copy,
+// one conditional write. Each caller gets the version that holds its
+// mutation, which may hold others' too; a failing mutate fails only its own
+// caller. Options.DisableGroupCommit turns this off.
+//
+// A write whose response was lost is resolved by reading (see "Exactly
+// once" in the package documentation); the mutation is never applied twice.
 func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error, opts ...UpdateOption) (Doc[T], error) {
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
@@ -201,6 +215,9 @@ func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error
 	var cfg updateConfig
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if _, fenced := FenceFrom(ctx); s.grouped && !fenced {
+		return s.updateGrouped(ctx, key, cfg.create, mutate)
 	}
 	return s.readModifyWrite(ctx, key, cfg.create, nil, func(cur Doc[T]) (T, error) {
 		v := cur.Value // a fresh decode: mutate cannot touch a shared value

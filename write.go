@@ -132,6 +132,10 @@ func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 				return stop, err
 			case rerr == nil && ambiguous(err) && (d.ETag == ETagAny || it.ETag == d.ETag):
 				return afterPause, outcomeUnknown("Replace", d.Key, err) // ours did not land: send it again
+			case rerr == nil && ambiguous(err):
+				// Another version, not ours: either ours never landed, or it
+				// did and a new history (replace, delete and create) followed.
+				return stop, outcomeUnknown("Replace", d.Key, err)
 			case rerr == nil:
 				theirs, derr := s.decode(it)
 				if derr != nil {
@@ -223,6 +227,10 @@ func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 			switch {
 			case rerr == nil && ambiguous(err) && (held == ETagAny || it.ETag == held):
 				return afterPause, outcomeUnknown("Delete", key, err) // still there: delete again
+			case rerr == nil && ambiguous(err):
+				// Another version: either ours never landed, or it did and
+				// the key was created again.
+				return stop, outcomeUnknown("Delete", key, err)
 			case rerr == nil:
 				return stop, s.conflictWith(it, etag, *new(T), attempt)
 			case errors.Is(rerr, ErrNotFound) && ambiguous(err):

@@ -53,7 +53,9 @@ func RunFaults(t *testing.T, newBackend NewFaultyBackendFunc) {
 		faultyDeletes(t, s)
 	})
 	t.Run("Linearizable", func(t *testing.T) {
-		s, _ := store(t, DefaultFaults)
+		b, counts := newBackend(t, DefaultFaults)
+		t.Cleanup(func() { t.Logf("faults injected: %v", counts()) })
+		s := etagstore.New[Page](b, &etagstore.Options{Retry: &contended, DisableGroupCommit: true})
 		checkLinearizable(t, s, linClients, linOps, true)
 	})
 }

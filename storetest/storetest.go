@@ -68,11 +68,67 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"StaleReplaceAfterUpdate", testStaleReplaceAfterUpdate},
 		{"Linearizable", testLinearizable},
 		{"Fencing", testFencing},
+		{"GroupCommit", testGroupCommit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, etagstore.New[Page](newBackend(t), &etagstore.Options{Retry: &contended}))
 		})
+	}
+}
+
+// testGroupCommit: concurrent Updates of one key, committed in shared
+// writes, each return a version holding their own mutation; every
+// mutation lands exactly once; a failing mutation fails only its caller.
+func testGroupCommit(t *testing.T, s *etagstore.Store[Page]) {
+	const writers, each = 12, 15
+	ctx := t.Context()
+	boom := errors.New("refused")
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				token := fmt.Sprintf("[%d.%d]", w, i)
+				d, err := s.Update(ctx, "log", func(p *Page) error {
+					if i%5 == 4 {
+						p.Body += "never" // must leave no trace
+						return boom
+					}
+					p.Body += token
+					p.N++
+					return nil
+				}, etagstore.CreateIfMissing())
+				switch {
+				case i%5 == 4:
+					if !errors.Is(err, boom) {
+						t.Errorf("failing mutation: Update = %v, want its own error", err)
+					}
+					refused.Add(1)
+				case err != nil:
+					t.Errorf("Update: %v", err)
+				case !strings.Contains(d.Value.Body, token):
+					t.Errorf("Update %s returned a version without its mutation: %q", token, d.Value.Body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d, err := s.Get(ctx, "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := int64(writers*each) - refused.Load()
+	if d.Value.N != applied || strings.Contains(d.Value.Body, "never") {
+		t.Fatalf("N = %d (want %d), body has a refused mutation: %v", d.Value.N, applied, strings.Contains(d.Value.Body, "never"))
+	}
+	for w := range writers {
+		for i := range each {
+			token := fmt.Sprintf("[%d.%d]", w, i)
+			if n := strings.Count(d.Value.Body, token); n != 1 && i%5 != 4 {
+				t.Fatalf("%s appears %d times", token, n)
+			}
+		}
 	}
 }
 
