@@ -1,0 +1,533 @@
+// Command etagbench measures etagstore against the loop users write today —
+// read, write with If-Match, retry at once on 412 — in the same run, on
+// memory, Azure Table and Azure Blob storage (Azurite works), and prints a
+// Markdown table with every mode's ratio to the naive loop.
+//
+//	scripts/with-azurite go run ./cmd/etagbench              # all backends, ETAGSTORE_AZURITE from the script
+//	go run ./cmd/etagbench -backends memory                  # no Azure needed
+//
+// Scenarios: 1, 4, 16 and 64 goroutines incrementing one hot key; 16 writers
+// in 4 processes on one hot key; 64 writers on distinct keys. Modes: naive
+// (raw SDK calls), library (Store.Update, group commit on), library without
+// group commit, and the blob lease Lock. HTTP requests are counted by a
+// counting transport.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"iter"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/blobstore"
+	"github.com/etagstore/etagstore/memstore"
+	"github.com/etagstore/etagstore/tablestore"
+)
+
+// Counter is the benchmark's document.
+type Counter struct {
+	N    int64
+	Note string
+}
+
+// counting counts HTTP requests.
+type counting struct{ n atomic.Int64 }
+
+func (c *counting) Do(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return http.DefaultClient.Do(r)
+}
+
+// env is one backend under test.
+type env struct {
+	name     string
+	requests *counting
+	// store returns a Store on a fresh key space for one cell.
+	store func(space string, group bool) *etagstore.Store[Counter]
+	// naive returns the raw-SDK increment of one key: one attempt, reporting
+	// whether it committed (false on 412).
+	naive func(space string) func(ctx context.Context, key string) (bool, error)
+	// locker is the lease Locker (nil where there is none).
+	locker *blobstore.Locker
+}
+
+type result struct {
+	Commits  int64     `json:"commits"`
+	Attempts []int     `json:"attempts"` // per commit
+	Latency  []float64 `json:"latency"`  // per commit, ms
+	Requests int64     `json:"requests"`
+	Seconds  float64   `json:"seconds"`
+}
+
+func main() {
+	backends := flag.String("backends", "memory,table,blob", "backends to measure")
+	dur := flag.Duration("d", 3*time.Second, "duration of each cell")
+	worker := flag.String("worker", "", "internal: run as a worker process: backend/mode/space")
+	flag.Parse()
+	conn := os.Getenv("ETAGSTORE_AZURITE")
+	if *worker != "" {
+		runWorker(conn, *worker, *dur)
+		return
+	}
+	fmt.Printf("# etagbench: %s per cell, %s\n\n", *dur, time.Now().UTC().Format(time.RFC3339))
+	for _, b := range strings.Split(*backends, ",") {
+		e, err := open(b, conn)
+		if err != nil {
+			log.Fatalf("%s: %v", b, err)
+		}
+		bench(e, b, *dur)
+	}
+}
+
+func open(backend, conn string) (*env, error) {
+	e := &env{name: backend, requests: &counting{}}
+	opts := azcore.ClientOptions{Transport: e.requests, Retry: policy.RetryOptions{RetryDelay: 20 * time.Millisecond}}
+	switch backend {
+	case "memory":
+		mem := memstore.New(nil)
+		e.store = func(space string, group bool) *etagstore.Store[Counter] {
+			return etagstore.New[Counter](prefixed{mem, space + "/"}, storeOptions(group))
+		}
+		e.naive = func(space string) func(context.Context, string) (bool, error) {
+			return func(ctx context.Context, key string) (bool, error) {
+				it, err := mem.Read(ctx, space+"/"+key)
+				if err != nil {
+					return false, err
+				}
+				var c Counter
+				_ = json.Unmarshal(it.Data, &c)
+				c.N++
+				data, _ := json.Marshal(c)
+				_, err = mem.Write(ctx, space+"/"+key, etagstore.Write{Data: data, Cond: etagstore.IfMatch(it.ETag)})
+				return conflictOK(err)
+			}
+		}
+	case "table":
+		if conn == "" {
+			return nil, fmt.Errorf("set ETAGSTORE_AZURITE (run through scripts/with-azurite)")
+		}
+		svc, err := aztables.NewServiceClientFromConnectionString(conn, &aztables.ClientOptions{ClientOptions: opts})
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9)
+		if _, err := svc.CreateTable(context.Background(), name, nil); err != nil {
+			return nil, err
+		}
+		client := svc.NewClient(name)
+		e.store = func(space string, group bool) *etagstore.Store[Counter] {
+			return tablestore.NewStore[Counter](client, &tablestore.Options{Partition: space}, storeOptions(group))
+		}
+		e.naive = func(space string) func(context.Context, string) (bool, error) {
+			return func(ctx context.Context, key string) (bool, error) {
+				resp, err := client.GetEntity(ctx, space, key, nil)
+				if err != nil {
+					return false, err
+				}
+				var ent map[string]any
+				_ = json.Unmarshal(resp.Value, &ent)
+				n, _ := ent["N"].(string)
+				var v int64
+				fmt.Sscan(n, &v)
+				ent["N"], ent["N@odata.type"] = fmt.Sprint(v+1), "Edm.Int64"
+				body, _ := json.Marshal(ent)
+				etag := resp.ETag
+				_, err = client.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeReplace})
+				return conflictOK(err)
+			}
+		}
+		e.locker = lockerFor(conn, opts)
+	case "blob":
+		if conn == "" {
+			return nil, fmt.Errorf("set ETAGSTORE_AZURITE (run through scripts/with-azurite)")
+		}
+		cc, err := containerFor(conn, opts, fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9))
+		if err != nil {
+			return nil, err
+		}
+		e.store = func(space string, group bool) *etagstore.Store[Counter] {
+			return blobstore.NewStore[Counter](cc, &blobstore.Options{Prefix: space + "/"}, storeOptions(group))
+		}
+		e.naive = func(space string) func(context.Context, string) (bool, error) {
+			return naiveBlob(cc, space)
+		}
+		e.locker, _ = blobstore.NewLocker(cc, &blobstore.LockOptions{PollInitial: 5 * time.Millisecond, PollMax: 200 * time.Millisecond})
+	default:
+		return nil, fmt.Errorf("unknown backend %q", backend)
+	}
+	return e, nil
+}
+
+func storeOptions(group bool) *etagstore.Options {
+	return &etagstore.Options{DisableGroupCommit: !group, Retry: &etagstore.RetryPolicy{MaxAttempts: 1 << 20, MaxElapsedTime: -1}}
+}
+
+func conflictOK(err error) (bool, error) {
+	if err == nil {
+		return true, nil
+	}
+	var re *azcore.ResponseError
+	if (errors.As(err, &re) && re.StatusCode == http.StatusPreconditionFailed) || errors.Is(err, etagstore.ErrConflict) {
+		return false, nil
+	}
+	return false, err
+}
+
+func containerFor(conn string, opts azcore.ClientOptions, name string) (*container.Client, error) {
+	c, err := azblob.NewClientFromConnectionString(conn, &azblob.ClientOptions{ClientOptions: opts})
+	if err != nil {
+		return nil, err
+	}
+	cc := c.ServiceClient().NewContainerClient(name)
+	_, err = cc.Create(context.Background(), nil)
+	if err != nil && !strings.Contains(err.Error(), "ContainerAlreadyExists") {
+		return nil, err
+	}
+	return cc, nil
+}
+
+func lockerFor(conn string, opts azcore.ClientOptions) *blobstore.Locker {
+	cc, err := containerFor(conn, opts, "benchlocks")
+	if err != nil {
+		log.Fatal(err)
+	}
+	l, _ := blobstore.NewLocker(cc, &blobstore.LockOptions{PollInitial: 5 * time.Millisecond, PollMax: 200 * time.Millisecond})
+	return l
+}
+
+// cell runs writers goroutines on keys for d with one mode.
+func cell(ctx context.Context, e *env, mode, space string, writers int, distinct bool, d time.Duration) result {
+	key := func(w int) string {
+		if distinct {
+			return fmt.Sprintf("k%03d", w)
+		}
+		return "hot"
+	}
+	s := e.store(space, mode != "library-nogroup")
+	// Seed the keys.
+	for w := range writers {
+		if _, err := s.Upsert(ctx, key(w), Counter{Note: "etagbench"}); err != nil {
+			log.Fatal(err)
+		}
+		if !distinct {
+			break
+		}
+	}
+	var naive func(context.Context, string) (bool, error)
+	if mode == "naive" {
+		naive = e.naive(space)
+	}
+	var mu sync.Mutex
+	var res result
+	before := e.requests.n.Load()
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			var attempts []int
+			var lat []float64
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				tries := 0
+				var err error
+				switch mode {
+				case "naive":
+					for ok := false; !ok && err == nil; {
+						tries++
+						ok, err = naive(ctx, key(w))
+					}
+				case "lock":
+					tries = 1
+					var lk *blobstore.Lock
+					if lk, err = e.locker.Lock(ctx, space+"-"+key(w)); err == nil {
+						var doc etagstore.Doc[Counter]
+						if doc, err = s.Get(lk.Context(), key(w)); err == nil {
+							doc.Value.N++
+							_, err = s.Replace(lk.Context(), doc)
+						}
+						_ = lk.Unlock(ctx)
+					}
+				default:
+					_, err = s.Update(ctx, key(w), func(c *Counter) error { tries++; c.N++; return nil })
+				}
+				if err != nil {
+					log.Fatalf("%s %s: %v", e.name, mode, err)
+				}
+				attempts = append(attempts, tries)
+				lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+			}
+			mu.Lock()
+			res.Commits += int64(len(attempts))
+			res.Attempts = append(res.Attempts, attempts...)
+			res.Latency = append(res.Latency, lat...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.Seconds = time.Since(start).Seconds()
+	res.Requests = e.requests.n.Load() - before
+	// The counter check: every commit counted exactly once.
+	var total int64
+	for w := range writers {
+		doc, err := s.Get(ctx, key(w))
+		if err != nil {
+			log.Fatal(err)
+		}
+		total += doc.Value.N
+		if !distinct {
+			break
+		}
+	}
+	if total != res.Commits {
+		log.Fatalf("%s %s %s: counter %d after %d commits", e.name, mode, space, total, res.Commits)
+	}
+	return res
+}
+
+type row struct {
+	scenario, mode string
+	r              result
+}
+
+func bench(e *env, backend string, d time.Duration) {
+	ctx := context.Background()
+	modes := []string{"naive", "library", "library-nogroup"}
+	if e.locker != nil {
+		modes = append(modes, "lock")
+	}
+	type scen struct {
+		name     string
+		writers  int
+		distinct bool
+		procs    int
+	}
+	scens := []scen{{"hot key, 1 writer", 1, false, 1}, {"hot key, 4 writers", 4, false, 1}, {"hot key, 16 writers", 16, false, 1},
+		{"hot key, 64 writers", 64, false, 1}, {"hot key, 4 processes × 4 writers", 4, false, 4}, {"64 writers, distinct keys", 64, true, 1}}
+	var rows []row
+	for i, sc := range scens {
+		if sc.procs > 1 && backend == "memory" {
+			continue // memory is not shared between processes
+		}
+		for _, m := range modes {
+			if m == "lock" && (sc.distinct || sc.writers > 16 || sc.procs > 1) {
+				continue // the lock's 15 s minimum lease makes these cells minutes long
+			}
+			if m == "library-nogroup" && sc.writers == 1 && !sc.distinct {
+				continue
+			}
+			space := fmt.Sprintf("s%d%s", i, strings.ReplaceAll(m, "-", ""))
+			var r result
+			if sc.procs > 1 {
+				s := e.store(space, true)
+				if _, err := s.Upsert(ctx, "hot", Counter{Note: "etagbench"}); err != nil {
+					log.Fatal(err)
+				}
+				r = multiProcess(backend, m, space, sc.procs, d)
+				if doc, err := s.Get(ctx, "hot"); err != nil || doc.Value.N != r.Commits {
+					log.Fatalf("%s %s %s: counter %d after %d commits (%v)", backend, m, space, doc.Value.N, r.Commits, err)
+				}
+			} else {
+				r = cell(ctx, e, m, space, sc.writers, sc.distinct, d)
+			}
+			rows = append(rows, row{sc.name, m, r})
+			fmt.Fprintf(os.Stderr, "%s / %s / %s: %.0f commits/s\n", backend, sc.name, m, float64(r.Commits)/r.Seconds)
+		}
+	}
+	fmt.Printf("## %s\n\n| scenario | mode | commits/s | × naive | requests/commit | p50 ms | p99 ms | worst attempts | counter |\n|---|---|---|---|---|---|---|---|---|\n", backend)
+	naive := map[string]float64{}
+	for _, r := range rows {
+		if r.mode == "naive" {
+			naive[r.scenario] = float64(r.r.Commits) / r.r.Seconds
+		}
+	}
+	for _, r := range rows {
+		cps := float64(r.r.Commits) / r.r.Seconds
+		ratio := "—"
+		if n := naive[r.scenario]; n > 0 {
+			ratio = fmt.Sprintf("%.2f", cps/n)
+		}
+		rpc := "—"
+		if backend != "memory" && r.r.Commits > 0 {
+			rpc = fmt.Sprintf("%.2f", float64(r.r.Requests)/float64(r.r.Commits))
+		}
+		fmt.Printf("| %s | %s | %.0f | %s | %s | %.2f | %.2f | %d | exact (%d) |\n", r.scenario, r.mode, cps, ratio, rpc,
+			pct(r.r.Latency, 50), pct(r.r.Latency, 99), slices.Max(append(r.r.Attempts, 0)), r.r.Commits)
+	}
+	fmt.Println()
+}
+
+func pct(v []float64, p int) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+// multiProcess runs procs worker processes of 4 writers each on one hot key.
+func multiProcess(backend, mode, space string, procs int, d time.Duration) result {
+	self, err := os.Executable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	var mu sync.Mutex
+	var total result
+	var wg sync.WaitGroup
+	for range procs {
+		wg.Go(func() {
+			out, err := exec.Command(self, "-d", d.String(), "-worker", backend+"/"+mode+"/"+space).Output()
+			if err != nil {
+				log.Fatalf("worker: %v", err)
+			}
+			var r result
+			if err := json.Unmarshal(out, &r); err != nil {
+				log.Fatalf("worker output: %v", err)
+			}
+			mu.Lock()
+			total.Commits += r.Commits
+			total.Requests += r.Requests
+			total.Attempts = append(total.Attempts, r.Attempts...)
+			total.Latency = append(total.Latency, r.Latency...)
+			total.Seconds = max(total.Seconds, r.Seconds)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return total
+}
+
+// runWorker is one process of the multi-process scenario: 4 writers on the
+// shared hot key of space; it prints its result as JSON. The parent checks
+// nothing of the counter (the processes share it); each worker checks that
+// it ended at least at its own commits.
+func runWorker(conn, spec string, d time.Duration) {
+	parts := strings.SplitN(spec, "/", 3)
+	e, err := open(parts[0], conn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := cellShared(context.Background(), e, parts[1], parts[2], 4, d)
+	_ = json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// cellShared is cell without seeding or the exact check (other processes
+// write the same key).
+func cellShared(ctx context.Context, e *env, mode, space string, writers int, d time.Duration) result {
+	s := e.store(space, mode != "library-nogroup")
+	var naive func(context.Context, string) (bool, error)
+	if mode == "naive" {
+		naive = e.naive(space)
+	}
+	var mu sync.Mutex
+	var res result
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				tries := 0
+				var err error
+				if mode == "naive" {
+					for ok := false; !ok && err == nil; {
+						tries++
+						ok, err = naive(ctx, "hot")
+					}
+				} else {
+					_, err = s.Update(ctx, "hot", func(c *Counter) error { tries++; c.N++; return nil })
+				}
+				if err != nil {
+					log.Fatal(err)
+				}
+				mu.Lock()
+				res.Commits++
+				res.Attempts = append(res.Attempts, tries)
+				res.Latency = append(res.Latency, float64(time.Since(t0).Microseconds())/1000)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	res.Seconds = time.Since(start).Seconds()
+	res.Requests = e.requests.n.Load()
+	return res
+}
+
+// prefixed puts a memstore's keys of one cell under a prefix.
+type prefixed struct {
+	*memstore.Backend
+	prefix string
+}
+
+func (p prefixed) Read(ctx context.Context, key string) (etagstore.Item, error) {
+	it, err := p.Backend.Read(ctx, p.prefix+key)
+	it.Key = strings.TrimPrefix(it.Key, p.prefix)
+	return it, err
+}
+
+func (p prefixed) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+	return p.Backend.Write(ctx, p.prefix+key, w)
+}
+
+func (p prefixed) Delete(ctx context.Context, key string, c etagstore.Cond) error {
+	return p.Backend.Delete(ctx, p.prefix+key, c)
+}
+
+func (p prefixed) List(ctx context.Context, prefix string) iter.Seq2[etagstore.Item, error] {
+	return func(yield func(etagstore.Item, error) bool) {
+		for it, err := range p.Backend.List(ctx, p.prefix+prefix) {
+			it.Key = strings.TrimPrefix(it.Key, p.prefix)
+			if !yield(it, err) {
+				return
+			}
+		}
+	}
+}
+
+// naiveBlob is the hand-written blob loop: download, then upload with If-Match.
+func naiveBlob(cc *container.Client, space string) func(context.Context, string) (bool, error) {
+	return func(ctx context.Context, key string) (bool, error) {
+		bc := cc.NewBlockBlobClient(space + "/" + key)
+		resp, err := bc.DownloadStream(ctx, nil)
+		if err != nil {
+			return false, err
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return false, err
+		}
+		var c Counter
+		_ = json.Unmarshal(data, &c)
+		c.N++
+		data, _ = json.Marshal(c)
+		_, err = bc.UploadBuffer(ctx, data, &azblob.UploadBufferOptions{AccessConditions: &blob.AccessConditions{
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: resp.ETag}}})
+		return conflictOK(err)
+	}
+}
+
