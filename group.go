@@ -59,17 +59,20 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	if lead {
 		s.lead(k, g)
 	}
+	promote := req.promote // nil once this caller has led: a closed channel stays ready
 	for {
 		select {
 		case <-req.done:
 			return req.doc, req.err
-		case <-req.promote:
+		case <-promote:
+			promote = nil
 			s.lead(k, g)
 		case <-ctx.Done():
 			s.gmu.Lock()
 			select {
-			case <-req.promote: // it must lead all the same, or the queue stalls
+			case <-promote: // it must lead all the same, or the queue stalls
 				s.gmu.Unlock()
+				promote = nil
 				s.lead(k, g)
 				continue
 			default:

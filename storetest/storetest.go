@@ -90,7 +90,9 @@ func testGroupCommit(t *testing.T, s *etagstore.Store[Page]) {
 		wg.Go(func() {
 			for i := range each {
 				token := fmt.Sprintf("[%d.%d]", w, i)
+				calls := 0
 				d, err := s.Update(ctx, "log", func(p *Page) error {
+					calls++
 					if i%5 == 4 {
 						p.Body += "never" // must leave no trace
 						return boom
@@ -99,6 +101,11 @@ func testGroupCommit(t *testing.T, s *etagstore.Store[Page]) {
 					p.N++
 					return nil
 				}, etagstore.CreateIfMissing())
+				if calls != 1 {
+					// One Store is the only writer here: its batches never
+					// race each other, so no mutation is ever re-applied.
+					t.Errorf("Update %s ran its mutation %d times", token, calls)
+				}
 				switch {
 				case i%5 == 4:
 					if !errors.Is(err, boom) {

@@ -70,6 +70,8 @@ type env struct {
 	naive func(space string) func(ctx context.Context, key string) (bool, error)
 	// locker is the lease Locker (nil where there is none).
 	locker *blobstore.Locker
+	// resource is the table or container name.
+	resource string
 }
 
 type result struct {
@@ -92,7 +94,7 @@ func main() {
 	}
 	fmt.Printf("# etagbench: %s per cell, %s\n\n", *dur, time.Now().UTC().Format(time.RFC3339))
 	for _, b := range strings.Split(*backends, ",") {
-		e, err := open(b, conn)
+		e, err := open(b, conn, "")
 		if err != nil {
 			log.Fatalf("%s: %v", b, err)
 		}
@@ -100,8 +102,14 @@ func main() {
 	}
 }
 
-func open(backend, conn string) (*env, error) {
+// open connects to backend; resource names the table or container to use
+// ("" creates a fresh one).
+func open(backend, conn, resource string) (*env, error) {
 	e := &env{name: backend, requests: &counting{}}
+	if resource == "" {
+		resource = fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9)
+	}
+	e.resource = resource
 	opts := azcore.ClientOptions{Transport: e.requests, Retry: policy.RetryOptions{RetryDelay: 20 * time.Millisecond}}
 	switch backend {
 	case "memory":
@@ -131,11 +139,10 @@ func open(backend, conn string) (*env, error) {
 		if err != nil {
 			return nil, err
 		}
-		name := fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9)
-		if _, err := svc.CreateTable(context.Background(), name, nil); err != nil {
+		if _, err := svc.CreateTable(context.Background(), resource, nil); err != nil && !strings.Contains(err.Error(), "TableAlreadyExists") {
 			return nil, err
 		}
-		client := svc.NewClient(name)
+		client := svc.NewClient(resource)
 		e.store = func(space string, group bool) *etagstore.Store[Counter] {
 			return tablestore.NewStore[Counter](client, &tablestore.Options{Partition: space}, storeOptions(group))
 		}
@@ -162,7 +169,7 @@ func open(backend, conn string) (*env, error) {
 		if conn == "" {
 			return nil, fmt.Errorf("set ETAGSTORE_AZURITE (run through scripts/with-azurite)")
 		}
-		cc, err := containerFor(conn, opts, fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9))
+		cc, err := containerFor(conn, opts, resource)
 		if err != nil {
 			return nil, err
 		}
@@ -344,7 +351,7 @@ func bench(e *env, backend string, d time.Duration) {
 				if _, err := s.Upsert(ctx, "hot", Counter{Note: "etagbench"}); err != nil {
 					log.Fatal(err)
 				}
-				r = multiProcess(backend, m, space, sc.procs, d)
+				r = multiProcess(backend+"/"+m+"/"+space+"/"+e.resource, sc.procs, d)
 				if doc, err := s.Get(ctx, "hot"); err != nil || doc.Value.N != r.Commits {
 					log.Fatalf("%s %s %s: counter %d after %d commits (%v)", backend, m, space, doc.Value.N, r.Commits, err)
 				}
@@ -388,7 +395,7 @@ func pct(v []float64, p int) float64 {
 }
 
 // multiProcess runs procs worker processes of 4 writers each on one hot key.
-func multiProcess(backend, mode, space string, procs int, d time.Duration) result {
+func multiProcess(spec string, procs int, d time.Duration) result {
 	self, err := os.Executable()
 	if err != nil {
 		log.Fatal(err)
@@ -398,7 +405,9 @@ func multiProcess(backend, mode, space string, procs int, d time.Duration) resul
 	var wg sync.WaitGroup
 	for range procs {
 		wg.Go(func() {
-			out, err := exec.Command(self, "-d", d.String(), "-worker", backend+"/"+mode+"/"+space).Output()
+			cmd := exec.Command(self, "-d", d.String(), "-worker", spec)
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
 			if err != nil {
 				log.Fatalf("worker: %v", err)
 			}
@@ -424,8 +433,8 @@ func multiProcess(backend, mode, space string, procs int, d time.Duration) resul
 // nothing of the counter (the processes share it); each worker checks that
 // it ended at least at its own commits.
 func runWorker(conn, spec string, d time.Duration) {
-	parts := strings.SplitN(spec, "/", 3)
-	e, err := open(parts[0], conn)
+	parts := strings.SplitN(spec, "/", 4)
+	e, err := open(parts[0], conn, parts[3])
 	if err != nil {
 		log.Fatal(err)
 	}
