@@ -369,3 +369,36 @@ func TestSaveMergeRetriesAfterSecondConflict(t *testing.T) {
 		t.Fatalf("Save = %+v, want T2/mine", d.Value)
 	}
 }
+
+func TestCacheWritesWithoutReading(t *testing.T) {
+	hb := &hookBackend{Backend: memstore.New(nil)}
+	s := etagstore.New[counter](hb, &etagstore.Options{CacheSize: 8, Clock: newFakeClock()})
+	if _, err := s.Create(t.Context(), "k", counter{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	hb.reads, hb.writes = 0, 0
+	for range 3 {
+		if _, err := s.Update(t.Context(), "k", func(c *counter) error { c.N++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hb.reads != 0 || hb.writes != 3 {
+		t.Fatalf("3 cached Updates made %d reads and %d writes, want 0 and 3", hb.reads, hb.writes)
+	}
+	// Another writer makes the copy stale: one failed write, one read, one write.
+	interfere(t, hb.Backend, "k")
+	hb.reads, hb.writes = 0, 0
+	d, err := s.Update(t.Context(), "k", func(c *counter) error { c.N++; return nil })
+	if err != nil || d.Value.N != 105 {
+		t.Fatalf("Update after interference = %+v, %v; want N 105", d, err)
+	}
+	if hb.reads != 1 || hb.writes != 2 {
+		t.Fatalf("stale cache: %d reads and %d writes, want 1 and 2", hb.reads, hb.writes)
+	}
+	// A no-op against the copy is checked against the stored version.
+	interfere(t, hb.Backend, "k")
+	d, err = s.Update(t.Context(), "k", func(c *counter) error { return nil })
+	if err != nil || d.Value.N != 205 {
+		t.Fatalf("no-op Update after interference = %+v, %v; want the stored N 205", d, err)
+	}
+}

@@ -61,6 +61,7 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) 
 		switch {
 		case err == nil:
 			result = Doc[T]{Key: key, Value: v, ETag: etag}
+			s.cache.put(key, Item{Key: key, Data: data, Meta: m.String(), ETag: etag})
 			return stop, nil
 		case errors.Is(err, ErrExists), ambiguous(err):
 			// An SDK retry of our own committed create also answers 409.
@@ -123,6 +124,7 @@ func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 		switch {
 		case err == nil:
 			result = Doc[T]{Key: d.Key, Value: d.Value, ETag: etag}
+			s.cache.put(d.Key, Item{Key: d.Key, Data: data, Meta: m.String(), ETag: etag})
 			return stop, nil
 		case errors.Is(err, ErrConflict), ambiguous(err):
 			it, rerr := s.b.Read(ctx, d.Key)
@@ -174,6 +176,7 @@ func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 		etag, err := s.b.Write(ctx, key, Write{Data: data, Cond: Cond{Kind: CondNone}, Meta: m.String()})
 		if err == nil {
 			result = Doc[T]{Key: key, Value: v, ETag: etag}
+			s.cache.put(key, Item{Key: key, Data: data, Meta: m.String(), ETag: etag})
 			return stop, nil
 		}
 		if !ambiguous(err) {
@@ -217,6 +220,7 @@ func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 		}
 		held = it.ETag // atomic with the check
 	}
+	s.cache.drop(key)
 	_, err := retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
 		err := s.b.Delete(ctx, key, IfMatch(held))
 		switch {
@@ -273,6 +277,7 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 	observe := func(ctx context.Context) (it Item, exists, done bool, err error) {
 		it, err = s.b.Read(ctx, key)
 		exists = err == nil
+		s.cache.note(key, it, err)
 		switch {
 		case errors.Is(err, ErrNotFound) && (create || len(open) > 0):
 		case err != nil && len(open) > 0:
@@ -313,10 +318,17 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 			it     Item
 			exists = true
 		)
+		// The first attempt may start from a version already known: Save's
+		// base (whose bookkeeping is unknown), or the cache's copy of the
+		// version this Store last read or wrote. A stale one costs a 412.
 		fromStart := attempt == 1 && start != nil && !fenced
+		fromCache := false
+		if attempt == 1 && !fromStart {
+			it, fromCache = s.cache.get(key)
+		}
 		if fromStart {
 			it = *start
-		} else {
+		} else if !fromCache {
 			var done bool
 			var err error
 			if it, exists, done, err = observe(ctx); done {
@@ -346,6 +358,9 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 			return stop, err
 		}
 		if exists && len(open) == 0 && s.unchanged(data, it.Data, cur.Value) {
+			if fromCache {
+				return now, nil // unchanged against a copy: check against the stored version
+			}
 			result = cur
 			return stop, nil
 		}
@@ -365,8 +380,10 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 		switch {
 		case err == nil:
 			result = Doc[T]{Key: key, Value: mine, ETag: etag}
+			s.cache.put(key, Item{Key: key, Data: data, Meta: w.Meta, ETag: etag})
 			return stop, nil
 		case ambiguous(err):
+			s.cache.drop(key)
 			// Judge it at once, before other writers can push it out of
 			// the id window; if it did not land, try again after backoff.
 			open = append(open, pending{w: m, create: w.Cond.Kind == CondCreate, value: mine})
@@ -380,6 +397,9 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 				return now, outcomeUnknown("Update", key, lastErr)
 			}
 			return afterPause, outcomeUnknown("Update", key, lastErr)
+		case (errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound)) && fromCache:
+			s.cache.drop(key)
+			return now, err // the copy was stale: read and try again at once
 		case errors.Is(err, ErrConflict), errors.Is(err, ErrExists):
 			lost = true
 			return afterPause, err

@@ -70,9 +70,22 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"Fencing", testFencing},
 		{"GroupCommit", testGroupCommit},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, etagstore.New[Page](newBackend(t), &etagstore.Options{Retry: &contended}))
+	// Every case runs on the default Store and on one with the version
+	// cache on, whose first write of an Update goes against a copy.
+	for _, cfg := range []struct {
+		name string
+		opts etagstore.Options
+	}{
+		{"Default", etagstore.Options{Retry: &contended}},
+		{"Cached", etagstore.Options{Retry: &contended, CacheSize: 64}},
+	} {
+		t.Run(cfg.name, func(t *testing.T) {
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					opts := cfg.opts
+					tc.fn(t, etagstore.New[Page](newBackend(t), &opts))
+				})
+			}
 		})
 	}
 }

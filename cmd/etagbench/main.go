@@ -8,8 +8,9 @@
 //
 // Scenarios: 1, 4, 16 and 64 goroutines incrementing one hot key; 16 writers
 // in 4 processes on one hot key; 64 writers on distinct keys. Modes: naive
-// (raw SDK calls), library (Store.Update, group commit on), library without
-// group commit, and the blob lease Lock. HTTP requests are counted by a
+// (raw SDK calls), library (Store.Update with defaults: group commit on),
+// library with the version cache, library without group commit, and the
+// blob lease Lock (get and replace under it). HTTP requests are counted by a
 // counting transport.
 package main
 
@@ -17,10 +18,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"iter"
 	"flag"
 	"fmt"
+	"io"
+	"iter"
 	"log"
 	"net/http"
 	"os"
@@ -63,8 +64,8 @@ func (c *counting) Do(r *http.Request) (*http.Response, error) {
 type env struct {
 	name     string
 	requests *counting
-	// store returns a Store on a fresh key space for one cell.
-	store func(space string, group bool) *etagstore.Store[Counter]
+	// store returns a Store on a fresh key space for one cell, in a mode.
+	store func(space, mode string) *etagstore.Store[Counter]
 	// naive returns the raw-SDK increment of one key: one attempt, reporting
 	// whether it committed (false on 412).
 	naive func(space string) func(ctx context.Context, key string) (bool, error)
@@ -114,8 +115,8 @@ func open(backend, conn, resource string) (*env, error) {
 	switch backend {
 	case "memory":
 		mem := memstore.New(nil)
-		e.store = func(space string, group bool) *etagstore.Store[Counter] {
-			return etagstore.New[Counter](prefixed{mem, space + "/"}, storeOptions(group))
+		e.store = func(space, mode string) *etagstore.Store[Counter] {
+			return etagstore.New[Counter](prefixed{mem, space + "/"}, storeOptions(mode))
 		}
 		e.naive = func(space string) func(context.Context, string) (bool, error) {
 			return func(ctx context.Context, key string) (bool, error) {
@@ -143,8 +144,8 @@ func open(backend, conn, resource string) (*env, error) {
 			return nil, err
 		}
 		client := svc.NewClient(resource)
-		e.store = func(space string, group bool) *etagstore.Store[Counter] {
-			return tablestore.NewStore[Counter](client, &tablestore.Options{Partition: space}, storeOptions(group))
+		e.store = func(space, mode string) *etagstore.Store[Counter] {
+			return tablestore.NewStore[Counter](client, &tablestore.Options{Partition: space}, storeOptions(mode))
 		}
 		e.naive = func(space string) func(context.Context, string) (bool, error) {
 			return func(ctx context.Context, key string) (bool, error) {
@@ -173,8 +174,8 @@ func open(backend, conn, resource string) (*env, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.store = func(space string, group bool) *etagstore.Store[Counter] {
-			return blobstore.NewStore[Counter](cc, &blobstore.Options{Prefix: space + "/"}, storeOptions(group))
+		e.store = func(space, mode string) *etagstore.Store[Counter] {
+			return blobstore.NewStore[Counter](cc, &blobstore.Options{Prefix: space + "/"}, storeOptions(mode))
 		}
 		e.naive = func(space string) func(context.Context, string) (bool, error) {
 			return naiveBlob(cc, space)
@@ -186,8 +187,12 @@ func open(backend, conn, resource string) (*env, error) {
 	return e, nil
 }
 
-func storeOptions(group bool) *etagstore.Options {
-	return &etagstore.Options{DisableGroupCommit: !group, Retry: &etagstore.RetryPolicy{MaxAttempts: 1 << 20, MaxElapsedTime: -1}}
+func storeOptions(mode string) *etagstore.Options {
+	o := &etagstore.Options{DisableGroupCommit: mode == "library-nogroup", Retry: &etagstore.RetryPolicy{MaxAttempts: 1 << 20, MaxElapsedTime: -1}}
+	if mode == "library+cache" {
+		o.CacheSize = 1024
+	}
+	return o
 }
 
 func conflictOK(err error) (bool, error) {
@@ -231,7 +236,7 @@ func cell(ctx context.Context, e *env, mode, space string, writers int, distinct
 		}
 		return "hot"
 	}
-	s := e.store(space, mode != "library-nogroup")
+	s := e.store(space, mode)
 	// Seed the keys.
 	for w := range writers {
 		if _, err := s.Upsert(ctx, key(w), Counter{Note: "etagbench"}); err != nil {
@@ -320,7 +325,7 @@ type row struct {
 
 func bench(e *env, backend string, d time.Duration) {
 	ctx := context.Background()
-	modes := []string{"naive", "library", "library-nogroup"}
+	modes := []string{"naive", "library", "library+cache", "library-nogroup"}
 	if e.locker != nil {
 		modes = append(modes, "lock")
 	}
@@ -344,10 +349,10 @@ func bench(e *env, backend string, d time.Duration) {
 			if m == "library-nogroup" && sc.writers == 1 && !sc.distinct {
 				continue
 			}
-			space := fmt.Sprintf("s%d%s", i, strings.ReplaceAll(m, "-", ""))
+			space := fmt.Sprintf("s%d%s", i, strings.NewReplacer("-", "", "+", "").Replace(m))
 			var r result
 			if sc.procs > 1 {
-				s := e.store(space, true)
+				s := e.store(space, "library")
 				if _, err := s.Upsert(ctx, "hot", Counter{Note: "etagbench"}); err != nil {
 					log.Fatal(err)
 				}
@@ -445,7 +450,7 @@ func runWorker(conn, spec string, d time.Duration) {
 // cellShared is cell without seeding or the exact check (other processes
 // write the same key).
 func cellShared(ctx context.Context, e *env, mode, space string, writers int, d time.Duration) result {
-	s := e.store(space, mode != "library-nogroup")
+	s := e.store(space, mode)
 	var naive func(context.Context, string) (bool, error)
 	if mode == "naive" {
 		naive = e.naive(space)
@@ -539,4 +544,3 @@ func naiveBlob(cc *container.Client, space string) func(context.Context, string)
 		return conflictOK(err)
 	}
 }
-
