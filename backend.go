@@ -66,6 +66,15 @@ type Backend interface {
 	List(ctx context.Context, prefix string) iter.Seq2[Item, error]
 }
 
+// Verbatim is implemented by a Backend whose Read returns Item.Data exactly
+// as written (memstore, blobstore). The Store then tells an unchanged
+// document by its bytes alone; for other backends (tablestore hands back
+// entity properties in its own layout) it encodes the value read once more
+// before mutating it.
+type Verbatim interface {
+	VerbatimData() bool
+}
+
 // ErrAmbiguous marks a backend's write or delete error after which the
 // request may or may not have been applied (see Backend). It is wrapped
 // together with the sentinel that classifies the answer.

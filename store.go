@@ -100,8 +100,9 @@ type Store[T any] struct {
 	retry   RetryPolicy
 	clock   Clock
 	keepIDs int
-	grouped bool
-	cache   *itemCache
+	grouped  bool
+	verbatim bool // the backend returns Data as written
+	cache    *itemCache
 
 	gmu    sync.Mutex
 	groups map[groupKey]*group[T]
@@ -121,6 +122,9 @@ func New[T any](b Backend, opts *Options) *Store[T] {
 		} else {
 			s.codec = JSON
 		}
+	}
+	if v, ok := b.(Verbatim); ok {
+		s.verbatim = v.VerbatimData()
 	}
 	if o.Retry != nil {
 		s.retry = o.Retry.withDefaults()

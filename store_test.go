@@ -402,3 +402,31 @@ func TestCacheWritesWithoutReading(t *testing.T) {
 		t.Fatalf("no-op Update after interference = %+v, %v; want the stored N 205", d, err)
 	}
 }
+
+// opaque hides a backend's optional interfaces (Verbatim among them).
+type opaque struct{ etagstore.Backend }
+
+// A mutation through a map or pointer that the decoded value shares must
+// still be written, whether or not the backend hands data back verbatim.
+func TestUpdateThroughSharedReferences(t *testing.T) {
+	type doc struct {
+		Tags map[string]int
+		Ptr  *int
+	}
+	for name, b := range map[string]etagstore.Backend{"verbatim": memstore.New(nil), "relayout": opaque{memstore.New(nil)}} {
+		t.Run(name, func(t *testing.T) {
+			s := etagstore.New[doc](b, nil)
+			one := 1
+			if _, err := s.Create(t.Context(), "k", doc{Tags: map[string]int{"a": 1}, Ptr: &one}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Update(t.Context(), "k", func(d *doc) error { d.Tags["b"] = 2; *d.Ptr = 5; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := s.Get(t.Context(), "k")
+			if got.Value.Tags["b"] != 2 || *got.Value.Ptr != 5 {
+				t.Fatalf("stored %+v: the mutation was taken for a no-op", got.Value)
+			}
+		})
+	}
+}

@@ -349,6 +349,18 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 				return stop, err
 			}
 		}
+		// The bytes an unchanged document would encode to, taken before
+		// modify runs: it may change maps or pointers that cur shares.
+		var baseline []byte
+		if exists {
+			baseline = it.Data
+			if !s.verbatim && !fromStart {
+				var err error
+				if baseline, err = s.codec.Marshal(cur.Value); err != nil {
+					return stop, err
+				}
+			}
+		}
 		var err error
 		if mine, err = modify(cur); err != nil {
 			return stop, err
@@ -357,7 +369,7 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 		if err != nil {
 			return stop, err
 		}
-		if exists && len(open) == 0 && s.unchanged(data, it.Data, cur.Value) {
+		if exists && len(open) == 0 && bytes.Equal(data, baseline) {
 			if fromCache {
 				return now, nil // unchanged against a copy: check against the stored version
 			}
@@ -452,18 +464,6 @@ func (s *Store[T]) ours(it Item, m meta, v T) (Doc[T], error) {
 		return s.decode(it)
 	}
 	return Doc[T]{Key: it.Key, Value: v}, nil
-}
-
-// unchanged reports whether data, the encoding of the mutated value, is the
-// stored version: byte-equal to what was read, or else to the encoding of
-// the value decoded from it (a backend such as tables hands back the
-// properties in its own layout).
-func (s *Store[T]) unchanged(data, stored []byte, cur T) bool {
-	if bytes.Equal(data, stored) {
-		return true
-	}
-	again, err := s.codec.Marshal(cur)
-	return err == nil && bytes.Equal(data, again)
 }
 
 // conflictWith builds the *ConflictError for a write holding ETag held that

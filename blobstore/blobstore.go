@@ -91,6 +91,10 @@ func NewStore[T any](c *container.Client, opts *Options, storeOpts *etagstore.Op
 // Container returns the container client the Backend uses.
 func (b *Backend) Container() *container.Client { return b.c }
 
+// VerbatimData reports that Read returns documents byte for byte as
+// written (see etagstore.Verbatim).
+func (b *Backend) VerbatimData() bool { return true }
+
 // ValidateKey checks that prefix+key is a valid blob name: 1 to 1024
 // characters, at most 254 path segments, no empty segment, not ending in
 // '.' or '/', no control characters. Errors match etagstore.ErrInvalidKey.

@@ -55,6 +55,10 @@ func New(opts *Options) *Backend {
 	return b
 }
 
+// VerbatimData reports that Read returns documents byte for byte as
+// written (see etagstore.Verbatim).
+func (b *Backend) VerbatimData() bool { return true }
+
 // ValidateKey accepts keys of at most MaxKeyLen bytes that pass
 // etagstore.CheckKey; otherwise the error matches etagstore.ErrInvalidKey.
 func (b *Backend) ValidateKey(key string) error {
