@@ -95,11 +95,11 @@ type Options struct {
 // Store is a typed document store with optimistic concurrency over a
 // Backend. A Store is safe for concurrent use by multiple goroutines.
 type Store[T any] struct {
-	b       Backend
-	codec   Codec
-	retry   RetryPolicy
-	clock   Clock
-	keepIDs int
+	b        Backend
+	codec    Codec
+	retry    RetryPolicy
+	clock    Clock
+	keepIDs  int
 	grouped  bool
 	verbatim bool // the backend returns Data as written
 	cache    *itemCache
