@@ -3,6 +3,7 @@ package etagstore
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -100,8 +101,9 @@ type step func(ctx context.Context, attempt int) (next, error)
 
 // retry is the one retry loop of the package. It returns the number of
 // attempts made and the final error. A done ctx ends it with ctx.Err(),
-// unwrapped, so errors.Is(err, context.Canceled) holds.
-func retry(ctx context.Context, p RetryPolicy, clock Clock, op step) (int, error) {
+// unwrapped, so errors.Is(err, context.Canceled) holds. warm > 0 starts the
+// backoff warm doublings up (see contention).
+func retry(ctx context.Context, p RetryPolicy, clock Clock, op step, warm int) (int, error) {
 	b := &backoff.ExponentialBackOff{
 		InitialInterval:     p.InitialInterval,
 		RandomizationFactor: 0, // full jitter is applied below
@@ -112,6 +114,9 @@ func retry(ctx context.Context, p RetryPolicy, clock Clock, op step) (int, error
 		Clock:               clock,
 	}
 	b.Reset()
+	for range warm {
+		b.NextBackOff()
+	}
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return attempt - 1, err
@@ -139,4 +144,44 @@ func fullJitter(limit time.Duration) time.Duration {
 		return 0
 	}
 	return time.Duration(rand.Int64N(int64(limit)))
+}
+
+// contention remembers, per key, how hot a Store has found it lately: each
+// Update that lost a race warms the key one step (up to maxHeat), each that
+// won at once cools it one step. A warm key's first backoff starts that many
+// doublings up, so that writers — in this process and, since every process
+// backs off alike, in others — spread out instead of colliding again, and
+// cool keys keep the short first delay. Safe for concurrent use.
+type contention struct {
+	mu   sync.Mutex
+	heat map[string]int
+}
+
+const maxHeat = 5
+
+func (c *contention) warmth(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.heat[key]
+}
+
+// observe records the outcome of an Update of key that took attempts.
+func (c *contention) observe(key string, attempts int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.heat[key]
+	switch {
+	case attempts > 1:
+		h = min(h+1, maxHeat)
+	case h > 0:
+		h--
+	}
+	if h == 0 {
+		delete(c.heat, key) // only warm keys take memory
+	} else {
+		if c.heat == nil {
+			c.heat = map[string]int{}
+		}
+		c.heat[key] = h
+	}
 }

@@ -103,6 +103,7 @@ type Store[T any] struct {
 	grouped  bool
 	verbatim bool // the backend returns Data as written
 	cache    *itemCache
+	heat     contention
 
 	gmu    sync.Mutex
 	groups map[groupKey]*group[T]

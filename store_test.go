@@ -430,3 +430,42 @@ func TestUpdateThroughSharedReferences(t *testing.T) {
 		})
 	}
 }
+
+// A key that keeps losing races starts its backoff higher next time; one
+// that is won at once cools down again.
+func TestBackoffAdaptsToContention(t *testing.T) {
+	s, hb, clock := newTestStore(t, etagstore.RetryPolicy{InitialInterval: time.Millisecond, MaxInterval: time.Second})
+	if _, err := s.Create(t.Context(), "k", counter{}); err != nil {
+		t.Fatal(err)
+	}
+	firstSleepCap := func() time.Duration {
+		t.Helper()
+		clock.sleeps = nil
+		hb.reads = 0
+		hb.afterRead = func(n int) {
+			if n == 1 {
+				interfere(t, hb.Backend, "k")
+			}
+		}
+		if _, err := s.Update(t.Context(), "k", func(c *counter) error { c.N++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(clock.sleeps) != 1 {
+			t.Fatalf("%d sleeps, want 1", len(clock.sleeps))
+		}
+		return clock.sleeps[0]
+	}
+	// Sleeps are jittered in [0, cap): the largest of many tells the cap.
+	maxOf := func(n int) time.Duration {
+		var m time.Duration
+		for range n {
+			m = max(m, firstSleepCap())
+		}
+		return m
+	}
+	cold := maxOf(1)
+	hot := maxOf(30) // 30 contended Updates in a row: the key is as hot as it gets
+	if cold >= time.Millisecond || hot < 4*time.Millisecond || hot >= 32*time.Millisecond {
+		t.Fatalf("first backoff cap: cold %v (want < 1ms), hot %v (want within [4ms, 32ms))", cold, hot)
+	}
+}

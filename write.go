@@ -83,7 +83,7 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) 
 			return stop, err
 		}
 		return stop, err
-	})
+	}, 0)
 	return result, err
 }
 
@@ -152,7 +152,7 @@ func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 			return stop, err
 		}
 		return stop, err
-	})
+	}, 0)
 	return result, err
 }
 
@@ -187,7 +187,7 @@ func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 			return stop, err
 		}
 		return afterPause, outcomeUnknown("Upsert", key, err) // last writer wins: sending it again is safe
-	})
+	}, 0)
 	return result, err
 }
 
@@ -245,7 +245,7 @@ func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 			return stop, err
 		}
 		return stop, err
-	})
+	}, 0)
 	return err
 }
 
@@ -421,7 +421,8 @@ func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool,
 		default:
 			return stop, err
 		}
-	})
+	}, s.heat.warmth(key))
+	s.heat.observe(key, attempts)
 	switch {
 	case err == nil:
 		return result, nil
