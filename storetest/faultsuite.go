@@ -44,6 +44,12 @@ func RunFaults(t *testing.T, newBackend NewFaultyBackendFunc) {
 		s, _ := store(t, DefaultFaults)
 		faultyCounter(t, s, writers, each)
 	})
+	t.Run("CounterExactUngrouped", func(t *testing.T) {
+		// Every Update its own write: many more lost responses to resolve.
+		b, counts := newBackend(t, DefaultFaults)
+		t.Cleanup(func() { t.Logf("faults injected: %v", counts()) })
+		faultyCounter(t, etagstore.New[Page](b, &etagstore.Options{Retry: &contended, DisableGroupCommit: true}), writers, each)
+	})
 	t.Run("CreateOnce", func(t *testing.T) {
 		s, _ := store(t, DefaultFaults)
 		faultyCreates(t, s)
