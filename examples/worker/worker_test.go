@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/etagstore/etagstore/internal/azuritetest"
+)
+
+// TestCrashingWorker is the crashing worker's process: started by
+// TestDuplicatesAndCrash, it takes one message, runs the expensive step
+// under the item's lock and dies before writing the output or deleting the
+// message: no unlock, no renewal any more, as if killed.
+func TestCrashingWorker(t *testing.T) {
+	name := os.Getenv("WORKER_CRASH_QUEUE")
+	if name == "" {
+		return // only meaningful as the child of TestDuplicatesAndCrash
+	}
+	e, err := setup(context.Background(), azuritetest.ConnectionString(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := e.worker(&Stats{}, 4*time.Second)
+	w.afterExpensive = func(m Message) {
+		fmt.Println("crashing on", m.Key())
+		os.Exit(3)
+	}
+	_ = w.Run(context.Background(), 10*time.Second)
+	t.Fatal("the crashing worker found no message")
+}
+
+// Duplicate deliveries and a worker killed mid-item: every item is
+// processed, none is lost, and the expensive step runs once per item except
+// the one whose worker died.
+func TestDuplicatesAndCrash(t *testing.T) {
+	ctx := t.Context()
+	name := azuritetest.Name("work")
+	e, err := setup(ctx, azuritetest.ConnectionString(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.queue.Delete(context.Background(), nil) })
+	const items = 10
+	for i := range items {
+		if err := e.enqueue(ctx, Message{Resource: fmt.Sprintf("doc-%02d", i), Stage: "render"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range []int{1, 3, 3, 7, 9} { // duplicate deliveries
+		if err := e.enqueue(ctx, Message{Resource: fmt.Sprintf("doc-%02d", i), Stage: "render"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The crashing worker, in its own process, takes the first message.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashingWorker$", "-test.v")
+	cmd.Env = append(os.Environ(), "WORKER_CRASH_QUEUE="+name)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("the crashing worker did not crash as planned: %v\n%s", err, out)
+	}
+	t.Logf("child: %s", lastLine(out))
+
+	// Three healthy workers drain the queue; the crashed item comes back
+	// when its message's visibility ends and is taken once its lease has
+	// expired (15 s without renewal).
+	stats := &Stats{}
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	for range 3 {
+		w := e.worker(stats, 4*time.Second)
+		go func() {
+			_ = w.Run(wctx, time.Hour)
+			done <- struct{}{}
+		}()
+	}
+	for {
+		n := 0
+		for _, err := range e.outputs.List(ctx, "") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if n == items && queueEmpty(t, e.queue) {
+			break
+		}
+		if wctx.Err() != nil {
+			t.Fatalf("after 90 s: %d of %d outputs; %s", n, items, stats)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	cancel()
+	for range 3 {
+		<-done
+	}
+
+	runs := map[string]int64{}
+	for d, err := range e.runs.List(ctx, "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[d.Key] = d.Value.N
+	}
+	twice := 0
+	for i := range items {
+		key := fmt.Sprintf("doc-%02d#render", i)
+		if _, err := e.outputs.Get(ctx, key); err != nil {
+			t.Errorf("%s has no output: %v", key, err)
+		}
+		switch runs[key] {
+		case 1:
+		case 2:
+			twice++
+		default:
+			t.Errorf("%s: the expensive step ran %d times", key, runs[key])
+		}
+	}
+	if twice != 1 {
+		t.Errorf("%d items ran twice, want exactly the crashed one", twice)
+	}
+	t.Logf("%s; expensive step runs per item: %v", stats, runs)
+}
+
+func queueEmpty(t *testing.T, q *azqueue.QueueClient) bool {
+	t.Helper()
+	props, err := q.GetProperties(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return props.ApproximateMessagesCount != nil && *props.ApproximateMessagesCount == 0
+}
+
+func lastLine(b []byte) string {
+	s := string(b)
+	for len(s) > 0 && s[len(s)-1] == '\n' {
+		s = s[:len(s)-1]
+	}
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			return s[i+1:]
+		}
+	}
+	return s
+}
