@@ -62,3 +62,26 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkJSONCodec: the default codec on a small document.
+func BenchmarkJSONCodec(b *testing.B) {
+	v := benchDoc{Title: "bench", Body: "some text of a realistic length for a small document", N: 7}
+	data, _ := etagstore.JSON.Marshal(v)
+	b.Run("Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := etagstore.JSON.Marshal(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Unmarshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var d benchDoc
+			if err := etagstore.JSON.Unmarshal(data, &d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -22,11 +22,27 @@
 // anything is sent. ETagAny ("*") is the explicit last-writer-wins opt-out,
 // and Upsert (insert-or-replace) the unconditional bypass.
 //
-// Each write carries a random write id, and a document remembers its last
-// few (Options.KeepWriteIDs). A write that committed but whose response was
-// lost — so that the Azure SDK's retry of it saw 412 — is recognised by its
-// id on the re-read and reported as the success it was; Update never applies
-// a mutation twice because of it.
+// Concurrent Updates of one key in one Store are committed together (group
+// commit): one read, each mutation applied in arrival order to its own copy,
+// one conditional write. An optional version cache (Options.CacheSize) lets
+// an Update write straight against the last version the Store saw. Backoff
+// is full-jitter exponential and starts higher on keys that keep losing
+// races.
+//
+// # Exactly once
+//
+// A conditional write whose response is lost may have committed; a blind
+// retry then gets 412 from its own success, and a naive loop applies the
+// change twice. Every write here carries a random write id; a document keeps
+// the ids of its last writes (Options.KeepWriteIDs, default 16) and a
+// lineage name and sequence number, in bookkeeping that T never sees. The
+// Azure backends send writes with the SDK's retries off, so a lost response
+// reaches the Store as a transport error; the Store re-reads at once and
+// decides: committed (a success; the mutation is not applied again), not
+// committed (retried), or, where no read can tell, ErrOutcomeUnknown — for
+// example a Delete whose document is gone, or an Update whose write could
+// have been pushed out of the id window. A write found committed after later
+// writes returns its own value with an empty ETag.
 //
 // Store, the backends and Codecs are safe for concurrent use by multiple
 // goroutines; ConflictError and Doc are plain values.

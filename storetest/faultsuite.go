@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/etagstore/etagstore"
 )
@@ -49,6 +50,12 @@ func RunFaults(t *testing.T, newBackend NewFaultyBackendFunc) {
 		b, counts := newBackend(t, DefaultFaults)
 		t.Cleanup(func() { t.Logf("faults injected: %v", counts()) })
 		faultyCounter(t, etagstore.New[Page](b, &etagstore.Options{Retry: &contended, DisableGroupCommit: true}), writers, each)
+	})
+	t.Run("CounterExactMixedFaults", func(t *testing.T) {
+		// Every kind of fault the proxy knows, at lower rates.
+		s, _ := store(t, Faults{Seed: 2, DropAfterCommit: 0.05, HangAfterCommit: 0.02, Hang: 300 * time.Millisecond,
+			ServerError: 0.03, ResetMidBody: 0.03, Unavailable: 0.03, Latency: time.Millisecond})
+		faultyCounter(t, s, 8, each/2)
 	})
 	t.Run("CreateOnce", func(t *testing.T) {
 		s, _ := store(t, DefaultFaults)

@@ -53,3 +53,29 @@ func BenchmarkUncontendedUpdate(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkEntityCodec: encoding and decoding a typical document.
+func BenchmarkEntityCodec(b *testing.B) {
+	v := Task{Title: "write the benchmark", Owner: "someone", Done: true, N: 42}
+	data, err := tablestore.EntityCodec{}.Marshal(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := (tablestore.EntityCodec{}).Marshal(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Unmarshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var t Task
+			if err := (tablestore.EntityCodec{}).Unmarshal(data, &t); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -228,6 +228,16 @@ func TestFilterQuoting(t *testing.T) {
 	if got := count(tablestore.Ge("N", int64(2))); !cmp.Equal(got, []string{"plain", injection}) {
 		t.Errorf("N ge 2 matched %q", got)
 	}
+	var typed []string
+	for d, err := range tablestore.Query(ctx, s, tablestore.Eq("Title", "O'Brien").Or(tablestore.Eq("N", int64(1)))) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		typed = append(typed, d.Value.Title+"@"+d.Key)
+	}
+	if diff := cmp.Diff([]string{"O'Brien@a", "x@b"}, typed); diff != "" {
+		t.Errorf("typed Query (-want +got):\n%s", diff)
+	}
 	for _, err := range b.Query(ctx, tablestore.Eq("bad name", "x")) {
 		if !errors.Is(err, etagstore.ErrInvalidInput) {
 			t.Errorf("Query with a bad property name = %v, want ErrInvalidInput", err)

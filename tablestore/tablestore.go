@@ -318,6 +318,32 @@ func (b *Backend) Query(ctx context.Context, filter Filter) iter.Seq2[etagstore.
 	return b.query(ctx, filter)
 }
 
+// Query yields the typed documents of s (a Store on a table Backend)
+// matching filter, in table order. A filter that cannot be expressed, or a
+// Store on another backend, is yielded once as an error matching
+// etagstore.ErrInvalidInput.
+func Query[T any](ctx context.Context, s *etagstore.Store[T], filter Filter) iter.Seq2[etagstore.Doc[T], error] {
+	return func(yield func(etagstore.Doc[T], error) bool) {
+		b, ok := s.Backend().(*Backend)
+		if !ok {
+			yield(etagstore.Doc[T]{}, fmt.Errorf("%w: tablestore: Query needs a Store on a tablestore Backend, not %T", etagstore.ErrInvalidInput, s.Backend()))
+			return
+		}
+		for it, err := range b.Query(ctx, filter) {
+			var d etagstore.Doc[T]
+			if err == nil {
+				d = etagstore.Doc[T]{Key: it.Key, ETag: it.ETag}
+				if uerr := s.Codec().Unmarshal(it.Data, &d.Value); uerr != nil {
+					err = fmt.Errorf("tablestore: decode %q: %w", it.Key, uerr)
+				}
+			}
+			if !yield(d, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
 func (b *Backend) query(ctx context.Context, filter Filter) iter.Seq2[etagstore.Item, error] {
 	return func(yield func(etagstore.Item, error) bool) {
 		if err := filter.Err(); err != nil {
