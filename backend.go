@@ -75,6 +75,15 @@ type Verbatim interface {
 	VerbatimData() bool
 }
 
+// Revalidator is implemented by a Backend that can read a document only if
+// it changed (blobstore: If-None-Match, answered 304 with no body). With
+// Options.CacheSize set, Store.Get then revalidates its cached copy instead
+// of downloading the document again. changed is false, with no Item, when
+// etag is still current.
+type Revalidator interface {
+	ReadIfChanged(ctx context.Context, key string, etag ETag) (it Item, changed bool, err error)
+}
+
 // ErrAmbiguous marks a backend's write or delete error after which the
 // request may or may not have been applied (see Backend). It is wrapped
 // together with the sentinel that classifies the answer.

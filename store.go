@@ -156,10 +156,26 @@ func (s *Store[T]) checkKey(key string) error {
 }
 
 // Get returns the document stored under key with its ETag.
-// A missing key matches ErrNotFound; a bad key ErrInvalidKey.
+// A missing key matches ErrNotFound; a bad key ErrInvalidKey. With the
+// version cache on and a backend that can (blobs), a cached copy is
+// revalidated with If-None-Match instead of downloaded again.
 func (s *Store[T]) Get(ctx context.Context, key string) (Doc[T], error) {
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
+	}
+	if cached, ok := s.cache.get(key); ok {
+		if rv, ok := s.b.(Revalidator); ok {
+			it, changed, err := rv.ReadIfChanged(ctx, key, cached.ETag)
+			switch {
+			case err == nil && !changed:
+				return s.decode(cached) // still current: nothing downloaded
+			case err == nil:
+				s.cache.put(key, it)
+				return s.decode(it)
+			}
+			s.cache.note(key, it, err)
+			return Doc[T]{}, err
+		}
 	}
 	it, err := s.b.Read(ctx, key)
 	s.cache.note(key, it, err)

@@ -175,6 +175,17 @@ func (b *Backend) read(ctx context.Context, key string, mac *blob.ModifiedAccess
 	return etagstore.Item{Key: key, Data: data, Meta: metaOf(resp.Metadata), ETag: etagstore.ETag(*resp.ETag)}, nil
 }
 
+// ReadIfChanged reads the blob under key only if its ETag is no longer
+// etag (If-None-Match); changed is false, and nothing is downloaded, when it
+// still is. See etagstore.Revalidator.
+func (b *Backend) ReadIfChanged(ctx context.Context, key string, etag etagstore.ETag) (etagstore.Item, bool, error) {
+	it, err := b.read(ctx, key, &blob.ModifiedAccessConditions{IfNoneMatch: to(azcore.ETag(etag))})
+	if errors.Is(err, ErrNotModified) {
+		return etagstore.Item{}, false, nil
+	}
+	return it, err == nil, err
+}
+
 // metaOf finds the bookkeeping entry; the SDK hands metadata keys back in
 // Go's canonical header case, so the lookup ignores case.
 func metaOf(md map[string]*string) string {

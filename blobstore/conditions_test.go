@@ -77,3 +77,38 @@ func TestBlobNamesAndLimits(t *testing.T) {
 		t.Fatalf("content type = %v, %v; want application/json", props.ContentType, err)
 	}
 }
+
+// With the version cache on, Get revalidates its copy with If-None-Match:
+// a 304 and no download while it is current, the new version once not.
+func TestCachedGetRevalidates(t *testing.T) {
+	ctx := t.Context()
+	c := azuritetest.NewContainer(t)
+	cached := blobstore.NewStore[Note](c, nil, &etagstore.Options{CacheSize: 8})
+	other := blobstore.NewStore[Note](c, nil, nil)
+	d, err := cached.Create(ctx, "n", Note{Text: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		got, err := cached.Get(ctx, "n")
+		if err != nil || got != d {
+			t.Fatalf("Get = %+v, %v; want %+v", got, err, d)
+		}
+	}
+	if _, changed, err := blobstore.New(c, nil).ReadIfChanged(ctx, "n", d.ETag); err != nil || changed {
+		t.Fatalf("ReadIfChanged(current) = changed %v, %v", changed, err)
+	}
+	d2, err := other.Update(ctx, "n", func(n *Note) error { n.Text = "v2"; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cached.Get(ctx, "n"); err != nil || got != d2 {
+		t.Fatalf("Get after another writer = %+v, %v; want %+v", got, err, d2)
+	}
+	if err := other.Delete(ctx, "n", d2.ETag); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cached.Get(ctx, "n"); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Fatalf("Get after delete = %v, want ErrNotFound", err)
+	}
+}
