@@ -137,6 +137,27 @@ func (p pending) judge(exists bool, m meta, keep int) verdict {
 	return unknown
 }
 
+// ungroupedKey marks a context whose writes must not be combined with
+// other callers' (see Ungrouped).
+type ungroupedKey struct{}
+
+// Ungrouped returns a context whose Updates are not committed together with
+// other callers' (group commit), because it carries write state of its own
+// that a shared write would not honour for everyone — a lease id, say.
+// blobstore.WithLease uses it; fenced contexts (WithFence) are never grouped
+// either.
+func Ungrouped(ctx context.Context) context.Context {
+	return context.WithValue(ctx, ungroupedKey{}, true)
+}
+
+func isUngrouped(ctx context.Context) bool {
+	if _, fenced := FenceFrom(ctx); fenced {
+		return true
+	}
+	v, _ := ctx.Value(ungroupedKey{}).(bool)
+	return v
+}
+
 // fenceKey is the context key of a fencing token.
 type fenceKey struct{}
 

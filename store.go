@@ -246,7 +246,7 @@ func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if _, fenced := FenceFrom(ctx); s.grouped && !fenced {
+	if s.grouped && !isUngrouped(ctx) {
 		return s.updateGrouped(ctx, key, cfg.create, mutate)
 	}
 	return s.readModifyWrite(ctx, key, cfg.create, nil, func(cur Doc[T]) (T, error) {

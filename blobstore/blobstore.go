@@ -133,7 +133,9 @@ type leaseKey struct{}
 // (without it Azure answers 412 LeaseIdMissing, etagstore.ErrLocked) and to
 // read it exclusively.
 func WithLease(ctx context.Context, leaseID string) context.Context {
-	return context.WithValue(ctx, leaseKey{}, leaseID)
+	// A grouped write carries one caller's context: never let a caller
+	// without the lease ride on one with it, or the other way round.
+	return etagstore.Ungrouped(context.WithValue(ctx, leaseKey{}, leaseID))
 }
 
 func leaseConditions(ctx context.Context) *blob.LeaseAccessConditions {

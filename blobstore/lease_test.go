@@ -1,7 +1,10 @@
 package blobstore_test
 
 import (
+	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,5 +164,47 @@ func TestContainerLeaseGuardsDeletion(t *testing.T) {
 	}
 	if err := cl.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Leased and unleased Updates racing on one key are never committed
+// together: each is judged by its own lease id.
+func TestLeasedWritesAreNotGrouped(t *testing.T) {
+	ctx := t.Context()
+	s, b := newNotes(t)
+	if _, err := s.Create(ctx, "n", Note{}); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := b.BlobLease("n", "")
+	if err := l.Acquire(ctx, blobstore.Infinite); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	var leasedOK, unleasedOK atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			wctx := ctx
+			if i%2 == 0 {
+				wctx = blobstore.WithLease(ctx, l.ID())
+			}
+			_, err := s.Update(wctx, "n", func(n *Note) error { n.N++; return nil })
+			switch {
+			case err == nil && i%2 == 0:
+				leasedOK.Add(1)
+			case err == nil:
+				unleasedOK.Add(1)
+			case i%2 == 0 || !errors.Is(err, etagstore.ErrLocked):
+				t.Errorf("Update %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	d, err := s.Get(ctx, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unleasedOK.Load() != 0 || leasedOK.Load() != 8 || d.Value.N != 8 {
+		t.Fatalf("%d leased and %d unleased Updates succeeded, N = %d; want 8, 0, 8", leasedOK.Load(), unleasedOK.Load(), d.Value.N)
 	}
 }
