@@ -52,6 +52,9 @@ type Counter struct {
 	Note string
 }
 
+// only filters scenarios by name (-only).
+var only string
+
 // counting counts HTTP requests.
 type counting struct{ n atomic.Int64 }
 
@@ -87,6 +90,7 @@ func main() {
 	backends := flag.String("backends", "memory,table,blob", "backends to measure")
 	dur := flag.Duration("d", 3*time.Second, "duration of each cell")
 	worker := flag.String("worker", "", "internal: run as a worker process: backend/mode/space")
+	flag.StringVar(&only, "only", "", "run only the scenarios whose name contains this")
 	flag.Parse()
 	conn := os.Getenv("ETAGSTORE_AZURITE")
 	if *worker != "" {
@@ -341,6 +345,9 @@ func bench(e *env, backend string, d time.Duration) {
 	for i, sc := range scens {
 		if sc.procs > 1 && backend == "memory" {
 			continue // memory is not shared between processes
+		}
+		if !strings.Contains(sc.name, only) {
+			continue
 		}
 		for _, m := range modes {
 			if m == "lock" && (sc.distinct || sc.writers > 16 || sc.procs > 1) {
