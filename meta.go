@@ -121,9 +121,9 @@ func (p pending) judge(exists bool, m meta, keep int) verdict {
 			return committed
 		case p.create && !exists:
 			return notYet // a create that may yet land; creating again is safe
-		case p.create:
-			return didNot // someone else created the key
 		}
+		// Another history: someone else created the key first, or ours was
+		// created and then replaced (or deleted and created again).
 		return unknown
 	}
 	switch {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,8 +272,67 @@ func checkLinearizable(t *testing.T, s *etagstore.Store[Page], clients, opsEach 
 		if err := porcupine.VisualizePath(registerModel.ToModel(), info, path); err != nil {
 			path = "(visualization failed: " + err.Error() + ")"
 		}
-		t.Errorf("history of %d operations is not linearizable; see %s", len(h.ops), path)
+		t.Errorf("history of %d operations is not linearizable; see %s and %s", len(h.ops), path, dumpStuck(info, h.ops, path+".txt"))
 	default:
 		t.Errorf("linearizability check timed out (%d operations)", len(h.ops))
 	}
+}
+
+// dumpStuck writes, per partition, the end of the longest partial
+// linearization and the earliest operations of that key left out of it:
+// where to look first. It returns the file's path.
+func dumpStuck(info porcupine.LinearizationInfo, ops []porcupine.Operation, path string) string {
+	var b strings.Builder
+	describe := func(op porcupine.Operation) string {
+		return fmt.Sprintf("client %d [%d µs, %d µs] %s", op.ClientId, op.Call/1e3, op.Return/1e3, registerModel.DescribeOperation(op.Input, op.Output))
+	}
+	type id struct {
+		client int
+		call   int64
+	}
+	for p, partials := range info.PartialLinearizationsOperations() {
+		var longest []porcupine.Operation
+		for _, l := range partials {
+			if len(l) > len(longest) {
+				longest = l
+			}
+		}
+		if len(longest) == 0 {
+			continue
+		}
+		key := longest[0].Input.(regInput).key
+		in := map[id]bool{}
+		for _, op := range longest {
+			in[id{op.ClientId, op.Call}] = true
+		}
+		fmt.Fprintf(&b, "partition %d (key %s): longest partial linearization %d operations; its end:\n", p, key, len(longest))
+		for _, op := range longest[max(0, len(longest)-15):] {
+			fmt.Fprintf(&b, "  %s\n", describe(op))
+		}
+		var left []porcupine.Operation
+		for _, op := range ops {
+			if op.Input.(regInput).key == key && !in[id{op.ClientId, op.Call}] {
+				left = append(left, op)
+			}
+		}
+		slices.SortFunc(left, func(a, c porcupine.Operation) int { return cmpInt(a.Call, c.Call) })
+		fmt.Fprintf(&b, "earliest operations left out (%d in all):\n", len(left))
+		for _, op := range left[:min(12, len(left))] {
+			fmt.Fprintf(&b, "  %s\n", describe(op))
+		}
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return path
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
