@@ -14,18 +14,23 @@ import (
 	"github.com/etagstore/etagstore/internal/azuritetest"
 )
 
-// TestCrashingWorker is the crashing worker's process: started by
-// TestDuplicatesAndCrash, it takes one message, runs the expensive step
-// under the item's lock and dies before writing the output or deleting the
-// message: no unlock, no renewal any more, as if killed.
-func TestCrashingWorker(t *testing.T) {
-	name := os.Getenv("WORKER_CRASH_QUEUE")
-	if name == "" {
-		return // only meaningful as the child of TestDuplicatesAndCrash
+// TestMain doubles as the crashing worker's process: started by
+// TestDuplicatesAndCrash with WORKER_CRASH_QUEUE set, it takes one message,
+// runs the expensive step under the item's lock and dies before writing the
+// output or deleting the message: no unlock and no renewal any more, as if
+// killed.
+func TestMain(m *testing.M) {
+	if name := os.Getenv("WORKER_CRASH_QUEUE"); name != "" {
+		crashingWorker(name)
 	}
-	e, err := setup(context.Background(), azuritetest.ConnectionString(t), name)
+	os.Exit(m.Run())
+}
+
+func crashingWorker(name string) {
+	e, err := setup(context.Background(), os.Getenv(azuritetest.EnvVar), name)
 	if err != nil {
-		t.Fatal(err)
+		fmt.Println("setup:", err)
+		os.Exit(1)
 	}
 	w := e.worker(&Stats{}, 4*time.Second)
 	w.afterExpensive = func(m Message) {
@@ -33,7 +38,8 @@ func TestCrashingWorker(t *testing.T) {
 		os.Exit(3)
 	}
 	_ = w.Run(context.Background(), 10*time.Second)
-	t.Fatal("the crashing worker found no message")
+	fmt.Println("the crashing worker found no message")
+	os.Exit(1)
 }
 
 // Duplicate deliveries and a worker killed mid-item: every item is
@@ -60,7 +66,7 @@ func TestDuplicatesAndCrash(t *testing.T) {
 	}
 
 	// The crashing worker, in its own process, takes the first message.
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashingWorker$", "-test.v")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "WORKER_CRASH_QUEUE="+name)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
