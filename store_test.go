@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -468,4 +469,66 @@ func TestBackoffAdaptsToContention(t *testing.T) {
 	if cold >= time.Millisecond || hot < 4*time.Millisecond || hot >= 32*time.Millisecond {
 		t.Fatalf("first backoff cap: cold %v (want < 1ms), hot %v (want within [4ms, 32ms))", cold, hot)
 	}
+}
+
+// slowBackend makes every write take a while, so that group-commit batches
+// form and callers wait in the queue.
+type slowBackend struct {
+	etagstore.Backend
+	delay time.Duration
+}
+
+func (s slowBackend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+	time.Sleep(s.delay)
+	return s.Backend.Write(ctx, key, w)
+}
+
+// Callers that give up while queued or while their batch is written return
+// promptly with their context's error; the others are unaffected, nobody is
+// left waiting, and every increment that reported success is stored once.
+func TestGroupCommitCancellation(t *testing.T) {
+	s := etagstore.New[counter](slowBackend{memstore.New(nil), 2 * time.Millisecond}, nil)
+	var ok, canceled, unknown atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			ctx := t.Context()
+			if i%3 == 0 { // a third give up after a random short while
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Duration(i%7)*time.Millisecond)
+				defer cancel()
+			}
+			for range 5 {
+				_, err := s.Update(ctx, "k", func(c *counter) error { c.N++; return nil }, etagstore.CreateIfMissing())
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, etagstore.ErrOutcomeUnknown) && errors.Is(err, context.DeadlineExceeded):
+					unknown.Add(1)
+				case errors.Is(err, context.DeadlineExceeded):
+					canceled.Add(1)
+				default:
+					t.Errorf("Update: %v", err)
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("callers still waiting after 30 s: a batch was never led")
+	}
+	d, err := s.Get(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(d.Value.N) < ok.Load() || int64(d.Value.N) > ok.Load()+unknown.Load() {
+		t.Fatalf("N = %d with %d successes and %d unknown outcomes", d.Value.N, ok.Load(), unknown.Load())
+	}
+	if canceled.Load() == 0 {
+		t.Log("no caller was cancelled while queued this time")
+	}
+	t.Logf("%d ok, %d cancelled, %d unknown, N = %d", ok.Load(), canceled.Load(), unknown.Load(), d.Value.N)
 }
