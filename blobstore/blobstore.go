@@ -30,6 +30,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
 )
 
@@ -371,10 +372,7 @@ func mapError(op string, cond etagstore.CondKind, key string, err error) error {
 	var sentinel error
 	switch bloberror.Code(re.ErrorCode) {
 	case bloberror.ConditionNotMet:
-		sentinel = etagstore.ErrConflict
-		if cond == etagstore.CondCreate {
-			sentinel = etagstore.ErrExists
-		}
+		sentinel = azerr.PreconditionFailed(cond == etagstore.CondCreate)
 	case bloberror.BlobAlreadyExists:
 		sentinel = etagstore.ErrExists
 	case bloberror.BlobNotFound:
@@ -391,21 +389,9 @@ func mapError(op string, cond etagstore.CondKind, key string, err error) error {
 	case bloberror.ContainerNotFound:
 		return fmt.Errorf("blobstore: %s %q: the container does not exist: %w", op, key, err)
 	default:
-		switch re.StatusCode {
-		case http.StatusNotModified:
+		if re.StatusCode == http.StatusNotModified {
 			sentinel = ErrNotModified
-		case http.StatusPreconditionFailed:
-			sentinel = etagstore.ErrConflict
-			if cond == etagstore.CondCreate {
-				sentinel = etagstore.ErrExists
-			}
-		case http.StatusConflict:
-			sentinel = etagstore.ErrExists
-		case http.StatusNotFound:
-			sentinel = etagstore.ErrNotFound
-		case http.StatusRequestEntityTooLarge:
-			sentinel = etagstore.ErrTooLarge
-		default:
+		} else if sentinel = azerr.ByStatus(re.StatusCode, cond == etagstore.CondCreate); sentinel == nil {
 			return fmt.Errorf("blobstore: %s %q: %w", op, key, err)
 		}
 	}

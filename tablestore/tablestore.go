@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"net/http"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -29,6 +28,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
 )
 
@@ -399,16 +399,7 @@ func mapError(op, key string, err error) error {
 	case aztables.TableNotFound:
 		return fmt.Errorf("tablestore: %s %q: the table does not exist: %w", op, key, err)
 	default:
-		switch re.StatusCode {
-		case http.StatusPreconditionFailed:
-			sentinel = etagstore.ErrConflict
-		case http.StatusConflict:
-			sentinel = etagstore.ErrExists
-		case http.StatusNotFound:
-			sentinel = etagstore.ErrNotFound
-		case http.StatusRequestEntityTooLarge:
-			sentinel = etagstore.ErrTooLarge
-		default:
+		if sentinel = azerr.ByStatus(re.StatusCode, false); sentinel == nil {
 			return fmt.Errorf("tablestore: %s %q: %w", op, key, err)
 		}
 	}

@@ -1,0 +1,35 @@
+// Package azerr holds what the backends' error mappings share: the
+// sentinel for an HTTP status when the service's error code is not one a
+// backend names itself. Each backend still maps its own codes in one place.
+package azerr
+
+import (
+	"net/http"
+
+	"github.com/etagstore/etagstore"
+)
+
+// PreconditionFailed is the sentinel of a 412: ErrExists for a create
+// (If-None-Match: * failed), ErrConflict otherwise.
+func PreconditionFailed(create bool) error {
+	if create {
+		return etagstore.ErrExists
+	}
+	return etagstore.ErrConflict
+}
+
+// ByStatus returns the sentinel for an HTTP status, or nil when the status
+// has none (the error then stays unclassified).
+func ByStatus(status int, create bool) error {
+	switch status {
+	case http.StatusPreconditionFailed:
+		return PreconditionFailed(create)
+	case http.StatusConflict:
+		return etagstore.ErrExists
+	case http.StatusNotFound:
+		return etagstore.ErrNotFound
+	case http.StatusRequestEntityTooLarge:
+		return etagstore.ErrTooLarge
+	}
+	return nil
+}
