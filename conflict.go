@@ -1,6 +1,7 @@
 package etagstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -80,12 +81,15 @@ func (e *MergeError) Is(target error) bool { return target == ErrConflict }
 // if base.ETag is still current it is a plain If-Match write; otherwise it
 // reads the stored version (theirs), calls merge(base.Value, edited, theirs)
 // and writes the result with If-Match of theirs, retrying per the
-// RetryPolicy. A nil merge means MergeFields.
+// RetryPolicy. A nil merge means MergeFields. An edit that changes nothing
+// writes nothing, but Save still confirms by a read that the document is
+// there and returns its current version.
 //
 // Overlapping edits (merge returned an error) give a *ConflictError[T]
 // holding Base, Mine (edited), Theirs and the Fields that overlap; nothing is
 // written. An empty base.ETag matches ErrETagRequired; a deleted document
-// ErrNotFound; a merge error that does not match ErrConflict is returned as is.
+// ErrNotFound; a merge error that does not match ErrConflict is returned as
+// is; a lost answer no read can settle, an *OutcomeUnknownError.
 func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T]) (Doc[T], error) {
 	if err := s.checkKey(base.Key); err != nil {
 		return Doc[T]{}, err
@@ -96,33 +100,53 @@ func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	if merge == nil {
 		merge = MergeFields[T]
 	}
-	start := &Item{Key: base.Key, ETag: base.ETag}
-	var err error
-	if start.Data, err = s.encode(base.Key, base.Value); err != nil {
+	data, err := s.encode(base.Key, base.Value)
+	if err != nil {
 		return Doc[T]{}, err
 	}
+	var mine T
 	reads := 0
-	d, err := s.readModifyWrite(ctx, base.Key, false, start, func(cur Doc[T]) (T, error) {
+	e := s.newRMW(ctx, "Save", base.Key, false, func(b version) ([]byte, bool, error) {
 		reads++
-		if cur.ETag == base.ETag {
-			return edited, nil
+		theirs, baseline, err := s.startFrom(b)
+		if err != nil {
+			return nil, false, err
 		}
-		merged, err := merge(base.Value, edited, cur.Value)
-		if errors.Is(err, ErrConflict) {
-			ce := &ConflictError[T]{Key: base.Key, ETag: base.ETag, Base: base.Value, Mine: edited, Theirs: cur, Attempts: reads - 1}
-			var me *MergeError
-			if errors.As(err, &me) {
-				ce.Fields = me.Fields
+		mine = edited
+		if b.ETag != base.ETag {
+			if mine, err = merge(base.Value, edited, theirs); err != nil {
+				return nil, false, s.mergeConflict(base, edited, Doc[T]{Key: b.Key, Value: theirs, ETag: b.ETag}, reads-1, err)
 			}
-			return merged, ce
 		}
-		return merged, err
+		data, err := s.encode(base.Key, mine)
+		return data, !bytes.Equal(data, baseline), err
 	})
+	e.mine = func() T { return mine }
+	// The first attempt writes on base itself, whose bookkeeping is unknown.
+	e.next = &version{Item: Item{Key: base.Key, Data: data, ETag: base.ETag}, exists: true, canonical: true}
+	out, err := e.run(ctx)
 	var ce *ConflictError[T]
 	if errors.As(err, &ce) {
 		ce.Base = base.Value
 	}
-	return d, err
+	if err != nil {
+		return Doc[T]{}, err
+	}
+	return Doc[T]{Key: base.Key, Value: mine, ETag: out.etag}, nil
+}
+
+// mergeConflict turns a merge error into Save's error: a *ConflictError
+// when the edits overlap, the error as is otherwise.
+func (s *Store[T]) mergeConflict(base Doc[T], edited T, theirs Doc[T], attempts int, err error) error {
+	if !errors.Is(err, ErrConflict) {
+		return err
+	}
+	ce := &ConflictError[T]{Key: base.Key, ETag: base.ETag, Base: base.Value, Mine: edited, Theirs: theirs, Attempts: attempts}
+	var me *MergeError
+	if errors.As(err, &me) {
+		ce.Fields = me.Fields
+	}
+	return ce
 }
 
 // MergeFields is the default three-way merge: field by field, recursing into

@@ -43,10 +43,16 @@ func CheckKey(key string) error {
 	return nil
 }
 
+// encode encodes v; a value the codec refuses (NaN under JSON, say)
+// matches ErrInvalidInput, unless the codec's error already matches one of
+// the package's sentinels. Nothing is sent.
 func (s *Store[T]) encode(key string, v T) ([]byte, error) {
 	data, err := s.codec.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("etagstore: encode %q: %w", key, err)
+		if sentinelOf(err) != nil {
+			return nil, fmt.Errorf("etagstore: encode %q: %w", key, err)
+		}
+		return nil, fmt.Errorf("%w: encode %q: %v", ErrInvalidInput, key, err)
 	}
 	return data, nil
 }
@@ -54,7 +60,12 @@ func (s *Store[T]) encode(key string, v T) ([]byte, error) {
 func (s *Store[T]) decode(it Item) (Doc[T], error) {
 	var v T
 	if err := s.codec.Unmarshal(it.Data, &v); err != nil {
-		return Doc[T]{}, fmt.Errorf("etagstore: decode %q: %w", it.Key, err)
+		return Doc[T]{}, decodeError(it.Key, err)
 	}
 	return Doc[T]{Key: it.Key, Value: v, ETag: it.ETag}, nil
+}
+
+// decodeError reports a stored document the codec cannot decode into T.
+func decodeError(key string, err error) error {
+	return fmt.Errorf("etagstore: decode %q: %w", key, err)
 }

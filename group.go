@@ -1,178 +1,435 @@
 package etagstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // Group commit: concurrent Updates of one key in one Store share one read
-// and one conditional write. Requests queue per key; one caller at a time
-// leads: it takes every queued request, reads the document once, applies
-// each mutation in arrival order to a private copy (a failing mutation is
-// dropped and fails only its own caller), writes the result once with
-// If-Match, and retries the whole batch on 412. Each caller returns after
-// the write that holds its mutation committed, with that version. When the
-// leader's batch is done, the first request queued meanwhile leads the next
-// one, so no caller waits for more than its own batch and the one before.
+// and one conditional write, and each caller still gets the state right
+// after its own mutation, its own errors and its own deadline.
+//
+// A key with no Update in progress is idle. The first caller to arrive runs
+// its Update on its own goroutine, as without grouping (solo). Callers
+// that arrive meanwhile queue; when the solo caller is done, a runner
+// goroutine takes the queue as a batch, reads the document once (or starts
+// from the version the previous batch wrote: chaining), and gives each
+// member a turn: the member's own goroutine decodes the state the one
+// before it left, runs its mutate and encodes the result. The runner then
+// writes the last state with If-Match, and hands every member its own
+// state. The runner serves batches until the queue is empty.
+//
+// No caller waits for another's code: a member whose turn has not ended
+// within turnTimeout (a slow mutate, or one that calls Update on the same
+// key) is left out of the batch and runs its Update on its own once its
+// mutate returns; a caller arriving while the solo caller is inside its
+// mutate starts a runner at once. Every waiting caller also watches its
+// own context.
+
+// turnTimeout bounds how long a batch waits for one member's mutate.
+const turnTimeout = 10 * time.Millisecond
 
 type groupKey struct {
 	key    string
 	create bool
 }
 
+type groupMode uint8
+
+const (
+	soloIO       groupMode = iota // a caller runs its own Update; arrivals queue for after it
+	soloMutating                  // ... and is inside its mutate: an arrival starts a runner
+	running                       // a runner commits the queue in batches
+)
+
 type group[T any] struct {
-	queue   []*request[T]
-	running bool
+	queue []*request[T]
+	mode  groupMode
 }
+
+// memberStatus is where a request stands; guarded by Store.gmu.
+type memberStatus uint8
+
+const (
+	queued  memberStatus = iota // in the group's queue
+	taken                       // in a batch, waiting for its turn
+	onTurn                      // given a turn; its answer is awaited
+	applied                     // its mutation is in the batch's state
+	left                        // its caller returned (context done)
+	settled                     // its result is set and done closed
+)
 
 type request[T any] struct {
-	ctx     context.Context
-	mutate  func(*T) error
-	taken   bool          // in a batch (guarded by Store.gmu)
-	promote chan struct{} // closed to make this request's caller lead
-	done    chan struct{} // closed when doc and err are set
-	doc     Doc[T]
-	err     error
+	ctx    context.Context
+	mutate func(*T) error
+	turns  chan turn     // runner → caller: apply your mutation to this state
+	answer chan answer   // caller → runner (one per turn)
+	done   chan struct{} // closed when res is set
+
+	status memberStatus
+	batch  *batchRun[T]
+	res    result[T]
+
+	// The member's last turn, kept by the runner.
+	value   T
+	data    []byte
+	changed bool
 }
 
-// errNoneApplied aborts a batch whose every mutation failed.
-var errNoneApplied = errors.New("etagstore: no mutation in the batch applied")
+// turn is the state a member's mutation applies to.
+type turn struct {
+	data      []byte // nil: the document does not exist
+	canonical bool   // data is exactly what the codec produces
+}
+
+type answer struct {
+	data    []byte
+	value   any // T
+	changed bool
+	err     error // the member's own failure (mutate, encode, panic)
+	left    bool  // the caller left (context done) before running its turn
+}
+
+// result is what a member's caller returns.
+type result[T any] struct {
+	doc   Doc[T]
+	err   error
+	alone bool // run the Update alone instead (left out of the batch)
+}
+
+var errPanicked = errors.New("etagstore: mutate panicked")
+
+// userCode tracks a solo caller's mutate, so that an arrival during it
+// need not wait for it. A nil *userCode runs fn as is.
+type userCode struct {
+	enter, leave func()
+}
+
+func (h *userCode) run(fn func() error) error {
+	if h == nil {
+		return fn()
+	}
+	h.enter()
+	defer h.leave()
+	return fn()
+}
 
 // updateGrouped runs an Update through its key's group.
 func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, mutate func(*T) error) (Doc[T], error) {
-	if err := ctx.Err(); err != nil {
-		return Doc[T]{}, err
-	}
 	k := groupKey{key, create}
-	req := &request[T]{ctx: ctx, mutate: mutate, promote: make(chan struct{}), done: make(chan struct{})}
 	s.gmu.Lock()
 	g := s.groups[k]
 	if g == nil {
-		g = &group[T]{}
+		g = &group[T]{mode: soloIO}
 		s.groups[k] = g
+		s.gmu.Unlock()
+		return s.updateSolo(ctx, k, g, mutate)
 	}
-	g.queue = append(g.queue, req)
-	lead := !g.running
-	g.running = true
+	r := &request[T]{ctx: ctx, mutate: mutate, turns: make(chan turn, 1), answer: make(chan answer, 1), done: make(chan struct{})}
+	g.queue = append(g.queue, r)
+	if g.mode == soloMutating {
+		g.mode = running // do not wait for the solo caller's code
+		go s.run(k, g)
+	}
 	s.gmu.Unlock()
-	if lead {
-		s.lead(k, g)
+	res := s.await(ctx, k, g, r)
+	if res.alone {
+		return s.updateAlone(ctx, key, create, mutate, nil)
 	}
-	promote := req.promote // nil once this caller has led: a closed channel stays ready
-	for {
-		select {
-		case <-req.done:
-			return req.doc, req.err
-		case <-promote:
-			promote = nil
-			s.lead(k, g)
-		case <-ctx.Done():
+	return res.doc, res.err
+}
+
+// updateSolo runs the Update of the first caller of an idle key on its own
+// goroutine and then hands the queue that formed meanwhile to a runner.
+func (s *Store[T]) updateSolo(ctx context.Context, k groupKey, g *group[T], mutate func(*T) error) (Doc[T], error) {
+	owner := true // false once a runner has taken the key over
+	defer func() {
+		s.gmu.Lock()
+		defer s.gmu.Unlock()
+		if !owner {
+			return
+		}
+		if len(g.queue) > 0 {
+			g.mode = running
+			go s.run(k, g)
+			return
+		}
+		delete(s.groups, k)
+	}()
+	hooks := &userCode{
+		enter: func() {
 			s.gmu.Lock()
-			select {
-			case <-promote: // it must lead all the same, or the queue stalls
-				s.gmu.Unlock()
-				promote = nil
-				s.lead(k, g)
-				continue
-			default:
-			}
-			taken := req.taken
-			if !taken {
-				for i, r := range g.queue {
-					if r == req {
-						g.queue = append(g.queue[:i], g.queue[i+1:]...)
-						break
-					}
-				}
+			if owner {
+				g.mode = soloMutating
 			}
 			s.gmu.Unlock()
-			if !taken {
-				return Doc[T]{}, ctx.Err()
+		},
+		leave: func() {
+			s.gmu.Lock()
+			if owner && g.mode == soloMutating {
+				g.mode = soloIO
+			} else {
+				owner = false
 			}
-			select {
-			case <-req.done: // finished at the same moment
-				return req.doc, req.err
-			default:
+			s.gmu.Unlock()
+		},
+	}
+	return s.updateAlone(ctx, k.key, k.create, mutate, hooks)
+}
+
+// await waits for r's turns and result, or for r's context to end.
+func (s *Store[T]) await(ctx context.Context, k groupKey, g *group[T], r *request[T]) result[T] {
+	for {
+		select {
+		case t := <-r.turns:
+			s.takeTurn(r, t)
+		case <-r.done:
+			return r.res
+		case <-ctx.Done():
+			if res, ok := s.leave(ctx, k, g, r); ok {
+				return res
 			}
-			return Doc[T]{}, outcomeUnknown("Update", key, ctx.Err()) // its batch is being written
 		}
 	}
 }
 
-// lead commits one batch of k's queue, then hands the lead to the first
-// request queued meanwhile, or ends the group.
-func (s *Store[T]) lead(k groupKey, g *group[T]) {
-	s.gmu.Lock()
-	batch := g.queue
-	g.queue = nil
-	for _, r := range batch {
-		r.taken = true
-	}
-	s.gmu.Unlock()
-	if len(batch) > 0 {
-		s.commitBatch(k, batch)
-	}
+// leave returns r's caller on its context's end: ctx.Err() when nothing
+// holding its mutation was sent, unknown when a write holding it is in
+// flight.
+func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *request[T]) (result[T], bool) {
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
-	if len(g.queue) == 0 {
-		g.running = false
-		delete(s.groups, k)
-		return
+	gone := result[T]{err: ctx.Err()}
+	switch r.status {
+	case settled:
+		return r.res, true
+	case queued:
+		for i, q := range g.queue {
+			if q == r {
+				g.queue = append(g.queue[:i], g.queue[i+1:]...)
+				break
+			}
+		}
+	case onTurn:
+		select {
+		case <-r.turns: // not taken up: the runner waits for an answer
+			r.answer <- answer{left: true}
+		default: // answered already
+		}
+	case applied:
+		if r.batch.inFlight {
+			gone.err = outcomeUnknown("Update", k.key, ctx.Err())
+		}
 	}
-	close(g.queue[0].promote)
+	r.status = left
+	return gone, true
 }
 
-// commitBatch writes the mutations of batch in one read-modify-write.
-func (s *Store[T]) commitBatch(k groupKey, batch []*request[T]) {
-	ctx, cancel := batchContext(batch)
+// takeTurn applies r's mutation to t on the caller's goroutine and answers
+// the runner. A panic answers errPanicked and goes on up the caller's stack.
+func (s *Store[T]) takeTurn(r *request[T], t turn) {
+	a := answer{err: errPanicked}
+	defer func() { r.answer <- a }()
+	v, baseline, err := s.startFrom(version{Item: Item{Key: r.batch.key, Data: t.data}, exists: t.data != nil, canonical: t.canonical})
+	if err == nil {
+		err = r.mutate(&v)
+	}
+	var data []byte
+	if err == nil {
+		data, err = s.encode(r.batch.key, v)
+	}
+	a = answer{data: data, value: v, changed: t.data == nil || !bytes.Equal(data, baseline), err: err}
+}
+
+// run commits k's queue in batches until it is empty. Each batch starts
+// from the version the previous one wrote, without reading.
+func (s *Store[T]) run(k groupKey, g *group[T]) {
+	var last *version
+	for {
+		s.gmu.Lock()
+		batch := g.queue
+		g.queue = nil
+		if len(batch) == 0 {
+			delete(s.groups, k)
+			s.gmu.Unlock()
+			return
+		}
+		b := &batchRun[T]{s: s, key: k.key, members: batch}
+		for _, r := range batch {
+			r.status, r.batch = taken, b
+		}
+		s.gmu.Unlock()
+		last = b.commit(k.create, last)
+	}
+}
+
+// batchRun is one batch of a key's group.
+type batchRun[T any] struct {
+	s        *Store[T]
+	key      string
+	members  []*request[T]
+	applied  []*request[T] // the members whose mutations the last apply holds
+	inFlight bool          // a write holding applied is sent or being settled (guarded by Store.gmu)
+	timer    *time.Timer
+}
+
+// commit runs the batch's read-modify-write from last (or a read) and
+// hands out the results. It returns the version it wrote, for chaining.
+func (b *batchRun[T]) commit(create bool, last *version) *version {
+	ctx, cancel := batchContext(b.members)
 	defer cancel()
-	errs := make([]error, len(batch))
-	doc, err := s.readModifyWrite(ctx, k.key, k.create, nil, func(cur Doc[T]) (T, error) {
-		if len(batch) == 1 {
-			v := cur.Value // a fresh decode: mutate cannot touch a shared value
-			errs[0] = batch[0].mutate(&v)
-			return v, errs[0]
+	b.timer = time.NewTimer(time.Hour)
+	defer b.timer.Stop()
+	e := b.s.newRMW(ctx, "Update", b.key, create, b.apply)
+	e.sending = b.sending
+	e.mine = func() (zero T) { return zero }
+	e.next = last
+	out, err := e.run(ctx)
+	b.finish(e, out, err)
+	if err != nil || out.etag == "" {
+		return nil
+	}
+	return &version{Item: out.item, meta: parseMeta(out.item.Meta), exists: true, metaKnown: true, canonical: b.s.verbatim}
+}
+
+// apply gives each member still in the batch a turn, in arrival order.
+func (b *batchRun[T]) apply(base version) ([]byte, bool, error) {
+	t := turn{canonical: base.canonical}
+	if base.exists {
+		t.data = base.Data
+	}
+	changed := false
+	b.applied = b.applied[:0]
+	for _, r := range b.members {
+		a, ok := b.turn(r, t)
+		if !ok {
+			continue
 		}
-		v := cur.Value
-		applied := 0
-		for i, r := range batch {
-			// Each mutation works on its own copy, so that a failing one
-			// leaves no trace in the others'.
-			data, err := s.codec.Marshal(v)
-			if err != nil {
-				return v, err
-			}
-			var c T
-			if err := s.codec.Unmarshal(data, &c); err != nil {
-				return v, err
-			}
-			if errs[i] = r.mutate(&c); errs[i] == nil {
-				v = c
-				applied++
+		r.value, r.data, r.changed = a.value.(T), a.data, a.changed
+		changed = changed || a.changed
+		b.applied = append(b.applied, r)
+		t = turn{data: a.data, canonical: true}
+	}
+	if len(b.applied) == 0 {
+		return nil, false, errNoneApplied
+	}
+	return t.data, changed, nil
+}
+
+// errNoneApplied ends a batch none of whose members is left.
+var errNoneApplied = errors.New("etagstore: no mutation in the batch applied")
+
+// turn gives r a turn on t and waits for its answer, at most turnTimeout.
+// It reports whether r's mutation applied; a member that failed or was
+// too slow is settled on the spot.
+func (b *batchRun[T]) turn(r *request[T], t turn) (answer, bool) {
+	s := b.s
+	s.gmu.Lock()
+	if r.status != taken && r.status != applied {
+		s.gmu.Unlock()
+		return answer{}, false
+	}
+	r.status = onTurn
+	r.turns <- t // buffered and empty: sent under the lock, so leave sees it
+	s.gmu.Unlock()
+	b.timer.Reset(turnTimeout)
+	var a answer
+	timedOut := false
+	select {
+	case a = <-r.answer:
+	case <-b.timer.C:
+		timedOut = true
+	}
+	b.timer.Stop()
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	switch {
+	case r.status == left || a.left:
+		r.status = left
+		return answer{}, false
+	case timedOut:
+		b.settle(r, result[T]{alone: true})
+		return answer{}, false
+	case a.err != nil:
+		b.settle(r, result[T]{err: a.err})
+		return answer{}, false
+	}
+	r.status = applied
+	return a, true
+}
+
+// sending marks the batch's write in flight, unless a member whose
+// mutation it holds has left: then the batch must be applied again.
+func (b *batchRun[T]) sending(on bool) bool {
+	b.s.gmu.Lock()
+	defer b.s.gmu.Unlock()
+	if on {
+		for _, r := range b.applied {
+			if r.status == left {
+				return false
 			}
 		}
-		if applied == 0 {
-			return v, errNoneApplied
+	}
+	b.inFlight = on
+	return true
+}
+
+// finish hands every member still waiting its result: its own state (the
+// version's ETag only if nothing after it changed the document), or the
+// batch's error.
+func (b *batchRun[T]) finish(e *rmw[T], out outcome, err error) {
+	s := b.s
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	b.inFlight = false
+	tail := 0 // members from tail on hold the state written
+	for i, r := range b.applied {
+		if r.changed {
+			tail = i
 		}
-		return v, nil
-	})
-	for i, r := range batch {
+	}
+	var ce *ConflictError[T]
+	for i, r := range b.applied {
+		if r.status != applied {
+			continue
+		}
 		switch {
-		case errs[i] != nil:
-			r.err = errs[i]
-		case errors.Is(err, errNoneApplied):
-			r.err = errs[i]
+		case err == nil:
+			d := Doc[T]{Key: b.key, Value: r.value}
+			if i >= tail {
+				d.ETag = out.etag
+			}
+			b.settle(r, result[T]{doc: d})
+		case errors.As(err, &ce):
+			mine := *ce
+			mine.Mine = r.value
+			b.settle(r, result[T]{err: &mine})
+		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
+			// One member's change may be at fault: each runs on its own.
+			b.settle(r, result[T]{alone: true})
 		default:
-			r.doc, r.err = doc, err
+			b.settle(r, result[T]{err: err})
 		}
-		close(r.done)
+	}
+	for _, r := range b.members {
+		if r.status == taken { // the batch ended before its turn
+			b.settle(r, result[T]{err: err, alone: err == nil})
+		}
 	}
 }
 
-// batchContext returns a context for a batch's requests: done when every
-// caller's context is done (one caller giving up does not stop the others'
-// write), carrying the values of the first.
+// settle sets r's result and wakes its caller. Store.gmu is held.
+func (b *batchRun[T]) settle(r *request[T], res result[T]) {
+	r.res, r.status = res, settled
+	close(r.done)
+}
+
+// batchContext returns a context for a batch: done when every member's
+// context is done (one caller giving up does not stop the others' write),
+// carrying the values of the first.
 func batchContext[T any](batch []*request[T]) (context.Context, context.CancelFunc) {
 	if len(batch) == 1 {
 		return batch[0].ctx, func() {}

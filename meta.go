@@ -66,6 +66,14 @@ func (m meta) String() string {
 
 func (m meta) has(id string) bool { return slices.Contains(m.ids, id) }
 
+// lastID is the id of the write that made the version m describes.
+func (m meta) lastID() string {
+	if len(m.ids) == 0 {
+		return ""
+	}
+	return m.ids[len(m.ids)-1]
+}
+
 // fresh is the meta of a write that starts a new history: a new lineage.
 func fresh(id string, fence int64) meta {
 	return meta{ids: []string{id}, lineage: newWriteID(), seq: 1, fence: fence}
@@ -85,56 +93,6 @@ func (m meta) then(id string, keep int, fence int64) meta {
 		next.lineage, next.seq = newWriteID(), 1
 	}
 	return next
-}
-
-// mine reports whether the version m describes was written by the write
-// with meta w: its id is in the window, or it carries the lineage w minted.
-func (m meta) mine(w meta) bool {
-	return m.has(w.ids[len(w.ids)-1]) || w.seq == 1 && m.lineage == w.lineage
-}
-
-// pending is an Update write whose outcome was lost (a transport error, or
-// a 412 answered to a retry): it was sent with meta w, conditioned on the
-// version before it, or create-only.
-type pending struct {
-	w      meta
-	create bool
-	value  any // the value it wrote (a T)
-}
-
-// verdict is what a later read says of a pending write.
-type verdict int
-
-const (
-	notYet    verdict = iota // the version it was conditioned on is still current: it may yet land
-	didNot                   // it can no longer land and did not
-	committed                // it landed
-	unknown                  // it may have landed and been overwritten past the id window
-)
-
-// judge tells what became of p from the current version (exists, m), given
-// that p's id was not found in m's window of keep ids.
-func (p pending) judge(exists bool, m meta, keep int) verdict {
-	if p.w.seq == 1 { // p minted its lineage: a create, or an update starting a new history
-		switch {
-		case exists && m.lineage == p.w.lineage:
-			return committed
-		case p.create && !exists:
-			return notYet // a create that may yet land; creating again is safe
-		}
-		// Another history: someone else created the key first, or ours was
-		// created and then replaced (or deleted and created again).
-		return unknown
-	}
-	switch {
-	case !exists, m.lineage != p.w.lineage:
-		return unknown // the history was cut (delete, replace) after p was sent
-	case m.seq < p.w.seq:
-		return notYet
-	case m.seq < p.w.seq+int64(keep):
-		return didNot // p's slot is in the window and holds another id
-	}
-	return unknown
 }
 
 // ungroupedKey marks a context whose writes must not be combined with

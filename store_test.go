@@ -3,6 +3,7 @@ package etagstore_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -503,7 +504,11 @@ func TestGroupCommitCancellation(t *testing.T) {
 				switch {
 				case err == nil:
 					ok.Add(1)
-				case errors.Is(err, etagstore.ErrOutcomeUnknown) && errors.Is(err, context.DeadlineExceeded):
+				case errors.Is(err, etagstore.ErrOutcomeUnknown):
+					var ue *etagstore.OutcomeUnknownError
+					if !errors.As(err, &ue) || !errors.Is(ue.Cause, context.DeadlineExceeded) {
+						t.Errorf("unknown outcome %v, want an *OutcomeUnknownError caused by the deadline", err)
+					}
 					unknown.Add(1)
 				case errors.Is(err, context.DeadlineExceeded):
 					canceled.Add(1)
@@ -531,4 +536,133 @@ func TestGroupCommitCancellation(t *testing.T) {
 		t.Log("no caller was cancelled while queued this time")
 	}
 	t.Logf("%d ok, %d cancelled, %d unknown, N = %d", ok.Load(), canceled.Load(), unknown.Load(), d.Value.N)
+}
+
+// A write whose answer was lost, judged against the window the document
+// holds: Store A (16 ids) commits a write whose answer is lost; Store B,
+// keeping 1 id, then makes two Updates before A reads. A's slot has left
+// the document's window, so A cannot tell and must say so; the counter
+// rises by exactly 3 either way, never by 4.
+func TestLostWriteJudgedByTheDocumentsWindow(t *testing.T) {
+	ctx := t.Context()
+	hb := &hookBackend{Backend: memstore.New(nil)}
+	a := etagstore.New[counter](hb, &etagstore.Options{KeepWriteIDs: 16, DisableGroupCommit: true})
+	b := etagstore.New[counter](hb.Backend, &etagstore.Options{KeepWriteIDs: 1})
+	if _, err := a.Create(ctx, "k", counter{}); err != nil {
+		t.Fatal(err)
+	}
+	hb.writes = 0
+	hb.writeHook = func(n int, key string, w etagstore.Write) (etagstore.ETag, error, bool) {
+		if n != 1 {
+			return "", nil, false
+		}
+		if _, err := hb.Backend.Write(ctx, key, w); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := b.Update(ctx, key, func(c *counter) error { c.N++; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return "", errors.New("connection reset"), true // the answer is lost
+	}
+	_, err := a.Update(ctx, "k", func(c *counter) error { c.N++; return nil })
+	var ue *etagstore.OutcomeUnknownError
+	if !errors.As(err, &ue) || ue.Op != "Update" || ue.Key != "k" {
+		t.Fatalf("Update = %v, want an *OutcomeUnknownError for Update of k", err)
+	}
+	if d, _ := b.Get(ctx, "k"); d.Value.N != 3 {
+		t.Fatalf("N = %d, want 3", d.Value.N)
+	}
+}
+
+// A value the codec cannot encode fails only its own caller, also when it
+// rides in a batch, and matches ErrInvalidInput.
+func TestUnencodableValueFailsItsOwnCaller(t *testing.T) {
+	type doc struct{ X float64 }
+	ctx := t.Context()
+	release := make(chan struct{})
+	b := gateBackend{memstore.New(nil), release}
+	s := etagstore.New[doc](b, nil)
+	var wg sync.WaitGroup
+	results := make([]error, 8)
+	for i := range results {
+		wg.Go(func() {
+			_, results[i] = s.Update(ctx, "k", func(d *doc) error {
+				if i == 5 {
+					d.X = math.NaN()
+					return nil
+				}
+				d.X++
+				return nil
+			}, etagstore.CreateIfMissing())
+		})
+	}
+	time.Sleep(20 * time.Millisecond) // let them queue behind the first write
+	close(release)
+	wg.Wait()
+	for i, err := range results {
+		switch {
+		case i == 5 && !errors.Is(err, etagstore.ErrInvalidInput):
+			t.Errorf("NaN: Update = %v, want ErrInvalidInput", err)
+		case i != 5 && err != nil:
+			t.Errorf("Update %d: %v", i, err)
+		}
+	}
+	if d, _ := s.Get(ctx, "k"); d.Value.X != 7 {
+		t.Fatalf("X = %v, want 7", d.Value.X)
+	}
+}
+
+// gateBackend holds every write until release is closed.
+type gateBackend struct {
+	*memstore.Backend
+	release chan struct{}
+}
+
+func (g gateBackend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+	<-g.release
+	return g.Backend.Write(ctx, key, w)
+}
+
+// Save with nothing to change confirms the document is still there: a
+// deleted one matches ErrNotFound, a changed one returns the current
+// version, never the stale base.
+func TestSaveUnchangedConfirms(t *testing.T) {
+	ctx := t.Context()
+	s := etagstore.New[counter](memstore.New(nil), nil)
+	base, err := s.Create(ctx, "k", counter{N: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Save(ctx, base, base.Value, nil); err != nil || d != base {
+		t.Fatalf("Save(unchanged) = %+v, %v; want %+v", d, err, base)
+	}
+	cur, err := s.Update(ctx, "k", func(c *counter) error { c.N = 2; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Save(ctx, base, base.Value, nil); err != nil || d != cur {
+		t.Fatalf("Save(unchanged, stale base) = %+v, %v; want the current %+v", d, err, cur)
+	}
+	if err := s.Delete(ctx, "k", cur.ETag); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Save(ctx, cur, cur.Value, nil); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Fatalf("Save(unchanged) of a deleted document = %+v, %v; want ErrNotFound", d, err)
+	}
+}
+
+// A caller whose context ends while its mutate runs gets its context's
+// error: nothing was sent for it.
+func TestContextEndedDuringMutateIsNotUnknown(t *testing.T) {
+	s := etagstore.New[counter](memstore.New(nil), nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	_, err := s.Update(ctx, "k", func(c *counter) error { cancel(); c.N++; return nil }, etagstore.CreateIfMissing())
+	if !errors.Is(err, context.Canceled) || errors.Is(err, etagstore.ErrOutcomeUnknown) {
+		t.Fatalf("Update = %v, want context.Canceled and not unknown", err)
+	}
+	if _, err := s.Get(t.Context(), "k"); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Fatalf("Get = %v, want ErrNotFound", err)
+	}
 }

@@ -1,50 +1,19 @@
 package etagstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 )
 
-// This file holds every write path of the Store and how each resolves a
-// write whose outcome was lost.
-//
-// A conditional write whose response is lost may have committed. The
-// backend reports that as an ambiguous error: a transport failure or
-// timeout (unclassified), or a 412/409/404 answered to a retry of a request
-// whose earlier try got no response (marked ErrAmbiguous). Each path then
-// re-reads the document and decides from its write ids, lineage and ETag:
-// committed (a success, never applied twice), not committed (retried), or —
-// where no read can tell — ErrOutcomeUnknown. Nothing is guessed.
-
-// ambiguous reports whether a write or delete that failed with err may
-// nevertheless have been applied.
-func ambiguous(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, ErrAmbiguous) {
-		return true
-	}
-	for _, definite := range []error{ErrNotFound, ErrExists, ErrConflict, ErrETagRequired, ErrInvalidKey,
-		ErrTooLarge, ErrInvalidInput, ErrFenced, ErrLocked, ErrLockLost} {
-		if errors.Is(err, definite) {
-			return false
-		}
-	}
-	return true // transport failure, timeout, cancellation, 5xx after the SDK's retries
-}
-
-// outcomeUnknown wraps the error of a write whose outcome cannot be known.
-func outcomeUnknown(op, key string, cause error) error {
-	return fmt.Errorf("%w: %s %q: %w", ErrOutcomeUnknown, op, key, cause)
-}
+// This file holds the single-request writes — Create, Replace, Upsert and
+// Delete — and send, the loop they share: send the request, and when its
+// answer is lost, read and let resolve (resolve.go) decide.
 
 // Create stores v under key only if the key does not exist yet (If-None-Match:
 // * on blobs, Insert Entity on tables). An existing key matches ErrExists.
 // A create whose response was lost is resolved by reading: if the stored
-// document is this call's, Create succeeds.
+// document is this call's, Create succeeds; if no read can tell, the error
+// is an *OutcomeUnknownError (ErrOutcomeUnknown).
 func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) {
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
@@ -54,37 +23,11 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) 
 		return Doc[T]{}, err
 	}
 	fence, _ := FenceFrom(ctx)
-	m := fresh(newWriteID(), fence)
-	var result Doc[T]
-	_, err = retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
-		etag, err := s.b.Write(ctx, key, Write{Data: data, Cond: Cond{Kind: CondCreate}, Meta: m.String()})
-		switch {
-		case err == nil:
-			result = Doc[T]{Key: key, Value: v, ETag: etag}
-			s.cache.put(key, Item{Key: key, Data: data, Meta: m.String(), ETag: etag})
-			return stop, nil
-		case errors.Is(err, ErrExists), ambiguous(err):
-			// An SDK retry of our own committed create also answers 409.
-			it, rerr := s.b.Read(ctx, key)
-			switch {
-			case rerr == nil && parseMeta(it.Meta).mine(m):
-				result, err = s.ours(it, m, v)
-				return stop, err
-			case rerr == nil:
-				return stop, errorf(ErrExists, "%q", key)
-			case errors.Is(rerr, ErrNotFound) && ambiguous(err):
-				return afterPause, outcomeUnknown("Create", key, err) // not there yet: try again
-			case errors.Is(rerr, ErrNotFound):
-				return stop, err
-			}
-			if ambiguous(err) {
-				return stop, outcomeUnknown("Create", key, err)
-			}
-			return stop, err
-		}
-		return stop, err
-	}, 0)
-	return result, err
+	etag, err := s.send(ctx, "Create", key, newSentWrite(Cond{Kind: CondCreate}, data, fresh(newWriteID(), fence)))
+	if err != nil {
+		return Doc[T]{}, err
+	}
+	return Doc[T]{Key: key, Value: v, ETag: etag}, nil
 }
 
 // Replace writes d.Value under d.Key only if the stored ETag is still d.ETag
@@ -94,8 +37,8 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) 
 // An empty ETag matches ErrETagRequired and nothing is sent; a stale ETag
 // returns a *ConflictError[T] (matching ErrConflict) holding the current
 // document; a missing document matches ErrNotFound. A write whose response
-// was lost is resolved by reading: committed is a success, still
-// applicable is retried.
+// was lost is resolved by reading; where no read can tell, the error is an
+// *OutcomeUnknownError.
 func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err := s.checkKey(d.Key); err != nil {
 		return Doc[T]{}, err
@@ -104,61 +47,48 @@ func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 		return Doc[T]{}, errorf(ErrETagRequired, "Replace %q", d.Key)
 	}
 	if _, fenced := FenceFrom(ctx); fenced {
-		// The token must be checked against the stored version: read it,
-		// and write with If-Match of the version read.
-		return s.readModifyWrite(ctx, d.Key, false, nil, func(cur Doc[T]) (T, error) {
-			if d.ETag != ETagAny && cur.ETag != d.ETag {
-				return d.Value, &ConflictError[T]{Key: d.Key, ETag: d.ETag, Mine: d.Value, Theirs: cur, Attempts: 1}
-			}
-			return d.Value, nil
-		})
+		return s.replaceFenced(ctx, d)
 	}
 	data, err := s.encode(d.Key, d.Value)
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	m := fresh(newWriteID(), 0)
-	var result Doc[T]
-	_, err = retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
-		etag, err := s.b.Write(ctx, d.Key, Write{Data: data, Cond: IfMatch(d.ETag), Meta: m.String()})
-		switch {
-		case err == nil:
-			result = Doc[T]{Key: d.Key, Value: d.Value, ETag: etag}
-			s.cache.put(d.Key, Item{Key: d.Key, Data: data, Meta: m.String(), ETag: etag})
-			return stop, nil
-		case errors.Is(err, ErrConflict), ambiguous(err):
-			it, rerr := s.b.Read(ctx, d.Key)
-			switch {
-			case rerr == nil && parseMeta(it.Meta).mine(m):
-				result, err = s.ours(it, m, d.Value)
-				return stop, err
-			case rerr == nil && ambiguous(err) && (d.ETag == ETagAny || it.ETag == d.ETag):
-				return afterPause, outcomeUnknown("Replace", d.Key, err) // ours did not land: send it again
-			case rerr == nil && ambiguous(err):
-				// Another version, not ours: either ours never landed, or it
-				// did and a new history (replace, delete and create) followed.
-				return stop, outcomeUnknown("Replace", d.Key, err)
-			case rerr == nil:
-				theirs, derr := s.decode(it)
-				if derr != nil {
-					return stop, derr
-				}
-				return stop, &ConflictError[T]{Key: d.Key, ETag: d.ETag, Mine: d.Value, Theirs: theirs, Attempts: attempt}
-			case errors.Is(rerr, ErrNotFound):
-				return stop, errorf(ErrNotFound, "%q was deleted", d.Key)
-			case ambiguous(err):
-				return stop, outcomeUnknown("Replace", d.Key, err)
-			}
-			return stop, err
+	etag, err := s.send(ctx, "Replace", d.Key, newSentWrite(IfMatch(d.ETag), data, fresh(newWriteID(), 0)))
+	if errors.Is(err, ErrConflict) {
+		return Doc[T]{}, s.conflictNow(ctx, d.Key, d.ETag, d.Value, 1)
+	}
+	if err != nil {
+		return Doc[T]{}, err
+	}
+	return Doc[T]{Key: d.Key, Value: d.Value, ETag: etag}, nil
+}
+
+// replaceFenced checks the fencing token against the stored version and
+// writes with If-Match of the version it checked, so the check is atomic.
+func (s *Store[T]) replaceFenced(ctx context.Context, d Doc[T]) (Doc[T], error) {
+	var mine T
+	e := s.newRMW(ctx, "Replace", d.Key, false, func(b version) ([]byte, bool, error) {
+		if d.ETag != ETagAny && b.ETag != d.ETag {
+			return nil, false, s.conflictWith(b.Item, d.ETag, d.Value, 1)
 		}
-		return stop, err
-	}, 0)
-	return result, err
+		mine = d.Value
+		data, err := s.encode(d.Key, d.Value)
+		return data, true, err
+	})
+	e.mine = func() T { return mine }
+	out, err := e.run(ctx)
+	if err != nil {
+		return Doc[T]{}, err
+	}
+	return Doc[T]{Key: d.Key, Value: d.Value, ETag: out.etag}, nil
 }
 
 // Upsert stores v under key whether or not it exists and whatever its ETag
 // (Insert or Replace Entity; an unconditional blob upload). It is the
-// documented bypass of the concurrency check: the last writer wins.
+// documented bypass of the concurrency check: the last writer wins. A
+// fenced context (WithFence) matches ErrInvalidInput: Upsert checks nothing.
+// A lost response is resolved by reading; where no read can tell, the error
+// is an *OutcomeUnknownError.
 func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) {
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
@@ -170,25 +100,11 @@ func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	m := fresh(newWriteID(), 0)
-	var result Doc[T]
-	_, err = retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
-		etag, err := s.b.Write(ctx, key, Write{Data: data, Cond: Cond{Kind: CondNone}, Meta: m.String()})
-		if err == nil {
-			result = Doc[T]{Key: key, Value: v, ETag: etag}
-			s.cache.put(key, Item{Key: key, Data: data, Meta: m.String(), ETag: etag})
-			return stop, nil
-		}
-		if !ambiguous(err) {
-			return stop, err
-		}
-		if it, rerr := s.b.Read(ctx, key); rerr == nil && parseMeta(it.Meta).mine(m) {
-			result, err = s.ours(it, m, v)
-			return stop, err
-		}
-		return afterPause, outcomeUnknown("Upsert", key, err) // last writer wins: sending it again is safe
-	}, 0)
-	return result, err
+	etag, err := s.send(ctx, "Upsert", key, newSentWrite(Cond{Kind: CondNone}, data, fresh(newWriteID(), 0)))
+	if err != nil {
+		return Doc[T]{}, err
+	}
+	return Doc[T]{Key: key, Value: v, ETag: etag}, nil
 }
 
 // Delete removes key only if its stored ETag is still etag (If-Match);
@@ -196,9 +112,9 @@ func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 //
 // An empty etag matches ErrETagRequired and nothing is sent; a stale etag
 // returns a *ConflictError[T] holding the current document; a missing key
-// matches ErrNotFound. A delete whose response was lost is resolved by
-// reading: still there is retried; gone matches ErrOutcomeUnknown (and
-// ErrNotFound), since a read cannot tell whose delete it was.
+// matches ErrNotFound. A delete whose response was lost is sent again only
+// while a read shows the version it names; a key found gone (by this delete
+// or another) or holding another version is an *OutcomeUnknownError.
 func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 	if err := s.checkKey(key); err != nil {
 		return err
@@ -221,250 +137,88 @@ func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 		held = it.ETag // atomic with the check
 	}
 	s.cache.drop(key)
-	_, err := retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
-		err := s.b.Delete(ctx, key, IfMatch(held))
-		switch {
-		case err == nil:
-			return stop, nil
-		case errors.Is(err, ErrConflict), ambiguous(err):
-			it, rerr := s.b.Read(ctx, key)
-			switch {
-			case rerr == nil && ambiguous(err) && (held == ETagAny || it.ETag == held):
-				return afterPause, outcomeUnknown("Delete", key, err) // still there: delete again
-			case rerr == nil && ambiguous(err):
-				// Another version: either ours never landed, or it did and
-				// the key was created again.
-				return stop, outcomeUnknown("Delete", key, err)
-			case rerr == nil:
-				return stop, s.conflictWith(it, etag, *new(T), attempt)
-			case errors.Is(rerr, ErrNotFound) && ambiguous(err):
-				return stop, fmt.Errorf("%w (%w: %q is gone, by this delete or another)", outcomeUnknown("Delete", key, err), ErrNotFound, key)
-			case errors.Is(rerr, ErrNotFound):
-				return stop, errorf(ErrNotFound, "%q was deleted", key)
-			}
-			return stop, err
-		}
-		return stop, err
-	}, 0)
+	_, err := s.send(ctx, "Delete", key, sentWrite{del: true, w: Write{Cond: IfMatch(held)}})
+	if errors.Is(err, ErrConflict) {
+		return s.conflictNow(ctx, key, etag, *new(T), 1)
+	}
 	return err
 }
 
-// readModifyWrite is the engine of Update and Save, run inside the retry
-// loop: read the current version (or take start on the first attempt),
-// compute the new value with modify, and write it with If-Match of the
-// version read (create-only when missing and create is set). A lost race is
-// retried; an unchanged encoding writes nothing. cur has an empty ETag when
-// the document is missing.
-//
-// A write whose outcome was lost stays pending; every later read judges it
-// (see pending.judge) before anything else is written, so a mutation is
-// never applied twice: committed returns the stored document, unknowable
-// returns ErrOutcomeUnknown.
-func (s *Store[T]) readModifyWrite(ctx context.Context, key string, create bool, start *Item, modify func(cur Doc[T]) (T, error)) (Doc[T], error) {
-	var (
-		result  Doc[T]
-		sent    []sentWrite[T] // the writes this call has sent
-		open    []pending      // writes whose outcome is not known yet
-		held    ETag           // the ETag of the last version read
-		mine    T              // the last value computed
-		lost    bool           // the last attempt's write lost a race
-		lastErr error          // the last ambiguous write error
-	)
-	fence, fenced := FenceFrom(ctx)
+func newSentWrite(c Cond, data []byte, m meta) sentWrite {
+	return sentWrite{w: Write{Data: data, Cond: c, Meta: m.String()}, meta: m}
+}
 
-	// observe reads the current version and judges this call's earlier
-	// writes by it. done reports that the call is over (result or err).
-	observe := func(ctx context.Context) (it Item, exists, done bool, err error) {
-		it, err = s.b.Read(ctx, key)
-		exists = err == nil
-		s.cache.note(key, it, err)
-		switch {
-		case errors.Is(err, ErrNotFound) && (create || len(open) > 0):
-		case err != nil && len(open) > 0:
-			return it, false, true, outcomeUnknown("Update", key, errors.Join(lastErr, err))
-		case err != nil:
-			return it, false, true, err
-		}
-		stored := parseMeta(it.Meta)
-		for _, w := range sent {
-			if exists && stored.mine(w.meta) {
-				// One of our earlier writes committed after all.
-				result, err = s.ours(it, w.meta, w.value)
-				return it, true, true, err
-			}
-		}
-		still := open[:0]
-		for _, p := range open {
-			switch p.judge(exists, stored, s.keepIDs) {
-			case committed:
-				result, err = s.ours(it, p.w, p.value.(T))
-				return it, true, true, err
-			case unknown:
-				return it, exists, true, outcomeUnknown("Update", key, lastErr)
-			case notYet:
-				still = append(still, p)
-			}
-		}
-		open = still
-		if !exists && !create {
-			return it, false, true, outcomeUnknown("Update", key, lastErr) // deleted after a write we cannot see
-		}
-		return it, exists, false, nil
-	}
-
-	attempts, err := retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
-		lost = false
-		var (
-			it     Item
-			exists = true
-		)
-		// The first attempt may start from a version already known: Save's
-		// base (whose bookkeeping is unknown), or the cache's copy of the
-		// version this Store last read or wrote. A stale one costs a 412.
-		fromStart := attempt == 1 && start != nil && !fenced
-		fromCache := false
-		if attempt == 1 && !fromStart {
-			it, fromCache = s.cache.get(key)
-		}
-		if fromStart {
-			it = *start
-		} else if !fromCache {
-			var done bool
-			var err error
-			if it, exists, done, err = observe(ctx); done {
-				return stop, err
-			}
-		}
-		stored := parseMeta(it.Meta)
-		cur := Doc[T]{Key: key}
-		if exists {
-			var err error
-			if cur, err = s.decode(it); err != nil {
-				return stop, err
-			}
-		}
-		held = it.ETag
-		if fenced {
-			if err := checkFence(key, stored, fence); err != nil {
-				return stop, err
-			}
-		}
-		// The bytes an unchanged document would encode to, taken before
-		// modify runs: it may change maps or pointers that cur shares.
-		var baseline []byte
-		if exists {
-			baseline = it.Data
-			if !s.verbatim && !fromStart {
-				var err error
-				if baseline, err = s.codec.Marshal(cur.Value); err != nil {
-					return stop, err
-				}
-			}
-		}
+// send sends w until its fate is known and returns the ETag of the version
+// it wrote ("" when it was found committed with later writes after it). A
+// definite refusal of the first try is returned as the backend reported it
+// (ErrExists, ErrConflict, ErrNotFound, ...). When the answer is lost, send
+// reads and resolves: committed is a success, not landed is sent again,
+// anything else is an *OutcomeUnknownError. A context that ended before the
+// request was sent returns its error.
+func (s *Store[T]) send(ctx context.Context, op, key string, w sentWrite) (ETag, error) {
+	var lost error // the failure that left an earlier try unsettled
+	var etag ETag
+	_, err := retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
 		var err error
-		if mine, err = modify(cur); err != nil {
-			return stop, err
+		if w.del {
+			err = s.b.Delete(ctx, key, w.w.Cond)
+		} else {
+			etag, err = s.b.Write(ctx, key, w.w)
 		}
-		data, err := s.encode(key, mine)
-		if err != nil {
-			return stop, err
-		}
-		if exists && len(open) == 0 && bytes.Equal(data, baseline) {
-			if fromCache {
-				return now, nil // unchanged against a copy: check against the stored version
-			}
-			result = cur
-			return stop, nil
-		}
-		id := newWriteID()
-		w := Write{Data: data, Cond: Cond{Kind: CondCreate}}
-		m := fresh(id, fence)
-		switch {
-		case fromStart: // the stored meta is unknown: start a new history, as Replace does
-			w.Cond = IfMatch(it.ETag)
-		case exists:
-			w.Cond = IfMatch(it.ETag)
-			m = stored.then(id, s.keepIDs, fence)
-		}
-		w.Meta = m.String()
-		sent = append(sent, sentWrite[T]{meta: m, value: mine})
-		etag, err := s.b.Write(ctx, key, w)
 		switch {
 		case err == nil:
-			result = Doc[T]{Key: key, Value: mine, ETag: etag}
-			s.cache.put(key, Item{Key: key, Data: data, Meta: w.Meta, ETag: etag})
+			lost = nil
+			s.cacheWrite(key, w, etag)
 			return stop, nil
-		case ambiguous(err):
-			s.cache.drop(key)
-			// Judge it at once, before other writers can push it out of
-			// the id window; if it did not land, try again after backoff.
-			open = append(open, pending{w: m, create: w.Cond.Kind == CondCreate, value: mine})
-			lastErr = err
-			if _, _, done, err := observe(ctx); done {
-				return stop, err
-			}
-			if len(open) > 0 {
-				// It may still land: write again at once, so that one of
-				// the two lands before others push it out of the id window.
-				return now, outcomeUnknown("Update", key, lastErr)
-			}
-			return afterPause, outcomeUnknown("Update", key, lastErr)
-		case (errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound)) && fromCache:
-			s.cache.drop(key)
-			return now, err // the copy was stale: read and try again at once
-		case errors.Is(err, ErrConflict), errors.Is(err, ErrExists):
-			lost = true
-			return afterPause, err
-		case errors.Is(err, ErrNotFound) && create:
-			lost = true
-			return afterPause, err // deleted since we read it: create it again
-		default:
-			return stop, err
+		case lost == nil && !ambiguous(err):
+			return stop, err // a definite answer to the only try
 		}
-	}, s.heat.warmth(key))
-	s.heat.observe(key, attempts)
-	switch {
-	case err == nil:
-		return result, nil
-	case len(open) > 0:
-		if errors.Is(err, ErrOutcomeUnknown) {
-			return Doc[T]{}, err
-		}
-		return Doc[T]{}, outcomeUnknown("Update", key, errors.Join(lastErr, err))
-	case lost && ctx.Err() == nil:
+		lost = err
 		it, rerr := s.b.Read(ctx, key)
-		switch {
-		case errors.Is(rerr, ErrNotFound):
-			return Doc[T]{}, errorf(ErrNotFound, "%q was deleted", key)
-		case rerr != nil:
-			return Doc[T]{}, fmt.Errorf("%w on %q (reading the current version failed: %w)", ErrConflict, key, rerr)
+		s.cache.note(key, it, rerr)
+		if rerr != nil && !errors.Is(rerr, ErrNotFound) {
+			return stop, outcomeUnknown(op, key, errors.Join(err, rerr))
 		}
-		for _, w := range sent {
-			if parseMeta(it.Meta).mine(w.meta) {
-				return s.ours(it, w.meta, w.value)
+		switch resolve(w, observe(it, rerr)) {
+		case committed:
+			lost, etag = nil, ""
+			if parseMeta(it.Meta).lastID() == w.meta.lastID() {
+				etag = it.ETag
 			}
+			return stop, nil
+		case notLanded:
+			return now, outcomeUnknown(op, key, err) // send it again
 		}
-		return Doc[T]{}, s.conflictWith(it, held, mine, attempts)
+		return stop, outcomeUnknown(op, key, err)
+	}, 0)
+	if err != nil && lost != nil && !errors.Is(err, ErrOutcomeUnknown) {
+		err = outcomeUnknown(op, key, errors.Join(lost, err)) // the context ended with a try unsettled
 	}
-	return Doc[T]{}, err
+	return etag, err
 }
 
-// sentWrite is a write an Update sent: its bookkeeping and value.
-type sentWrite[T any] struct {
-	meta  meta
-	value T
+// cacheWrite records in the version cache what a write made of key.
+func (s *Store[T]) cacheWrite(key string, w sentWrite, etag ETag) {
+	if w.del || etag == "" {
+		s.cache.drop(key)
+		return
+	}
+	s.cache.put(key, Item{Key: key, Data: w.w.Data, Meta: w.w.Meta, ETag: etag})
 }
 
-// ours is the result of a write of v, with bookkeeping m, found committed
-// in it: it itself when it is still the newest version; otherwise v with an
-// empty ETag, because that version's ETag was never seen and later writes
-// have followed it.
-func (s *Store[T]) ours(it Item, m meta, v T) (Doc[T], error) {
-	stored := parseMeta(it.Meta)
-	if len(stored.ids) > 0 && stored.ids[len(stored.ids)-1] == m.ids[len(m.ids)-1] {
-		return s.decode(it)
+// conflictNow builds the *ConflictError of a write or delete holding held
+// that was refused with 412, from the current version; a document found
+// gone matches ErrNotFound (Azure blobs answer 412 for both).
+func (s *Store[T]) conflictNow(ctx context.Context, key string, held ETag, mine T, attempts int) error {
+	it, err := s.b.Read(ctx, key)
+	s.cache.note(key, it, err)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return errorf(ErrNotFound, "%q was deleted", key)
+	case err != nil:
+		return errorf(ErrConflict, "%q changed (reading the current version failed: %v)", key, err)
 	}
-	return Doc[T]{Key: it.Key, Value: v}, nil
+	return s.conflictWith(it, held, mine, attempts)
 }
 
 // conflictWith builds the *ConflictError for a write holding ETag held that

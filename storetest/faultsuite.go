@@ -32,7 +32,7 @@ func Soak() bool { return os.Getenv("ETAGSTORE_SOAK") == "1" }
 func RunFaults(t *testing.T, newBackend NewFaultyBackendFunc) {
 	t.Helper()
 	writers, each := 16, 40
-	linClients, linOps := 4, 30
+	linClients, linOps := 8, 30
 	if Soak() {
 		writers, each, linClients, linOps = 16, 200, 6, 100
 	}
@@ -66,6 +66,10 @@ func RunFaults(t *testing.T, newBackend NewFaultyBackendFunc) {
 		faultyDeletes(t, s)
 	})
 	t.Run("Linearizable", func(t *testing.T) {
+		s, _ := store(t, DefaultFaults) // the default Store: group commit on
+		checkLinearizable(t, s, linClients, linOps, true)
+	})
+	t.Run("LinearizableUngrouped", func(t *testing.T) {
 		b, counts := newBackend(t, DefaultFaults)
 		t.Cleanup(func() { t.Logf("faults injected: %v", counts()) })
 		s := etagstore.New[Page](b, &etagstore.Options{Retry: &contended, DisableGroupCommit: true})

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -18,9 +19,12 @@ import (
 )
 
 // The linearizability check: several clients run random Get, Update
-// (increment, creating if missing), Replace and Delete (with the ETag they
-// last saw, often stale) on a few keys; porcupine then checks that the
-// recorded history, ETags included, is that of one register per key.
+// (increment, creating if missing), Upsert, Replace and Delete (with the
+// ETag they last saw, often stale, or ETagAny) on a few keys; porcupine then
+// checks that the recorded history, ETags included, is that of one
+// register per key. Every Update's returned value is checked exactly: it
+// must be the register's value right after its own increment. An operation
+// whose outcome is unknown may take effect at any time after its call.
 
 type opKind uint8
 
@@ -29,17 +33,18 @@ const (
 	opUpdate
 	opReplace
 	opDelete
+	opUpsert
 )
 
 func (k opKind) String() string {
-	return [...]string{"Get", "Update", "Replace", "Delete"}[k]
+	return [...]string{"Get", "Update", "Replace", "Delete", "Upsert"}[k]
 }
 
 type regInput struct {
 	op    opKind
 	key   string
 	etag  etagstore.ETag // Replace, Delete: the ETag sent
-	value int64          // Replace: the value written
+	value int64          // Replace, Upsert: the value written
 }
 
 // regOutput is what the call returned. unknown marks a call whose outcome
@@ -73,7 +78,12 @@ func seenETag(e etagstore.ETag) etagstore.ETag {
 }
 
 func etagMatches(s regState, etag etagstore.ETag) bool {
-	return s.etag == unknownETag || s.etag == etag
+	return etag == etagstore.ETagAny || s.etag == unknownETag || s.etag == etag
+}
+
+// stale reports whether a write holding etag may be refused with 412 in s.
+func stale(s regState, etag etagstore.ETag) bool {
+	return etag != etagstore.ETagAny && (s.etag != etag || s.etag == unknownETag)
 }
 
 var registerModel = porcupine.NondeterministicModel{
@@ -127,13 +137,20 @@ var registerModel = porcupine.NondeterministicModel{
 					next = append(next, s)
 				}
 			case out.conflict:
-				if s.exists && (s.etag != in.etag || s.etag == unknownETag) {
+				if s.exists && stale(s, in.etag) {
 					next = append(next, s)
 				}
 			default:
 				if s.exists && etagMatches(s, in.etag) {
 					next = append(next, regState{exists: true, value: in.value, etag: seenETag(out.etag)})
 				}
+			}
+		case opUpsert:
+			switch {
+			case out.unknown:
+				next = append(next, regState{exists: true, value: in.value, etag: unknownETag})
+			case !out.notFound && !out.conflict && out.value == in.value:
+				next = append(next, regState{exists: true, value: in.value, etag: seenETag(out.etag)})
 			}
 		case opDelete:
 			switch {
@@ -146,7 +163,7 @@ var registerModel = porcupine.NondeterministicModel{
 					next = append(next, s)
 				}
 			case out.conflict:
-				if s.exists && (s.etag != in.etag || s.etag == unknownETag) {
+				if s.exists && stale(s, in.etag) {
 					next = append(next, s)
 				}
 			default:
@@ -176,6 +193,9 @@ func (h *history) now() int64 { return int64(time.Since(h.start)) }
 
 func (h *history) add(client int, in regInput, call int64, out regOutput) {
 	ret := h.now()
+	if out.unknown {
+		ret = math.MaxInt64 // it may take effect at any time after its call
+	}
 	h.mu.Lock()
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
 	h.mu.Unlock()
@@ -186,6 +206,9 @@ func (h *history) add(client int, in regInput, call int64, out regOutput) {
 // test.
 func classify(t *testing.T, d etagstore.Doc[Page], err error, faults bool) regOutput {
 	t.Helper()
+	if err != nil {
+		wantOneSentinel(t, err)
+	}
 	switch {
 	case err == nil:
 		return regOutput{value: d.Value.N, etag: d.ETag}
@@ -202,17 +225,13 @@ func classify(t *testing.T, d etagstore.Doc[Page], err error, faults bool) regOu
 }
 
 func testLinearizable(t *testing.T, s *etagstore.Store[Page]) {
-	// Group commit returns to each caller the version holding its mutation,
-	// which may hold concurrent ones too: not the register this model
-	// checks. GroupCommit tests that mode; this checks the single writes.
-	single := etagstore.New[Page](s.Backend(), &etagstore.Options{Retry: &contended, DisableGroupCommit: true})
-	checkLinearizable(t, single, 4, 40, false)
+	checkLinearizable(t, s, 8, 40, false)
 }
 
 // checkLinearizable runs clients × opsEach random operations and checks the
 // history with porcupine.
 func checkLinearizable(t *testing.T, s *etagstore.Store[Page], clients, opsEach int, faults bool) {
-	keys := []string{"k1", "k2"}
+	keys := []string{"k1", "k2", "k3"}
 	ctx := t.Context()
 	h := &history{start: time.Now()}
 	var wg sync.WaitGroup
@@ -226,19 +245,28 @@ func checkLinearizable(t *testing.T, s *etagstore.Store[Page], clients, opsEach 
 				var d etagstore.Doc[Page]
 				var err error
 				call := h.now()
-				switch r := rng.IntN(10); {
-				case r < 3:
+				if in.etag == "" || rng.IntN(8) == 0 {
+					in.etag = etagstore.ETagAny // sometimes last writer wins on purpose
+				}
+				switch r := rng.IntN(20); {
+				case r < 5:
 					in.op = opGet
 					d, err = s.Get(ctx, key)
-				case r < 6 || in.etag == "": // no ETag to send yet: Update needs none
+				case r < 12:
 					in.op = opUpdate
 					d, err = s.Update(ctx, key, func(p *Page) error { p.N++; return nil }, etagstore.CreateIfMissing())
-				case r < 9:
+				case r < 13:
+					in.op, in.value = opUpsert, int64(1000*(c+1)+i)
+					d, err = s.Upsert(ctx, key, Page{N: in.value})
+				case r < 17:
 					in.op, in.value = opReplace, int64(1000*(c+1)+i)
 					d, err = s.Replace(ctx, etagstore.Doc[Page]{Key: key, Value: Page{N: in.value}, ETag: in.etag})
 				default:
 					in.op = opDelete
 					err = s.Delete(ctx, key, in.etag)
+				}
+				if in.op == opGet || in.op == opUpdate || in.op == opUpsert {
+					in.etag = ""
 				}
 				out := classify(t, d, err, faults)
 				h.add(c, in, call, out)
@@ -260,8 +288,8 @@ func checkLinearizable(t *testing.T, s *etagstore.Store[Page], clients, opsEach 
 			counts[op.Input.(regInput).op]++
 		}
 	}
-	t.Logf("%d operations; successful: %d Get, %d Update, %d Replace, %d Delete", len(h.ops), counts[opGet], counts[opUpdate], counts[opReplace], counts[opDelete])
-	if counts[opUpdate] == 0 || counts[opReplace] == 0 || counts[opDelete] == 0 {
+	t.Logf("%d operations; successful: %d Get, %d Update, %d Upsert, %d Replace, %d Delete", len(h.ops), counts[opGet], counts[opUpdate], counts[opUpsert], counts[opReplace], counts[opDelete])
+	if counts[opUpdate] == 0 || counts[opReplace] == 0 || counts[opDelete] == 0 || counts[opUpsert] == 0 {
 		t.Errorf("the history lacks successful writes of some kind: %v", counts)
 	}
 	res, info := porcupine.CheckOperationsVerbose(registerModel.ToModel(), h.ops, 30*time.Second)

@@ -69,6 +69,12 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"Linearizable", testLinearizable},
 		{"Fencing", testFencing},
 		{"GroupCommit", testGroupCommit},
+		{"IDAllocator", testIDAllocator},
+		{"NestedUpdate", testNestedUpdate},
+		{"PanickingMutate", testPanickingMutate},
+		{"BlockedMutate", testBlockedMutate},
+		{"OwnFailure", testOwnFailure},
+		{"OneSentinel", testOneSentinel},
 	}
 	// Every case runs on the default Store and on one with the version
 	// cache on, whose first write of an Update goes against a copy.

@@ -6,6 +6,9 @@
 //	go run ./examples/wiki                         # in memory, http://127.0.0.1:8080
 //	go run ./examples/wiki -table "$CONNECTION_STRING"   # Azure Table storage (or Azurite)
 //	go run ./examples/wiki -blob "$CONNECTION_STRING"    # Azure Blob storage (or Azurite)
+//
+// It stops on an interrupt (Ctrl-C), letting requests in flight finish (up
+// to 5 s); a second interrupt kills it at once.
 package main
 
 import (
@@ -13,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -30,7 +34,7 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address (127.0.0.1:0: a free port, logged)")
 	table := flag.String("table", "", "Azure Storage connection string: keep pages in the table \"wiki\"")
 	blobs := flag.String("blob", "", "Azure Storage connection string: keep pages in the container \"wiki\"")
 	flag.Parse()
@@ -50,16 +54,27 @@ func main() {
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
 		WriteTimeout: 15 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10,
 	}
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
+		stop() // a second interrupt kills at once
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Printf("shutdown: %v", err)
+		}
 	}()
-	log.Printf("wiki on http://%s (pages in %s)", *addr, where)
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
 		log.Fatal(err)
 	}
+	log.Printf("wiki on http://%s (pages in %s)", ln.Addr(), where) // the port chosen for -addr 127.0.0.1:0
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		log.Fatal(err)
+	}
+	<-stopped // Serve returns when Shutdown begins; wait for requests in flight
+	log.Print("wiki stopped")
 }
 
 func openStore(ctx context.Context, table, blobs string) (*etagstore.Store[Page], string, error) {

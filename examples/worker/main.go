@@ -73,6 +73,21 @@ func main() {
 		runs += int(d.Value.N)
 	}
 	fmt.Printf("%d items, %d deliveries: the expensive step ran %d times\n", *items, *items+*dups, runs)
+	props, err := env.queue.GetProperties(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if n := props.ApproximateMessagesCount; n == nil || *n != 0 {
+		log.Fatalf("queue %s not drained: about %d messages left", name, deref(n))
+	}
+	fmt.Printf("queue %s drained\n", name)
+}
+
+func deref(n *int32) int32 {
+	if n == nil {
+		return -1
+	}
+	return *n
 }
 
 // env is the queue and containers of one run.

@@ -1,0 +1,357 @@
+package etagstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+)
+
+// UpdateOption changes how Update behaves.
+type UpdateOption func(*updateConfig)
+
+type updateConfig struct {
+	create bool
+}
+
+// CreateIfMissing makes Update create a missing document: mutate receives
+// the zero T and the write is create-only; if another writer creates the
+// key first, Update re-reads and continues as an ordinary update.
+func CreateIfMissing() UpdateOption {
+	return func(c *updateConfig) { c.create = true }
+}
+
+// Update reads the document under key, applies mutate to a fresh copy and
+// writes the result with If-Match of the version it read. When another
+// writer got there first (HTTP 412) it re-reads, re-applies mutate and
+// retries with backoff (see RetryPolicy); mutate must therefore be free of
+// side effects outside *T and may run more than once.
+//
+// Update returns the document as it stood right after its own mutation:
+//
+//   - mutate returning an error aborts: nothing is written and that error is
+//     returned as is. A panic in mutate is this caller's own: it leaves
+//     Update unrecovered, writes nothing and leaves the key usable.
+//   - a mutation that leaves the encoded document unchanged writes nothing
+//     and returns the current document, confirmed by a read.
+//   - a missing key matches ErrNotFound, unless CreateIfMissing is given.
+//   - when every attempt lost its race, a *ConflictError[T] (ErrConflict).
+//   - a done ctx returns ctx.Err() when nothing was sent for this call, and
+//     an *OutcomeUnknownError (ErrOutcomeUnknown) when a write holding its
+//     mutation was in flight.
+//
+// Concurrent Updates of one key in one Store are committed together (group
+// commit): one read, then each caller's mutate runs in its own goroutine,
+// in arrival order, on the state the one before it left, and one
+// conditional write commits them all. Each caller gets the state right after
+// its own mutation. Only the last caller of such a batch gets the ETag of
+// the version written; the others get an empty ETag, because the state they
+// hold was never stored as a version of its own (Get the document to write
+// on from it; an empty ETag can never overwrite the mutations that followed).
+// A failing, panicking or slow mutate fails or delays only its own caller: a
+// caller whose mutate has not returned within a few milliseconds is left
+// out of the batch and runs on its own afterwards, which also makes an
+// Update nested in a mutate, on the same key of the same Store, work as it
+// does without group commit. Options.DisableGroupCommit turns grouping off.
+//
+// A write whose response was lost is resolved by reading (see "Exactly
+// once" in the package documentation); the mutation is never applied twice.
+func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error, opts ...UpdateOption) (Doc[T], error) {
+	if err := s.checkKey(key); err != nil {
+		return Doc[T]{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Doc[T]{}, err
+	}
+	var cfg updateConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if s.grouped && !isUngrouped(ctx) {
+		return s.updateGrouped(ctx, key, cfg.create, mutate)
+	}
+	return s.updateAlone(ctx, key, cfg.create, mutate, nil)
+}
+
+// updateAlone runs one Update on its own: read, mutate, conditional write,
+// retried. hooks, when set, is told when mutate starts and ends.
+func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mutate func(*T) error, hooks *userCode) (Doc[T], error) {
+	var mine T
+	e := s.newRMW(ctx, "Update", key, create, func(b version) ([]byte, bool, error) {
+		v, baseline, err := s.startFrom(b)
+		if err != nil {
+			return nil, false, err
+		}
+		if err := hooks.run(func() error { return mutate(&v) }); err != nil {
+			return nil, false, err
+		}
+		mine = v
+		data, err := s.encode(key, v)
+		return data, !b.exists || !bytes.Equal(data, baseline), err
+	})
+	e.mine = func() T { return mine }
+	if start, ok := s.cache.get(key); ok && !e.fenced {
+		e.next = &version{Item: start, exists: true, meta: parseMeta(start.Meta), metaKnown: true, canonical: s.verbatim}
+	}
+	out, err := e.run(ctx)
+	if err != nil {
+		return Doc[T]{}, err
+	}
+	return Doc[T]{Key: key, Value: mine, ETag: out.etag}, nil
+}
+
+// startFrom decodes the base version b into a fresh value for a mutation,
+// and returns the encoding an unchanged value would have, taken before the
+// mutation runs (it may change maps or pointers the value shares).
+func (s *Store[T]) startFrom(b version) (v T, baseline []byte, err error) {
+	if !b.exists {
+		return v, nil, nil
+	}
+	if err := s.codec.Unmarshal(b.Data, &v); err != nil {
+		return v, nil, decodeError(b.Key, err)
+	}
+	if b.canonical {
+		return v, b.Data, nil
+	}
+	baseline, err = s.encode(b.Key, v)
+	return v, baseline, err
+}
+
+// version is the base an attempt of a read-modify-write starts from.
+type version struct {
+	Item
+	meta      meta
+	exists    bool
+	verified  bool // read during this call: current at some instant of it
+	metaKnown bool // false for Save's base, whose bookkeeping the caller does not hold
+	canonical bool // Data is exactly what the codec makes of its value
+}
+
+// outcome is how a read-modify-write ended well.
+type outcome struct {
+	etag ETag // of the version holding the change; "" when later writes followed it
+	item Item // the version stored, when etag is set
+}
+
+// rmw is one read-modify-write — an Update, a Save, a fenced Replace or a
+// group-commit batch — run by retry as a short sequence of named steps:
+// base (read, unless a version is already known), apply (the caller's
+// change), send (the conditional write) and settle (resolve a lost answer
+// by reading).
+type rmw[T any] struct {
+	s      *Store[T]
+	op     string
+	key    string
+	create bool
+	fence  int64
+	fenced bool
+	// apply computes the new encoding from base b and reports whether it
+	// differs from b's. The typed results stay with the caller.
+	apply func(b version) (data []byte, changed bool, err error)
+	// mine returns the value of the last apply, for a *ConflictError.
+	mine func() T
+	// sending, when set, is told that a write holding the applied changes
+	// is about to be sent (true) or was refused (false); it may veto the
+	// send (a group member gave up), and the attempt then starts again.
+	sending func(bool) bool
+
+	next    *version   // the base of the next attempt when known without a read
+	resend  *sentWrite // a write whose answer was lost and that has not landed yet
+	refused *sentWrite // the last write refused with 412, checked by the next read
+	lost   error      // what lost the answer of the unsettled write
+	raced  bool       // the last write lost a race
+	held   ETag       // the ETag the last write was conditioned on
+	out    outcome
+}
+
+func (s *Store[T]) newRMW(ctx context.Context, op, key string, create bool, apply func(version) ([]byte, bool, error)) *rmw[T] {
+	fence, fenced := FenceFrom(ctx)
+	return &rmw[T]{s: s, op: op, key: key, create: create, fence: fence, fenced: fenced, apply: apply}
+}
+
+// run runs the read-modify-write under the Store's retry policy.
+func (e *rmw[T]) run(ctx context.Context) (outcome, error) {
+	if e.fenced {
+		e.next = nil // the token is checked against a version read now
+	}
+	attempts, err := retry(ctx, e.s.retry, e.s.clock, e.attempt, e.s.heat.warmth(e.key))
+	e.s.heat.observe(e.key, attempts)
+	switch {
+	case err == nil:
+		if e.out.etag != "" {
+			e.s.cache.put(e.key, e.out.item)
+		}
+		return e.out, nil
+	case e.lost != nil:
+		if errors.Is(err, ErrOutcomeUnknown) {
+			return outcome{}, err
+		}
+		return outcome{}, outcomeUnknown(e.op, e.key, errors.Join(e.lost, err))
+	case e.raced && ctx.Err() == nil && (errors.Is(err, ErrConflict) || errors.Is(err, ErrExists)):
+		return outcome{}, e.s.conflictNow(ctx, e.key, e.held, e.mine(), attempts)
+	}
+	return outcome{}, err
+}
+
+// attempt is one step of the retry loop.
+func (e *rmw[T]) attempt(ctx context.Context, n int) (next, error) {
+	if w := e.resend; w != nil {
+		e.resend = nil
+		return e.send(ctx, *w, true)
+	}
+	b, err := e.base(ctx)
+	if err != nil {
+		return stop, err
+	}
+	if w := e.refused; w != nil && b.verified {
+		// A 412 may answer a retry, by a layer below, of this very write
+		// after its answer was lost; the read tells.
+		e.refused = nil
+		if resolve(*w, observe(b.Item, nil)) == committed && b.exists {
+			e.out = e.found(*w, b.Item, b.meta)
+			return stop, nil
+		}
+	}
+	if !b.exists && !e.create {
+		return stop, errorf(ErrNotFound, "%q", e.key)
+	}
+	if e.fenced {
+		if err := checkFence(e.key, b.meta, e.fence); err != nil {
+			return stop, err
+		}
+	}
+	data, changed, err := e.apply(b)
+	if err != nil {
+		return stop, err
+	}
+	if !changed {
+		return e.confirm(ctx, b)
+	}
+	if e.sending != nil && !e.sending(true) {
+		e.next, e.raced = &b, true
+		return now, errorf(ErrConflict, "%q: a caller left the batch", e.key)
+	}
+	return e.send(ctx, e.write(b, data), b.verified)
+}
+
+// base returns the version the attempt starts from: the one already known,
+// or a read.
+func (e *rmw[T]) base(ctx context.Context) (version, error) {
+	if b := e.next; b != nil {
+		e.next = nil
+		return *b, nil
+	}
+	it, err := e.s.b.Read(ctx, e.key)
+	e.s.cache.note(e.key, it, err)
+	switch {
+	case err == nil:
+		return version{Item: it, meta: parseMeta(it.Meta), exists: true, verified: true, metaKnown: true, canonical: e.s.verbatim}, nil
+	case errors.Is(err, ErrNotFound):
+		return version{Item: Item{Key: e.key}, verified: true, metaKnown: true}, nil
+	}
+	return version{}, err
+}
+
+// confirm ends an attempt whose change left b unchanged: nothing is
+// written. A version not read during this call is confirmed by a read
+// first; if it moved on, the change is applied again to the new one.
+func (e *rmw[T]) confirm(ctx context.Context, b version) (next, error) {
+	if !b.verified {
+		cur, err := e.base(ctx)
+		if err != nil {
+			return stop, err
+		}
+		if cur.exists != b.exists || cur.ETag != b.ETag {
+			e.next, e.raced = &cur, true
+			return now, errorf(ErrConflict, "%q changed", e.key)
+		}
+	}
+	e.out = outcome{etag: b.ETag, item: b.Item}
+	return stop, nil
+}
+
+// write builds the conditional write of data over b: create-only when b
+// is missing, otherwise If-Match b's ETag continuing b's history (or
+// starting a new one when b's bookkeeping is unknown).
+func (e *rmw[T]) write(b version, data []byte) sentWrite {
+	id := newWriteID()
+	switch {
+	case !b.exists:
+		return newSentWrite(Cond{Kind: CondCreate}, data, fresh(id, e.fence))
+	case !b.metaKnown:
+		return newSentWrite(IfMatch(b.ETag), data, fresh(id, e.fence))
+	}
+	return newSentWrite(IfMatch(b.ETag), data, b.meta.then(id, e.s.keepIDs, e.fence))
+}
+
+// send sends w. A lost answer (or any failure of a write sent again after
+// one) is settled by reading; a lost race is retried after a pause, at once
+// when the base was only a copy (verified false).
+func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, error) {
+	if err := ctx.Err(); err != nil {
+		return stop, err // nothing sent; run reports an unsettled earlier write as unknown
+	}
+	e.held = w.w.Cond.ETag
+	etag, err := e.s.b.Write(ctx, e.key, w.w)
+	switch {
+	case err == nil:
+		e.lost = nil
+		e.out = outcome{etag: etag, item: Item{Key: e.key, Data: w.w.Data, Meta: w.w.Meta, ETag: etag}}
+		return stop, nil
+	case e.lost != nil || ambiguous(err):
+		if e.lost == nil {
+			e.lost = err
+		}
+		return e.settle(ctx, w)
+	}
+	if e.sending != nil {
+		e.sending(false)
+	}
+	switch {
+	case !verified && (errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound)):
+		e.s.cache.drop(e.key)
+		return now, err // the copy was stale: read and try again at once
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrExists), errors.Is(err, ErrNotFound) && e.create:
+		e.raced, e.refused = true, &w
+		return afterPause, err
+	case errors.Is(err, ErrNotFound):
+		return stop, errorf(ErrNotFound, "%q was deleted", e.key)
+	}
+	return stop, err
+}
+
+// found is the outcome of w, found committed in it: it itself when w made
+// it, otherwise no ETag, for later writes followed w.
+func (e *rmw[T]) found(w sentWrite, it Item, stored meta) outcome {
+	if stored.lastID() == w.meta.lastID() {
+		return outcome{etag: it.ETag, item: it}
+	}
+	return outcome{}
+}
+
+// settle reads after w's answer was lost and acts on resolve's verdict.
+func (e *rmw[T]) settle(ctx context.Context, w sentWrite) (next, error) {
+	e.s.cache.drop(e.key)
+	it, err := e.s.b.Read(ctx, e.key)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return stop, outcomeUnknown(e.op, e.key, errors.Join(e.lost, err))
+	}
+	o := observe(it, err)
+	switch resolve(w, o) {
+	case committed:
+		e.lost = nil
+		e.out = e.found(w, it, o.meta)
+		return stop, nil
+	case notLanded:
+		e.resend = &w
+		return now, outcomeUnknown(e.op, e.key, e.lost)
+	case notApplied:
+		e.lost = nil
+		if e.sending != nil {
+			e.sending(false)
+		}
+		e.next = &version{Item: it, meta: o.meta, exists: true, verified: true, metaKnown: true, canonical: e.s.verbatim}
+		e.raced = true
+		return afterPause, errorf(ErrConflict, "%q moved on", e.key)
+	}
+	return stop, outcomeUnknown(e.op, e.key, e.lost)
+}
