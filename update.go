@@ -157,10 +157,10 @@ type rmw[T any] struct {
 	next    *version   // the base of the next attempt when known without a read
 	resend  *sentWrite // a write whose answer was lost and that has not landed yet
 	refused *sentWrite // the last write refused with 412, checked by the next read
-	lost   error      // what lost the answer of the unsettled write
-	raced  bool       // the last write lost a race
-	held   ETag       // the ETag the last write was conditioned on
-	out    outcome
+	lost    error      // what lost the answer of the unsettled write
+	raced   bool       // the last write lost a race
+	held    ETag       // the ETag the last write was conditioned on
+	out     outcome
 }
 
 func (s *Store[T]) newRMW(ctx context.Context, op, key string, create bool, apply func(version) ([]byte, bool, error)) *rmw[T] {
