@@ -55,7 +55,7 @@ func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	}
 	etag, err := s.send(ctx, "Replace", d.Key, newSentWrite(IfMatch(d.ETag), data, fresh(newWriteID(), 0)))
 	if errors.Is(err, ErrConflict) {
-		return Doc[T]{}, s.conflictNow(ctx, d.Key, d.ETag, d.Value, 1)
+		return Doc[T]{}, s.refused(ctx, d.Key, d.ETag, d.Value)
 	}
 	if err != nil {
 		return Doc[T]{}, err
@@ -139,7 +139,7 @@ func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 	s.cache.drop(key)
 	_, err := s.send(ctx, "Delete", key, sentWrite{del: true, w: Write{Cond: IfMatch(held)}})
 	if errors.Is(err, ErrConflict) {
-		return s.conflictNow(ctx, key, etag, *new(T), 1)
+		return s.refused(ctx, key, etag, *new(T))
 	}
 	return err
 }
@@ -204,6 +204,16 @@ func (s *Store[T]) cacheWrite(key string, w sentWrite, etag ETag) {
 		return
 	}
 	s.cache.put(key, Item{Key: key, Data: w.w.Data, Meta: w.w.Meta, ETag: etag})
+}
+
+// refused is the error of a Replace or Delete holding held that was
+// refused with 412. With ETagAny that can only mean the document was
+// missing (Azure blobs answer 412 to If-Match: * on a missing blob).
+func (s *Store[T]) refused(ctx context.Context, key string, held ETag, mine T) error {
+	if held == ETagAny {
+		return errorf(ErrNotFound, "%q", key)
+	}
+	return s.conflictNow(ctx, key, held, mine, 1)
 }
 
 // conflictNow builds the *ConflictError of a write or delete holding held
