@@ -106,7 +106,8 @@ func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	}
 	var mine T
 	reads := 0
-	e := s.newRMW(ctx, "Save", base.Key, false, func(b version) ([]byte, bool, error) {
+	var e *rmw[T]
+	e = s.newRMW(ctx, "Save", base.Key, false, func(b version) ([]byte, bool, error) {
 		reads++
 		theirs, baseline, err := s.startFrom(b)
 		if err != nil {
@@ -114,16 +115,16 @@ func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeF
 		}
 		mine = edited
 		if b.ETag != base.ETag {
-			if mine, err = merge(base.Value, edited, theirs); err != nil {
-				return nil, false, s.mergeConflict(base, edited, Doc[T]{Key: b.Key, Value: theirs, ETag: b.ETag}, reads-1, err)
+			if mine, err = merge(base.Value, edited, *theirs); err != nil {
+				return nil, false, s.mergeConflict(base, edited, Doc[T]{Key: b.Key, Value: *theirs, ETag: b.ETag}, reads-1, err)
 			}
 		}
+		e.mine = mine
 		data, err := s.encode(base.Key, mine)
 		return data, !bytes.Equal(data, baseline), err
 	})
-	e.mine = func() T { return mine }
 	// The first attempt writes on base itself, whose bookkeeping is unknown.
-	e.next = &version{Item: Item{Key: base.Key, Data: data, ETag: base.ETag}, exists: true, canonical: true}
+	e.setNext(version{Item: Item{Key: base.Key, Data: data, ETag: base.ETag}, exists: true, canonical: true})
 	out, err := e.run(ctx)
 	var ce *ConflictError[T]
 	if errors.As(err, &ce) {

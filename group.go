@@ -48,6 +48,7 @@ const (
 type group[T any] struct {
 	queue []*request[T]
 	mode  groupMode
+	gen   uint64 // moves on when the solo caller's hold ends (see solo)
 }
 
 // memberStatus is where a request stands; guarded by Store.gmu.
@@ -102,19 +103,64 @@ type result[T any] struct {
 
 var errPanicked = errors.New("etagstore: mutate panicked")
 
-// userCode tracks a solo caller's mutate, so that an arrival during it
-// need not wait for it. A nil *userCode runs fn as is.
-type userCode struct {
-	enter, leave func()
+// solo is the first caller of an idle key, running its Update on its own
+// goroutine. It tells the group when its mutate runs, so that an arrival
+// during it need not wait for it (see updateGrouped). The group owns it
+// while g.gen is gen: a runner that takes the key over, or the group's
+// reuse after it ended, moves gen on.
+type solo[T any] struct {
+	s   *Store[T]
+	k   groupKey
+	g   *group[T]
+	gen uint64
 }
 
-func (h *userCode) run(fn func() error) error {
-	if h == nil {
-		return fn()
+func (o solo[T]) enter() {
+	o.s.gmu.Lock()
+	if o.g.gen == o.gen {
+		o.g.mode = soloMutating
 	}
-	h.enter()
-	defer h.leave()
-	return fn()
+	o.s.gmu.Unlock()
+}
+
+func (o solo[T]) leave() {
+	o.s.gmu.Lock()
+	if o.g.gen == o.gen {
+		o.g.mode = soloIO
+	}
+	o.s.gmu.Unlock()
+}
+
+// done hands the queue that formed meanwhile to a runner, or ends the
+// group.
+func (o solo[T]) done() {
+	s, g := o.s, o.g
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	if g.gen != o.gen {
+		return // a runner has the key
+	}
+	if len(g.queue) > 0 {
+		s.startRunner(o.k, g)
+		return
+	}
+	s.endGroup(o.k, g)
+}
+
+// startRunner hands g to a new runner goroutine. Store.gmu is held.
+func (s *Store[T]) startRunner(k groupKey, g *group[T]) {
+	g.mode = running
+	g.gen++
+	go s.run(k, g)
+}
+
+// endGroup removes g, whose queue is empty, keeping it for reuse.
+// Store.gmu is held.
+func (s *Store[T]) endGroup(k groupKey, g *group[T]) {
+	delete(s.groups, k)
+	g.queue = g.queue[:0]
+	g.gen++
+	s.spare = g
 }
 
 // updateGrouped runs an Update through its key's group.
@@ -123,61 +169,29 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	s.gmu.Lock()
 	g := s.groups[k]
 	if g == nil {
-		g = &group[T]{mode: soloIO}
+		g = s.spare
+		if g == nil {
+			g = &group[T]{}
+		}
+		s.spare = nil
+		g.mode = soloIO
 		s.groups[k] = g
 		s.gmu.Unlock()
-		return s.updateSolo(ctx, k, g, mutate)
+		o := solo[T]{s: s, k: k, g: g, gen: g.gen}
+		defer o.done()
+		return s.updateAlone(ctx, key, create, mutate, o)
 	}
 	r := &request[T]{ctx: ctx, mutate: mutate, turns: make(chan turn, 1), answer: make(chan answer, 1), done: make(chan struct{})}
 	g.queue = append(g.queue, r)
 	if g.mode == soloMutating {
-		g.mode = running // do not wait for the solo caller's code
-		go s.run(k, g)
+		s.startRunner(k, g) // do not wait for the solo caller's code
 	}
 	s.gmu.Unlock()
 	res := s.await(ctx, k, g, r)
 	if res.alone {
-		return s.updateAlone(ctx, key, create, mutate, nil)
+		return s.updateAlone(ctx, key, create, mutate, solo[T]{})
 	}
 	return res.doc, res.err
-}
-
-// updateSolo runs the Update of the first caller of an idle key on its own
-// goroutine and then hands the queue that formed meanwhile to a runner.
-func (s *Store[T]) updateSolo(ctx context.Context, k groupKey, g *group[T], mutate func(*T) error) (Doc[T], error) {
-	owner := true // false once a runner has taken the key over
-	defer func() {
-		s.gmu.Lock()
-		defer s.gmu.Unlock()
-		if !owner {
-			return
-		}
-		if len(g.queue) > 0 {
-			g.mode = running
-			go s.run(k, g)
-			return
-		}
-		delete(s.groups, k)
-	}()
-	hooks := &userCode{
-		enter: func() {
-			s.gmu.Lock()
-			if owner {
-				g.mode = soloMutating
-			}
-			s.gmu.Unlock()
-		},
-		leave: func() {
-			s.gmu.Lock()
-			if owner && g.mode == soloMutating {
-				g.mode = soloIO
-			} else {
-				owner = false
-			}
-			s.gmu.Unlock()
-		},
-	}
-	return s.updateAlone(ctx, k.key, k.create, mutate, hooks)
 }
 
 // await waits for r's turns and result, or for r's context to end.
@@ -235,13 +249,13 @@ func (s *Store[T]) takeTurn(r *request[T], t turn) {
 	defer func() { r.answer <- a }()
 	v, baseline, err := s.startFrom(version{Item: Item{Key: r.batch.key, Data: t.data}, exists: t.data != nil, canonical: t.canonical})
 	if err == nil {
-		err = r.mutate(&v)
+		err = r.mutate(v)
 	}
 	var data []byte
 	if err == nil {
-		data, err = s.encode(r.batch.key, v)
+		data, err = s.encode(r.batch.key, *v)
 	}
-	a = answer{data: data, value: v, changed: t.data == nil || !bytes.Equal(data, baseline), err: err}
+	a = answer{data: data, value: *v, changed: t.data == nil || !bytes.Equal(data, baseline), err: err}
 }
 
 // run commits k's queue in batches until it is empty. Each batch starts
@@ -253,7 +267,7 @@ func (s *Store[T]) run(k groupKey, g *group[T]) {
 		batch := g.queue
 		g.queue = nil
 		if len(batch) == 0 {
-			delete(s.groups, k)
+			s.endGroup(k, g)
 			s.gmu.Unlock()
 			return
 		}
@@ -285,8 +299,9 @@ func (b *batchRun[T]) commit(create bool, last *version) *version {
 	defer b.timer.Stop()
 	e := b.s.newRMW(ctx, "Update", b.key, create, b.apply)
 	e.sending = b.sending
-	e.mine = func() (zero T) { return zero }
-	e.next = last
+	if last != nil {
+		e.setNext(*last)
+	}
 	out, err := e.run(ctx)
 	b.finish(e, out, err)
 	if err != nil || out.etag == "" {

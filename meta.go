@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -24,10 +23,11 @@ import (
 // Encoding: "w=id,id;l=lineage;n=seq;f=fence", fields omitted when empty.
 // Ids and lineages are lowercase base32, so the string is printable ASCII.
 type meta struct {
-	ids     []string
+	ids     string // comma-separated, newest last
 	lineage string
 	seq     int64
 	fence   int64
+	raw     string // the encoding, when known (see then)
 }
 
 func parseMeta(s string) meta {
@@ -36,9 +36,7 @@ func parseMeta(s string) meta {
 		k, v, _ := strings.Cut(field, "=")
 		switch k {
 		case "w":
-			if v != "" {
-				m.ids = strings.Split(v, ",")
-			}
+			m.ids = v
 		case "l":
 			m.lineage = v
 		case "n":
@@ -51,47 +49,114 @@ func parseMeta(s string) meta {
 }
 
 func (m meta) String() string {
-	var parts []string
-	if len(m.ids) > 0 {
-		parts = append(parts, "w="+strings.Join(m.ids, ","))
+	if m.raw != "" {
+		return m.raw
 	}
+	var b strings.Builder
+	b.Grow(len(m.ids) + len(m.lineage) + 48)
+	sep := func(k string) {
+		if b.Len() > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(k)
+	}
+	if m.ids != "" {
+		sep("w=")
+		b.WriteString(m.ids)
+	}
+	var num [20]byte
 	if m.lineage != "" {
-		parts = append(parts, "l="+m.lineage, "n="+strconv.FormatInt(m.seq, 10))
+		sep("l=")
+		b.WriteString(m.lineage)
+		sep("n=")
+		b.Write(strconv.AppendInt(num[:0], m.seq, 10))
 	}
 	if m.fence > 0 {
-		parts = append(parts, "f="+strconv.FormatInt(m.fence, 10))
+		sep("f=")
+		b.Write(strconv.AppendInt(num[:0], m.fence, 10))
 	}
-	return strings.Join(parts, ";")
+	return b.String()
 }
 
-func (m meta) has(id string) bool { return slices.Contains(m.ids, id) }
+// count is the number of ids in the window.
+func (m meta) count() int {
+	if m.ids == "" {
+		return 0
+	}
+	return strings.Count(m.ids, ",") + 1
+}
+
+// has reports whether id is in the window.
+func (m meta) has(id string) bool {
+	if id == "" {
+		return false
+	}
+	for rest := m.ids; rest != ""; {
+		var cur string
+		cur, rest, _ = strings.Cut(rest, ",")
+		if cur == id {
+			return true
+		}
+	}
+	return false
+}
 
 // lastID is the id of the write that made the version m describes.
 func (m meta) lastID() string {
-	if len(m.ids) == 0 {
-		return ""
-	}
-	return m.ids[len(m.ids)-1]
+	return m.ids[strings.LastIndexByte(m.ids, ',')+1:]
 }
 
 // fresh is the meta of a write that starts a new history: a new lineage.
 func fresh(id string, fence int64) meta {
-	return meta{ids: []string{id}, lineage: newWriteID(), seq: 1, fence: fence}
+	return meta{ids: id, lineage: newWriteID(), seq: 1, fence: fence}
 }
 
 // then is the meta of an update of the version m describes, written with
-// write id id and fencing token fence (0: none): m's ids plus id, keeping
-// the newest keep; the same lineage (a new one if m had none) one step on;
-// the higher of the two tokens.
+// write id id (a new one if empty) and fencing token fence (0: none): m's
+// ids plus id, keeping the newest keep; the same lineage (a new one if m
+// had none) one step on; the higher of the two tokens. It encodes the
+// result once and takes every field from that encoding.
 func (m meta) then(id string, keep int, fence int64) meta {
-	ids := append(slices.Clip(m.ids), id)
-	if len(ids) > keep {
-		ids = ids[len(ids)-keep:]
+	if m.lineage == "" { // a history written before lineages: start one
+		next := fresh(id, max(m.fence, fence))
+		if id == "" {
+			next = fresh(newWriteID(), max(m.fence, fence))
+		}
+		return next
 	}
-	next := meta{ids: ids, lineage: m.lineage, seq: m.seq + 1, fence: max(m.fence, fence)}
-	if next.lineage == "" {
-		next.lineage, next.seq = newWriteID(), 1
+	old := m.ids
+	for n := m.count(); n > keep-1 && old != ""; n-- {
+		comma := strings.IndexByte(old, ',')
+		if comma < 0 {
+			old = ""
+			break
+		}
+		old = old[comma+1:]
 	}
+	var b strings.Builder
+	b.Grow(len(old) + len(m.lineage) + 64)
+	b.WriteString("w=")
+	if old != "" {
+		b.WriteString(old)
+		b.WriteByte(',')
+	}
+	if id != "" {
+		b.WriteString(id)
+	} else {
+		writeID(&b)
+	}
+	var num [20]byte
+	b.WriteString(";l=")
+	b.WriteString(m.lineage)
+	b.WriteString(";n=")
+	b.Write(strconv.AppendInt(num[:0], m.seq+1, 10))
+	if f := max(m.fence, fence); f > 0 {
+		b.WriteString(";f=")
+		b.Write(strconv.AppendInt(num[:0], f, 10))
+	}
+	raw := b.String()
+	next := parseMeta(raw)
+	next.raw = raw
 	return next
 }
 
@@ -152,7 +217,16 @@ var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadd
 
 // newWriteID returns a random 80-bit id (16 characters).
 func newWriteID() string {
-	var b [10]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return idEncoding.EncodeToString(b[:])
+	var b strings.Builder
+	writeID(&b)
+	return b.String()
+}
+
+// writeID appends a random 80-bit id (16 characters) to b.
+func writeID(b *strings.Builder) {
+	var raw [10]byte
+	var enc [16]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails (Go 1.24+)
+	idEncoding.Encode(enc[:], raw[:])
+	b.Write(enc[:])
 }

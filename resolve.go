@@ -97,17 +97,14 @@ func resolve(s sentWrite, o observed) verdict {
 // whose bookkeeping is m: m's id is in the stored window, or m started a
 // history (seq 1) and stored continues it.
 func (m meta) landedIn(stored meta) bool {
-	if len(m.ids) == 0 {
-		return false
-	}
-	return stored.has(m.ids[len(m.ids)-1]) || m.seq == 1 && m.lineage != "" && stored.lineage == m.lineage
+	return stored.has(m.lastID()) || m.seq == 1 && m.lineage != "" && stored.lineage == m.lineage
 }
 
 // covers reports whether slot seq of m's history is in the window of ids m
 // keeps: the window holds the ids of the last min(len(ids), seq) writes.
 // The window is the document's own, whatever the reading Store keeps.
 func (m meta) covers(seq int64) bool {
-	n := min(int64(len(m.ids)), m.seq)
+	n := min(int64(m.count()), m.seq)
 	return seq > m.seq-n && seq <= m.seq
 }
 

@@ -7,7 +7,7 @@ import "testing"
 func TestResolve(t *testing.T) {
 	// The version an update was conditioned on: lineage L, seq 5, window
 	// of 3 ids.
-	base := meta{ids: []string{"a", "b", "c"}, lineage: "L", seq: 5}
+	base := meta{ids: "a,b,c", lineage: "L", seq: 5}
 	upd := sentWrite{w: Write{Cond: IfMatch(`"e5"`)}, meta: base.then("mine", 3, 0)} // seq 6
 	create := sentWrite{w: Write{Cond: Cond{Kind: CondCreate}}, meta: fresh("mine", 0)}
 	replace := sentWrite{w: Write{Cond: IfMatch(`"e5"`)}, meta: fresh("mine", 0)}
@@ -24,7 +24,7 @@ func TestResolve(t *testing.T) {
 	mine6 := upd.meta
 	after := mine6.then("y7", 3, 0)
 	// A writer keeping one id only wrote seq 6 and 7: slot 6 left the window.
-	narrow := meta{ids: []string{"z7"}, lineage: "L", seq: 7}
+	narrow := meta{ids: "z7", lineage: "L", seq: 7}
 	cut := fresh("someone", 0) // a history started by another Replace/Upsert/Create
 
 	for _, tc := range []struct {
@@ -69,5 +69,34 @@ func TestResolve(t *testing.T) {
 				t.Errorf("resolve = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMetaThen: an update's bookkeeping keeps the newest ids, continues the
+// lineage and the highest fence, and round-trips through its encoding.
+func TestMetaThen(t *testing.T) {
+	m := parseMeta("w=a,b,c;l=L;n=5;f=3")
+	for _, tc := range []struct {
+		keep  int
+		fence int64
+		want  string
+	}{
+		{16, 0, "w=a,b,c,x;l=L;n=6;f=3"},
+		{3, 0, "w=b,c,x;l=L;n=6;f=3"},
+		{1, 7, "w=x;l=L;n=6;f=7"},
+	} {
+		next := m.then("x", tc.keep, tc.fence)
+		if got := next.String(); got != tc.want {
+			t.Errorf("then(x, %d, %d) = %q, want %q", tc.keep, tc.fence, got, tc.want)
+		}
+		if again := parseMeta(next.String()); again.ids != next.ids || again.seq != next.seq || again.lineage != next.lineage || again.fence != next.fence {
+			t.Errorf("%q does not round-trip: %+v vs %+v", next.String(), again, next)
+		}
+		if next.lastID() != "x" || !next.has("x") || next.has("y") {
+			t.Errorf("then(x): lastID %q, has(x) %v", next.lastID(), next.has("x"))
+		}
+	}
+	if gen := m.then("", 16, 0); len(gen.lastID()) != 16 || gen.has("a") == false {
+		t.Errorf("then with a generated id = %q", gen.String())
 	}
 }

@@ -107,6 +107,7 @@ type Store[T any] struct {
 
 	gmu    sync.Mutex
 	groups map[groupKey]*group[T]
+	spare  *group[T] // an ended group, kept for reuse
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the

@@ -69,50 +69,58 @@ func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error
 	if s.grouped && !isUngrouped(ctx) {
 		return s.updateGrouped(ctx, key, cfg.create, mutate)
 	}
-	return s.updateAlone(ctx, key, cfg.create, mutate, nil)
+	return s.updateAlone(ctx, key, cfg.create, mutate, solo[T]{})
 }
 
 // updateAlone runs one Update on its own: read, mutate, conditional write,
-// retried. hooks, when set, is told when mutate starts and ends.
-func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mutate func(*T) error, hooks *userCode) (Doc[T], error) {
-	var mine T
-	e := s.newRMW(ctx, "Update", key, create, func(b version) ([]byte, bool, error) {
-		v, baseline, err := s.startFrom(b)
-		if err != nil {
-			return nil, false, err
-		}
-		if err := hooks.run(func() error { return mutate(&v) }); err != nil {
-			return nil, false, err
-		}
-		mine = v
-		data, err := s.encode(key, v)
-		return data, !b.exists || !bytes.Equal(data, baseline), err
-	})
-	e.mine = func() T { return mine }
-	if start, ok := s.cache.get(key); ok && !e.fenced {
-		e.next = &version{Item: start, exists: true, meta: parseMeta(start.Meta), metaKnown: true, canonical: s.verbatim}
+// retried. o, when set, is told when mutate starts and ends.
+func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mutate func(*T) error, o solo[T]) (Doc[T], error) {
+	e := s.newRMW(ctx, "Update", key, create, nil)
+	e.mutate, e.solo = mutate, o
+	if start, ok := s.cache.get(key); ok {
+		e.setNext(version{Item: start, exists: true, meta: parseMeta(start.Meta), metaKnown: true, canonical: s.verbatim})
 	}
 	out, err := e.run(ctx)
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: mine, ETag: out.etag}, nil
+	return Doc[T]{Key: key, Value: e.mine, ETag: out.etag}, nil
+}
+
+// applyMutate is the apply step of a plain Update: mutate a fresh copy of
+// b's value.
+func (e *rmw[T]) applyMutate(b version) ([]byte, bool, error) {
+	v, baseline, err := e.s.startFrom(b)
+	if err != nil {
+		return nil, false, err
+	}
+	if e.solo.g != nil {
+		e.solo.enter()
+		defer e.solo.leave()
+	}
+	if err := e.mutate(v); err != nil {
+		return nil, false, err
+	}
+	e.mine = *v
+	data, err := e.s.encode(e.key, *v)
+	return data, !b.exists || !bytes.Equal(data, baseline), err
 }
 
 // startFrom decodes the base version b into a fresh value for a mutation,
 // and returns the encoding an unchanged value would have, taken before the
 // mutation runs (it may change maps or pointers the value shares).
-func (s *Store[T]) startFrom(b version) (v T, baseline []byte, err error) {
+func (s *Store[T]) startFrom(b version) (v *T, baseline []byte, err error) {
+	v = new(T)
 	if !b.exists {
 		return v, nil, nil
 	}
-	if err := s.codec.Unmarshal(b.Data, &v); err != nil {
+	if err := s.codec.Unmarshal(b.Data, v); err != nil {
 		return v, nil, decodeError(b.Key, err)
 	}
 	if b.canonical {
 		return v, b.Data, nil
 	}
-	baseline, err = s.encode(b.Key, v)
+	baseline, err = s.encode(b.Key, *v)
 	return v, baseline, err
 }
 
@@ -145,18 +153,25 @@ type rmw[T any] struct {
 	fence  int64
 	fenced bool
 	// apply computes the new encoding from base b and reports whether it
-	// differs from b's. The typed results stay with the caller.
-	apply func(b version) (data []byte, changed bool, err error)
-	// mine returns the value of the last apply, for a *ConflictError.
-	mine func() T
+	// differs from b's. The typed results stay with the caller. Nil means
+	// applyMutate: run mutate (with hooks) on a copy of b's value.
+	apply  func(b version) (data []byte, changed bool, err error)
+	mutate func(*T) error
+	solo   solo[T] // set for the first caller of an idle key (group.go)
+	// mine is the value the last apply computed, for the result and a
+	// *ConflictError.
+	mine T
 	// sending, when set, is told that a write holding the applied changes
 	// is about to be sent (true) or was refused (false); it may veto the
 	// send (a group member gave up), and the attempt then starts again.
 	sending func(bool) bool
 
-	next    *version   // the base of the next attempt when known without a read
-	resend  *sentWrite // a write whose answer was lost and that has not landed yet
-	refused *sentWrite // the last write refused with 412, checked by the next read
+	next    version   // the base of the next attempt when hasNext: known without a read
+	hasNext bool      //
+	resend  sentWrite // a write whose answer was lost and has not landed yet, when resending
+	refused sentWrite // the last write refused with 412, checked by the next read, when checkRefused
+
+	resending, checkRefused bool
 	lost    error      // what lost the answer of the unsettled write
 	raced   bool       // the last write lost a race
 	held    ETag       // the ETag the last write was conditioned on
@@ -168,10 +183,13 @@ func (s *Store[T]) newRMW(ctx context.Context, op, key string, create bool, appl
 	return &rmw[T]{s: s, op: op, key: key, create: create, fence: fence, fenced: fenced, apply: apply}
 }
 
+// setNext makes b the base of the next attempt.
+func (e *rmw[T]) setNext(b version) { e.next, e.hasNext = b, true }
+
 // run runs the read-modify-write under the Store's retry policy.
 func (e *rmw[T]) run(ctx context.Context) (outcome, error) {
 	if e.fenced {
-		e.next = nil // the token is checked against a version read now
+		e.hasNext = false // the token is checked against a version read now
 	}
 	attempts, err := retry(ctx, e.s.retry, e.s.clock, e.attempt, e.s.heat.warmth(e.key))
 	e.s.heat.observe(e.key, attempts)
@@ -187,27 +205,27 @@ func (e *rmw[T]) run(ctx context.Context) (outcome, error) {
 		}
 		return outcome{}, outcomeUnknown(e.op, e.key, errors.Join(e.lost, err))
 	case e.raced && ctx.Err() == nil && (errors.Is(err, ErrConflict) || errors.Is(err, ErrExists)):
-		return outcome{}, e.s.conflictNow(ctx, e.key, e.held, e.mine(), attempts)
+		return outcome{}, e.s.conflictNow(ctx, e.key, e.held, e.mine, attempts)
 	}
 	return outcome{}, err
 }
 
 // attempt is one step of the retry loop.
 func (e *rmw[T]) attempt(ctx context.Context, n int) (next, error) {
-	if w := e.resend; w != nil {
-		e.resend = nil
-		return e.send(ctx, *w, true)
+	if e.resending {
+		e.resending = false
+		return e.send(ctx, e.resend, true)
 	}
 	b, err := e.base(ctx)
 	if err != nil {
 		return stop, err
 	}
-	if w := e.refused; w != nil && b.verified {
+	if e.checkRefused && b.verified {
 		// A 412 may answer a retry, by a layer below, of this very write
 		// after its answer was lost; the read tells.
-		e.refused = nil
-		if resolve(*w, observe(b.Item, nil)) == committed && b.exists {
-			e.out = e.found(*w, b.Item, b.meta)
+		e.checkRefused = false
+		if b.exists && resolve(e.refused, observe(b.Item, nil)) == committed {
+			e.out = e.found(e.refused, b.Item, b.meta)
 			return stop, nil
 		}
 	}
@@ -219,7 +237,13 @@ func (e *rmw[T]) attempt(ctx context.Context, n int) (next, error) {
 			return stop, err
 		}
 	}
-	data, changed, err := e.apply(b)
+	var data []byte
+	var changed bool
+	if e.apply != nil {
+		data, changed, err = e.apply(b)
+	} else {
+		data, changed, err = e.applyMutate(b)
+	}
 	if err != nil {
 		return stop, err
 	}
@@ -227,7 +251,8 @@ func (e *rmw[T]) attempt(ctx context.Context, n int) (next, error) {
 		return e.confirm(ctx, b)
 	}
 	if e.sending != nil && !e.sending(true) {
-		e.next, e.raced = &b, true
+		e.setNext(b)
+		e.raced = true
 		return now, errorf(ErrConflict, "%q: a caller left the batch", e.key)
 	}
 	return e.send(ctx, e.write(b, data), b.verified)
@@ -236,9 +261,9 @@ func (e *rmw[T]) attempt(ctx context.Context, n int) (next, error) {
 // base returns the version the attempt starts from: the one already known,
 // or a read.
 func (e *rmw[T]) base(ctx context.Context) (version, error) {
-	if b := e.next; b != nil {
-		e.next = nil
-		return *b, nil
+	if e.hasNext {
+		e.hasNext = false
+		return e.next, nil
 	}
 	it, err := e.s.b.Read(ctx, e.key)
 	e.s.cache.note(e.key, it, err)
@@ -261,7 +286,8 @@ func (e *rmw[T]) confirm(ctx context.Context, b version) (next, error) {
 			return stop, err
 		}
 		if cur.exists != b.exists || cur.ETag != b.ETag {
-			e.next, e.raced = &cur, true
+			e.setNext(cur)
+			e.raced = true
 			return now, errorf(ErrConflict, "%q changed", e.key)
 		}
 	}
@@ -273,14 +299,13 @@ func (e *rmw[T]) confirm(ctx context.Context, b version) (next, error) {
 // is missing, otherwise If-Match b's ETag continuing b's history (or
 // starting a new one when b's bookkeeping is unknown).
 func (e *rmw[T]) write(b version, data []byte) sentWrite {
-	id := newWriteID()
 	switch {
 	case !b.exists:
-		return newSentWrite(Cond{Kind: CondCreate}, data, fresh(id, e.fence))
+		return newSentWrite(Cond{Kind: CondCreate}, data, fresh(newWriteID(), e.fence))
 	case !b.metaKnown:
-		return newSentWrite(IfMatch(b.ETag), data, fresh(id, e.fence))
+		return newSentWrite(IfMatch(b.ETag), data, fresh(newWriteID(), e.fence))
 	}
-	return newSentWrite(IfMatch(b.ETag), data, b.meta.then(id, e.s.keepIDs, e.fence))
+	return newSentWrite(IfMatch(b.ETag), data, b.meta.then("", e.s.keepIDs, e.fence))
 }
 
 // send sends w. A lost answer (or any failure of a write sent again after
@@ -311,7 +336,7 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 		e.s.cache.drop(e.key)
 		return now, err // the copy was stale: read and try again at once
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrExists), errors.Is(err, ErrNotFound) && e.create:
-		e.raced, e.refused = true, &w
+		e.raced, e.refused, e.checkRefused = true, w, true
 		return afterPause, err
 	case errors.Is(err, ErrNotFound):
 		return stop, errorf(ErrNotFound, "%q was deleted", e.key)
@@ -342,14 +367,14 @@ func (e *rmw[T]) settle(ctx context.Context, w sentWrite) (next, error) {
 		e.out = e.found(w, it, o.meta)
 		return stop, nil
 	case notLanded:
-		e.resend = &w
+		e.resend, e.resending = w, true
 		return now, outcomeUnknown(e.op, e.key, e.lost)
 	case notApplied:
 		e.lost = nil
 		if e.sending != nil {
 			e.sending(false)
 		}
-		e.next = &version{Item: it, meta: o.meta, exists: true, verified: true, metaKnown: true, canonical: e.s.verbatim}
+		e.setNext(version{Item: it, meta: o.meta, exists: true, verified: true, metaKnown: true, canonical: e.s.verbatim})
 		e.raced = true
 		return afterPause, errorf(ErrConflict, "%q moved on", e.key)
 	}

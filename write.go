@@ -66,16 +66,14 @@ func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 // replaceFenced checks the fencing token against the stored version and
 // writes with If-Match of the version it checked, so the check is atomic.
 func (s *Store[T]) replaceFenced(ctx context.Context, d Doc[T]) (Doc[T], error) {
-	var mine T
 	e := s.newRMW(ctx, "Replace", d.Key, false, func(b version) ([]byte, bool, error) {
 		if d.ETag != ETagAny && b.ETag != d.ETag {
 			return nil, false, s.conflictWith(b.Item, d.ETag, d.Value, 1)
 		}
-		mine = d.Value
 		data, err := s.encode(d.Key, d.Value)
 		return data, true, err
 	})
-	e.mine = func() T { return mine }
+	e.mine = d.Value
 	out, err := e.run(ctx)
 	if err != nil {
 		return Doc[T]{}, err

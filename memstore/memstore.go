@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -105,7 +106,7 @@ func (b *Backend) Write(ctx context.Context, key string, w etagstore.Write) (eta
 		return "", err
 	}
 	b.version++
-	etag := etagstore.ETag(fmt.Sprintf("\"0x%X\"", b.version))
+	etag := etagstore.ETag(strconv.AppendUint(append(make([]byte, 0, 20), `"0x`...), b.version, 16)) + `"`
 	b.docs[key] = etagstore.Item{Key: key, Data: data, Meta: w.Meta, ETag: etag}
 	return etag, nil
 }
