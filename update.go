@@ -172,10 +172,10 @@ type rmw[T any] struct {
 	refused sentWrite // the last write refused with 412, checked by the next read, when checkRefused
 
 	resending, checkRefused bool
-	lost    error      // what lost the answer of the unsettled write
-	raced   bool       // the last write lost a race
-	held    ETag       // the ETag the last write was conditioned on
-	out     outcome
+	lost                    error // what lost the answer of the unsettled write
+	raced                   bool  // the last write lost a race
+	held                    ETag  // the ETag the last write was conditioned on
+	out                     outcome
 }
 
 func (s *Store[T]) newRMW(ctx context.Context, op, key string, create bool, apply func(version) ([]byte, bool, error)) *rmw[T] {
