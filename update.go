@@ -220,30 +220,13 @@ func (e *rmw[T]) attempt(ctx context.Context, n int) (next, error) {
 	if err != nil {
 		return stop, err
 	}
-	if e.checkRefused && b.verified {
-		// A 412 may answer a retry, by a layer below, of this very write
-		// after its answer was lost; the read tells.
-		e.checkRefused = false
-		if b.exists && resolve(e.refused, observe(b.Item, nil)) == committed {
-			e.out = e.found(e.refused, b.Item, b.meta)
-			return stop, nil
-		}
+	if e.refusedLanded(b) {
+		return stop, nil
 	}
-	if !b.exists && !e.create {
-		return stop, errorf(ErrNotFound, "%q", e.key)
+	if err := e.admit(b); err != nil {
+		return stop, err
 	}
-	if e.fenced {
-		if err := checkFence(e.key, b.meta, e.fence); err != nil {
-			return stop, err
-		}
-	}
-	var data []byte
-	var changed bool
-	if e.apply != nil {
-		data, changed, err = e.apply(b)
-	} else {
-		data, changed, err = e.applyMutate(b)
-	}
+	data, changed, err := e.change(b)
 	if err != nil {
 		return stop, err
 	}
@@ -256,6 +239,41 @@ func (e *rmw[T]) attempt(ctx context.Context, n int) (next, error) {
 		return now, errorf(ErrConflict, "%q: a caller left the batch", e.key)
 	}
 	return e.send(ctx, e.write(b, data), b.verified)
+}
+
+// refusedLanded reports whether the last write refused with 412 is found in
+// b after all: the 412 answered a retry, by a layer below, of this very
+// write after its answer was lost.
+func (e *rmw[T]) refusedLanded(b version) bool {
+	if !e.checkRefused || !b.verified {
+		return false
+	}
+	e.checkRefused = false
+	if b.exists && resolve(e.refused, observe(b.Item, nil)) == committed {
+		e.out = e.found(e.refused, b.Item, b.meta)
+		return true
+	}
+	return false
+}
+
+// admit checks that a change may be made to b: it exists (or may be
+// created) and no newer fencing token holds it.
+func (e *rmw[T]) admit(b version) error {
+	if !b.exists && !e.create {
+		return errorf(ErrNotFound, "%q", e.key)
+	}
+	if e.fenced {
+		return checkFence(e.key, b.meta, e.fence)
+	}
+	return nil
+}
+
+// change runs the apply step on b.
+func (e *rmw[T]) change(b version) ([]byte, bool, error) {
+	if e.apply != nil {
+		return e.apply(b)
+	}
+	return e.applyMutate(b)
 }
 
 // base returns the version the attempt starts from: the one already known,

@@ -12,6 +12,15 @@
 // library with the version cache, library without group commit, and the
 // blob lease Lock (get and replace under it). HTTP requests are counted by a
 // counting transport.
+//
+// -rtt puts a loopback latency proxy (storetest.FaultProxy with only
+// Latency set) in front of each Azurite endpoint, blob and table: every
+// request, the naive loop's and the library's alike, and those of the
+// worker processes, waits that long before it is forwarded, as for storage
+// in another region. -writers sets the writer counts of the one-process
+// hot-key scenarios.
+//
+//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -writers 16,64
 package main
 
 import (
@@ -24,13 +33,16 @@ import (
 	"iter"
 	"log"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -43,6 +55,7 @@ import (
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/blobstore"
 	"github.com/etagstore/etagstore/memstore"
+	"github.com/etagstore/etagstore/storetest"
 	"github.com/etagstore/etagstore/tablestore"
 )
 
@@ -55,17 +68,37 @@ type Counter struct {
 // only filters scenarios by name (-only).
 var only string
 
-// counting counts HTTP requests.
-type counting struct{ n atomic.Int64 }
+// counting counts HTTP requests, and the successful writes among them.
+type counting struct {
+	n      atomic.Int64 // requests
+	writes atomic.Int64 // document writes answered 2xx (isDataWrite)
+}
 
 func (c *counting) Do(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
-	return http.DefaultClient.Do(r)
+	resp, err := http.DefaultClient.Do(r)
+	if err == nil && isDataWrite(r) && resp.StatusCode/100 == 2 {
+		c.writes.Add(1)
+	}
+	return resp, err
+}
+
+// isDataWrite tells a write of a document (PUT, POST, PATCH or MERGE) from
+// a read, a delete, or a blob sub-resource operation (?comp=lease or
+// ?comp=metadata: the lock mode's acquire, fencing token and release are
+// PUTs too, but carry no commit).
+func isDataWrite(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodPut, http.MethodPost, http.MethodPatch, "MERGE":
+		return !r.URL.Query().Has("comp")
+	}
+	return false
 }
 
 // env is one backend under test.
 type env struct {
 	name     string
+	conn     string // the connection string, through the latency proxies under -rtt
 	requests *counting
 	// store returns a Store on a fresh key space for one cell, in a mode.
 	store func(space, mode string) *etagstore.Store[Counter]
@@ -83,6 +116,7 @@ type result struct {
 	Attempts []int     `json:"attempts"` // per commit
 	Latency  []float64 `json:"latency"`  // per commit, ms
 	Requests int64     `json:"requests"`
+	Writes   int64     `json:"writes"` // successful write requests (see isDataWrite)
 	Seconds  float64   `json:"seconds"`
 }
 
@@ -91,26 +125,90 @@ func main() {
 	dur := flag.Duration("d", 3*time.Second, "duration of each cell")
 	worker := flag.String("worker", "", "internal: run as a worker process: backend/mode/space")
 	flag.StringVar(&only, "only", "", "run only the scenarios whose name contains this")
+	rtt := flag.Duration("rtt", 0, "latency added to every Azure request (table and blob) by a loopback proxy in front of Azurite")
+	writersFlag := flag.String("writers", "1,4,16,64", "writer counts of the one-process hot-key scenarios")
 	flag.Parse()
 	conn := os.Getenv("ETAGSTORE_AZURITE")
 	if *worker != "" {
+		// The parent passes its proxied connection string in the environment.
 		runWorker(conn, *worker, *dur)
 		return
 	}
-	fmt.Printf("# etagbench: %s per cell, %s\n\n", *dur, time.Now().UTC().Format(time.RFC3339))
+	writers, err := parseWriters(*writersFlag)
+	if err != nil {
+		log.Fatalf("-writers: %v", err)
+	}
+	if *rtt > 0 && conn != "" {
+		if conn, err = withLatency(conn, *rtt); err != nil {
+			log.Fatalf("-rtt: %v", err)
+		}
+	}
+	fmt.Printf("# etagbench: %s per cell, rtt %s (Azure backends), %s\n\n", *dur, *rtt, time.Now().UTC().Format(time.RFC3339))
 	for _, b := range strings.Split(*backends, ",") {
 		e, err := open(b, conn, "")
 		if err != nil {
 			log.Fatalf("%s: %v", b, err)
 		}
-		bench(e, b, *dur)
+		bench(e, b, writers, *dur)
 	}
 }
+
+func parseWriters(list string) ([]int, error) {
+	var ws []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive writer count", f)
+		}
+		ws = append(ws, n)
+	}
+	return ws, nil
+}
+
+// withLatency starts one latency proxy per endpoint of conn (BlobEndpoint
+// and TableEndpoint) and returns conn with those endpoints pointing at the
+// proxies. The proxies live as long as the process.
+func withLatency(conn string, rtt time.Duration) (string, error) {
+	parts := strings.Split(conn, ";")
+	proxied := 0
+	for i, kv := range parts {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != "BlobEndpoint" && k != "TableEndpoint" {
+			continue
+		}
+		u, err := url.Parse(v)
+		if err != nil || u.Host == "" {
+			return "", fmt.Errorf("%s %q: not a URL", k, v)
+		}
+		p := storetest.StartFaultProxy(processTB{}, u.Scheme+"://"+u.Host, storetest.Faults{Latency: rtt})
+		parts[i] = k + "=" + p.URL() + u.Path
+		proxied++
+	}
+	if proxied != 2 {
+		return "", fmt.Errorf("ETAGSTORE_AZURITE needs both BlobEndpoint= and TableEndpoint=")
+	}
+	return strings.Join(parts, ";"), nil
+}
+
+// processTB is the testing.TB storetest.StartFaultProxy needs, outside a
+// test: failures end the program, clean-ups are left to its exit. The
+// embedded nil TB only supplies testing.TB's unexported method; the methods
+// below are all StartFaultProxy calls.
+type processTB struct{ testing.TB }
+
+func (processTB) Helper()                           {}
+func (processTB) Cleanup(func())                    {}
+func (processTB) Log(args ...any)                   { log.Print(args...) }
+func (processTB) Logf(format string, args ...any)   { log.Printf(format, args...) }
+func (processTB) Error(args ...any)                 { log.Fatal(args...) }
+func (processTB) Errorf(format string, args ...any) { log.Fatalf(format, args...) }
+func (processTB) Fatal(args ...any)                 { log.Fatal(args...) }
+func (processTB) Fatalf(format string, args ...any) { log.Fatalf(format, args...) }
 
 // open connects to backend; resource names the table or container to use
 // ("" creates a fresh one).
 func open(backend, conn, resource string) (*env, error) {
-	e := &env{name: backend, requests: &counting{}}
+	e := &env{name: backend, conn: conn, requests: &counting{}}
 	if resource == "" {
 		resource = fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9)
 	}
@@ -256,7 +354,7 @@ func cell(ctx context.Context, e *env, mode, space string, writers int, distinct
 	}
 	var mu sync.Mutex
 	var res result
-	before := e.requests.n.Load()
+	before, beforeWrites := e.requests.n.Load(), e.requests.writes.Load()
 	start := time.Now()
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
@@ -304,6 +402,7 @@ func cell(ctx context.Context, e *env, mode, space string, writers int, distinct
 	wg.Wait()
 	res.Seconds = time.Since(start).Seconds()
 	res.Requests = e.requests.n.Load() - before
+	res.Writes = e.requests.writes.Load() - beforeWrites
 	// The counter check: every commit counted exactly once.
 	var total int64
 	for w := range writers {
@@ -327,7 +426,7 @@ type row struct {
 	r              result
 }
 
-func bench(e *env, backend string, d time.Duration) {
+func bench(e *env, backend string, writers []int, d time.Duration) {
 	ctx := context.Background()
 	modes := []string{"naive", "library", "library+cache", "library-nogroup"}
 	if e.locker != nil {
@@ -339,8 +438,15 @@ func bench(e *env, backend string, d time.Duration) {
 		distinct bool
 		procs    int
 	}
-	scens := []scen{{"hot key, 1 writer", 1, false, 1}, {"hot key, 4 writers", 4, false, 1}, {"hot key, 16 writers", 16, false, 1},
-		{"hot key, 64 writers", 64, false, 1}, {"hot key, 4 processes × 4 writers", 4, false, 4}, {"64 writers, distinct keys", 64, true, 1}}
+	var scens []scen
+	for _, w := range writers {
+		name := fmt.Sprintf("hot key, %d writers", w)
+		if w == 1 {
+			name = "hot key, 1 writer"
+		}
+		scens = append(scens, scen{name, w, false, 1})
+	}
+	scens = append(scens, scen{"hot key, 4 processes × 4 writers", 4, false, 4}, scen{"64 writers, distinct keys", 64, true, 1})
 	var rows []row
 	for i, sc := range scens {
 		if sc.procs > 1 && backend == "memory" {
@@ -363,7 +469,7 @@ func bench(e *env, backend string, d time.Duration) {
 				if _, err := s.Upsert(ctx, "hot", Counter{Note: "etagbench"}); err != nil {
 					log.Fatal(err)
 				}
-				r = multiProcess(backend+"/"+m+"/"+space+"/"+e.resource, sc.procs, d)
+				r = multiProcess(e.conn, backend+"/"+m+"/"+space+"/"+e.resource, sc.procs, d)
 				if doc, err := s.Get(ctx, "hot"); err != nil || doc.Value.N != r.Commits {
 					log.Fatalf("%s %s %s: counter %d after %d commits (%v)", backend, m, space, doc.Value.N, r.Commits, err)
 				}
@@ -374,7 +480,7 @@ func bench(e *env, backend string, d time.Duration) {
 			fmt.Fprintf(os.Stderr, "%s / %s / %s: %.0f commits/s\n", backend, sc.name, m, float64(r.Commits)/r.Seconds)
 		}
 	}
-	fmt.Printf("## %s\n\n| scenario | mode | commits/s | × naive | requests/commit | p50 ms | p99 ms | worst attempts | counter |\n|---|---|---|---|---|---|---|---|---|\n", backend)
+	fmt.Printf("## %s\n\n| scenario | mode | commits/s | × naive | requests/commit | commits/write | p50 ms | p99 ms | worst attempts | counter |\n|---|---|---|---|---|---|---|---|---|---|\n", backend)
 	naive := map[string]float64{}
 	for _, r := range rows {
 		if r.mode == "naive" {
@@ -387,11 +493,14 @@ func bench(e *env, backend string, d time.Duration) {
 		if n := naive[r.scenario]; n > 0 {
 			ratio = fmt.Sprintf("%.2f", cps/n)
 		}
-		rpc := "—"
+		rpc, batch := "—", "—"
 		if backend != "memory" && r.r.Commits > 0 {
 			rpc = fmt.Sprintf("%.2f", float64(r.r.Requests)/float64(r.r.Commits))
 		}
-		fmt.Printf("| %s | %s | %.0f | %s | %s | %.2f | %.2f | %d | exact (%d) |\n", r.scenario, r.mode, cps, ratio, rpc,
+		if backend != "memory" && r.r.Writes > 0 {
+			batch = fmt.Sprintf("%.2f", float64(r.r.Commits)/float64(r.r.Writes))
+		}
+		fmt.Printf("| %s | %s | %.0f | %s | %s | %s | %.2f | %.2f | %d | exact (%d) |\n", r.scenario, r.mode, cps, ratio, rpc, batch,
 			pct(r.r.Latency, 50), pct(r.r.Latency, 99), slices.Max(append(r.r.Attempts, 0)), r.r.Commits)
 	}
 	fmt.Println()
@@ -407,7 +516,9 @@ func pct(v []float64, p int) float64 {
 }
 
 // multiProcess runs procs worker processes of 4 writers each on one hot key.
-func multiProcess(spec string, procs int, d time.Duration) result {
+// The workers get conn, the parent's connection string (through its latency
+// proxies under -rtt), in ETAGSTORE_AZURITE.
+func multiProcess(conn, spec string, procs int, d time.Duration) result {
 	self, err := os.Executable()
 	if err != nil {
 		log.Fatal(err)
@@ -418,6 +529,7 @@ func multiProcess(spec string, procs int, d time.Duration) result {
 	for range procs {
 		wg.Go(func() {
 			cmd := exec.Command(self, "-d", d.String(), "-worker", spec)
+			cmd.Env = append(os.Environ(), "ETAGSTORE_AZURITE="+conn)
 			cmd.Stderr = os.Stderr
 			out, err := cmd.Output()
 			if err != nil {
@@ -430,6 +542,7 @@ func multiProcess(spec string, procs int, d time.Duration) result {
 			mu.Lock()
 			total.Commits += r.Commits
 			total.Requests += r.Requests
+			total.Writes += r.Writes
 			total.Attempts = append(total.Attempts, r.Attempts...)
 			total.Latency = append(total.Latency, r.Latency...)
 			total.Seconds = max(total.Seconds, r.Seconds)
@@ -464,6 +577,7 @@ func cellShared(ctx context.Context, e *env, mode, space string, writers int, d 
 	}
 	var mu sync.Mutex
 	var res result
+	before, beforeWrites := e.requests.n.Load(), e.requests.writes.Load()
 	start := time.Now()
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
@@ -494,7 +608,8 @@ func cellShared(ctx context.Context, e *env, mode, space string, writers int, d 
 	}
 	wg.Wait()
 	res.Seconds = time.Since(start).Seconds()
-	res.Requests = e.requests.n.Load()
+	res.Requests = e.requests.n.Load() - before
+	res.Writes = e.requests.writes.Load() - beforeWrites
 	return res
 }
 

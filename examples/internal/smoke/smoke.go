@@ -72,8 +72,8 @@ func Run(t testing.TB, timeout time.Duration, bin string, args ...string) (stdou
 	took := time.Since(start).Round(time.Millisecond)
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		t.Fatalf("%s did not end within %s: it hangs (deadlock?). Its stdout:\n%s\nIts stderr (goroutine stacks on SIGQUIT):\n%s",
-			Name(args), timeout, Indent(out.String()), Indent(errOut.String()))
+		t.Fatalf("%s did not end within %s: it hangs (deadlock?); stopped after %s (%v). Its stdout:\n%s\nIts stderr (goroutine stacks on SIGQUIT):\n%s",
+			Name(args), timeout, took, err, Indent(out.String()), Indent(errOut.String()))
 	case err != nil:
 		t.Fatalf("%s failed after %s: %v. Its stdout:\n%s\nIts stderr:\n%s", Name(args), took, err, Indent(out.String()), Indent(errOut.String()))
 	}
