@@ -48,7 +48,9 @@ const (
 type group[T any] struct {
 	queue []*request[T]
 	mode  groupMode
-	gen   uint64 // moves on when the solo caller's hold ends (see solo)
+	gen   uint64        // moves on when the solo caller's hold ends (see solo)
+	want  int           // a lingering runner waits for this many queued callers
+	wake  chan struct{} // wakes it (buffered)
 }
 
 // memberStatus is where a request stands; guarded by Store.gmu.
@@ -171,7 +173,7 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	if g == nil {
 		g = s.spare
 		if g == nil {
-			g = &group[T]{}
+			g = &group[T]{wake: make(chan struct{}, 1)}
 		}
 		s.spare = nil
 		g.mode = soloIO
@@ -183,8 +185,12 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	}
 	r := &request[T]{ctx: ctx, mutate: mutate, turns: make(chan turn, 1), answer: make(chan answer, 1), done: make(chan struct{})}
 	g.queue = append(g.queue, r)
-	if g.mode == soloMutating {
+	switch {
+	case g.mode == soloMutating:
 		s.startRunner(k, g) // do not wait for the solo caller's code
+	case g.want > 0 && len(g.queue) >= g.want:
+		g.want = 0
+		g.wake <- struct{}{} // the lingering runner: its batch is full
 	}
 	s.gmu.Unlock()
 	res := s.await(ctx, k, g, r)
@@ -262,7 +268,9 @@ func (s *Store[T]) takeTurn(r *request[T], t turn) {
 // from the version the previous one wrote, without reading.
 func (s *Store[T]) run(k groupKey, g *group[T]) {
 	var last *version
+	want, took := 0, time.Duration(0) // the last batch's size and duration
 	for {
+		s.linger(g, want, took)
 		s.gmu.Lock()
 		batch := g.queue
 		g.queue = nil
@@ -276,9 +284,47 @@ func (s *Store[T]) run(k groupKey, g *group[T]) {
 			r.status, r.batch = taken, b
 		}
 		s.gmu.Unlock()
+		start := time.Now()
 		last = b.commit(k.create, last)
+		want, took = len(batch), time.Since(start)
 	}
 }
+
+// linger waits, before a batch starts, until as many callers are queued as
+// the last batch had (the callers it just answered, coming back), or for a
+// fraction of the last batch's duration, whichever is first: otherwise the
+// callers one batch releases would always miss the next one, and batches
+// would settle at half the writers. Only a runner lingers, so an
+// uncontended Update never waits.
+func (s *Store[T]) linger(g *group[T], want int, took time.Duration) {
+	bound := min(took/4, maxLinger)
+	if want == 0 || bound <= 0 {
+		return
+	}
+	s.gmu.Lock()
+	if len(g.queue) >= want {
+		s.gmu.Unlock()
+		return
+	}
+	g.want = want
+	s.gmu.Unlock()
+	t := time.NewTimer(bound)
+	select {
+	case <-g.wake:
+	case <-t.C:
+	}
+	t.Stop()
+	s.gmu.Lock()
+	g.want = 0
+	select {
+	case <-g.wake: // drain a wake-up that raced with the timer
+	default:
+	}
+	s.gmu.Unlock()
+}
+
+// maxLinger bounds how long a runner lingers before a batch.
+const maxLinger = 2 * time.Millisecond
 
 // batchRun is one batch of a key's group.
 type batchRun[T any] struct {
