@@ -23,11 +23,16 @@
 // and Upsert (insert-or-replace) the unconditional bypass.
 //
 // Concurrent Updates of one key in one Store are committed together (group
-// commit): one read, each mutation applied in arrival order to its own copy,
-// one conditional write. An optional version cache (Options.CacheSize) lets
-// an Update write straight against the last version the Store saw. Backoff
-// is full-jitter exponential and starts higher on keys that keep losing
-// races.
+// commit): one read, then each caller's mutate runs on its own goroutine, in
+// arrival order, on the state the one before it left, and one conditional
+// write commits them all; the next batch starts from the version just
+// written, without a read. Each caller still gets the state right after its
+// own mutation (linearizable per key, as without grouping), its own errors
+// and its own deadline; a mutate that panics, fails, blocks or calls Update
+// on the same key affects only its own caller. An optional version cache
+// (Options.CacheSize) lets an Update write straight against the last
+// version the Store saw. Backoff is full-jitter exponential and starts
+// higher on keys that keep losing races.
 //
 // # Exactly once
 //
@@ -37,23 +42,33 @@
 // the ids of its last writes (Options.KeepWriteIDs, default 16) and a
 // lineage name and sequence number, in bookkeeping that T never sees. The
 // Azure backends send writes with the SDK's retries off, so a lost response
-// reaches the Store as a transport error; the Store re-reads at once and
-// decides: committed (a success; the mutation is not applied again), not
-// committed (retried), or, where no read can tell, ErrOutcomeUnknown — for
-// example a Delete whose document is gone, or an Update whose write could
-// have been pushed out of the id window. A write found committed after later
-// writes returns its own value with an empty ETag.
+// reaches the Store as a transport error; the Store re-reads at once and one
+// function (resolve) decides: committed (a success; the mutation is not
+// applied again); not landed yet (the version it was conditioned on is still
+// there: the same request is sent again, and at most one of the two can
+// match); not applied (the history went on without it: an Update re-applies
+// its mutation to the new version); or, where no read can tell,
+// ErrOutcomeUnknown — for example a Delete whose document is gone, an
+// Upsert or ETagAny write whose value was overwritten, or an Update whose
+// write has left the window of ids the document holds. A write is never
+// sent again unless a read proved the earlier try had not landed. A write
+// found committed after later writes returns its own value with an empty
+// ETag.
 //
 // Store, the backends and Codecs are safe for concurrent use by multiple
 // goroutines; ConflictError and Doc are plain values.
 //
 // # Errors
 //
-// Failures match the sentinels with errors.Is: ErrNotFound (404), ErrExists
-// (409 on create), ErrConflict (412; the error is a *ConflictError[T]),
-// ErrETagRequired, ErrInvalidKey and ErrTooLarge (refused before any request),
-// and ErrInvalidInput. A cancelled context returns ctx.Err() unchanged.
-// Other errors (transport, authorization) come from the backend wrapped.
+// Failures match exactly one sentinel with errors.Is: ErrNotFound (404),
+// ErrExists (409 on create), ErrConflict (412; the error is a
+// *ConflictError[T]), ErrETagRequired, ErrInvalidKey and ErrTooLarge
+// (refused before any request), ErrInvalidInput (an argument or value the
+// codec cannot encode, such as NaN under JSON), ErrFenced, ErrLocked,
+// ErrLockLost and ErrOutcomeUnknown (an *OutcomeUnknownError). A context
+// that ended before anything was sent returns ctx.Err() unchanged; a
+// mutate's or merge's own error is returned as is; a failed read
+// (transport, authorization) comes from the backend wrapped.
 //
 // # Backends
 //

@@ -17,17 +17,25 @@ type ETag string
 const ETagAny ETag = "*"
 
 // Doc is a document with its key and the ETag of the version it came from.
-// A write whose response was lost but which is known to have committed, and
-// which later writes have already followed, returns its value with an empty
-// ETag: that version's ETag was never seen; Get the document to go on.
+//
+// The ETag is empty when the value was never stored as a version of its
+// own, or that version's ETag was never seen: an Update that was not the
+// last of its group-commit batch (its state was committed together with
+// the mutations that followed it), and a write whose response was lost,
+// found committed with later writes after it. An empty ETag can never be
+// used to overwrite what followed (Replace and Delete refuse it with
+// ErrETagRequired); Get the document to go on.
 type Doc[T any] struct {
 	Key   string
 	Value T
 	ETag  ETag
 }
 
-// Sentinel errors. Every failure of the package matches at most one of them
-// with errors.Is.
+// Sentinel errors. Every failure of the package matches exactly one of them
+// with errors.Is, with three exceptions passed through as they are: the
+// context's error when nothing was sent (or nothing for this call is in
+// flight), the error a mutate or merge function returned, and a transport
+// or service failure of a read, where nothing was written.
 var (
 	// ErrNotFound: the key does not exist (HTTP 404).
 	ErrNotFound = errors.New("etagstore: not found")
@@ -57,7 +65,8 @@ var (
 	ErrLockLost = errors.New("etagstore: lock lost")
 	// ErrOutcomeUnknown: a write's response was lost and no read can tell
 	// whether it was applied (see the package documentation's
-	// "Exactly once"). The error also wraps the failure that lost it.
+	// "Exactly once"). The error is an *OutcomeUnknownError naming the
+	// operation, the key and the failure that lost the response.
 	ErrOutcomeUnknown = errors.New("etagstore: outcome unknown")
 )
 
