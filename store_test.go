@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -664,5 +665,115 @@ func TestContextEndedDuringMutateIsNotUnknown(t *testing.T) {
 	}
 	if _, err := s.Get(t.Context(), "k"); !errors.Is(err, etagstore.ErrNotFound) {
 		t.Fatalf("Get = %v, want ErrNotFound", err)
+	}
+}
+
+// stepBackend counts reads and holds every write until the test lets it
+// through, telling the test when one arrives.
+type stepBackend struct {
+	*memstore.Backend
+	reads   atomic.Int64
+	arrived chan int      // the number of each write as it arrives
+	pass    chan struct{} // one token lets one write through
+	writes  atomic.Int64
+}
+
+func newStepBackend() *stepBackend {
+	return &stepBackend{Backend: memstore.New(nil), arrived: make(chan int, 16), pass: make(chan struct{})}
+}
+
+func (b *stepBackend) Read(ctx context.Context, key string) (etagstore.Item, error) {
+	b.reads.Add(1)
+	return b.Backend.Read(ctx, key)
+}
+
+func (b *stepBackend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+	b.arrived <- int(b.writes.Add(1))
+	<-b.pass
+	return b.Backend.Write(ctx, key, w)
+}
+
+// updates starts n Updates incrementing k's counter, each sending the value
+// it got on vals, and returns once they have had time to queue.
+func updates(t *testing.T, s *etagstore.Store[counter], n int, vals chan<- int, wg *sync.WaitGroup) {
+	for range n {
+		wg.Go(func() {
+			d, err := s.Update(t.Context(), "k", func(c *counter) error { c.N++; return nil }, etagstore.CreateIfMissing())
+			if err != nil {
+				t.Error(err)
+			}
+			vals <- d.Value.N
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+}
+
+// Back-to-back group-commit batches: the second starts from the version the
+// first wrote and sends no read.
+func TestGroupCommitChainsBatches(t *testing.T) {
+	b := newStepBackend()
+	s := etagstore.New[counter](b, nil)
+	vals := make(chan int, 16)
+	var wg sync.WaitGroup
+	updates(t, s, 1, vals, &wg) // alone: read 1, write 1 (held)
+	<-b.arrived
+	updates(t, s, 3, vals, &wg) // queue behind it
+	b.pass <- struct{}{}
+	<-b.arrived // batch 1: read 2, write 2 (held)
+	updates(t, s, 3, vals, &wg)
+	b.pass <- struct{}{}
+	<-b.arrived // batch 2: write 3, with no read
+	b.pass <- struct{}{}
+	wg.Wait()
+	close(vals)
+	if got := b.reads.Load(); got != 2 {
+		t.Errorf("%d reads for 3 writes, want 2 (the second batch chains on the first's version)", got)
+	}
+	seen := map[int]bool{}
+	for v := range vals {
+		seen[v] = true
+	}
+	if len(seen) != 7 || !seen[1] || !seen[7] {
+		t.Errorf("values returned: %v, want 1..7 each once", seen)
+	}
+}
+
+// A chained batch whose version another Store has moved on gets 412, reads,
+// re-applies its mutations and lands each exactly once.
+func TestChainedBatchLosesToAnotherStore(t *testing.T) {
+	b := newStepBackend()
+	s := etagstore.New[counter](b, nil)
+	other := etagstore.New[counter](b.Backend, nil)
+	vals := make(chan int, 16)
+	var wg sync.WaitGroup
+	updates(t, s, 1, vals, &wg)
+	<-b.arrived
+	updates(t, s, 3, vals, &wg)
+	b.pass <- struct{}{}
+	<-b.arrived // batch 1's write
+	updates(t, s, 3, vals, &wg)
+	b.pass <- struct{}{}
+	<-b.arrived // batch 2's chained write, held while the other Store writes
+	if _, err := other.Update(t.Context(), "k", func(c *counter) error { c.N += 100; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	b.pass <- struct{}{} // 412
+	<-b.arrived          // after a read, batch 2 again
+	b.pass <- struct{}{}
+	wg.Wait()
+	close(vals)
+	if got := b.reads.Load(); got != 3 {
+		t.Errorf("%d reads, want 3", got)
+	}
+	var got []int
+	for v := range vals {
+		got = append(got, v)
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff([]int{1, 2, 3, 4, 105, 106, 107}, got); diff != "" {
+		t.Errorf("values returned (-want +got):\n%s", diff)
+	}
+	if d, _ := other.Get(t.Context(), "k"); d.Value.N != 107 {
+		t.Errorf("N = %d, want 107", d.Value.N)
 	}
 }
