@@ -22,12 +22,13 @@ import (
 // writes the last state with If-Match, and hands every member its own
 // state. The runner serves batches until the queue is empty.
 //
-// No caller waits for another's code: a member whose turn has not ended
-// within turnTimeout (a slow mutate, or one that calls Update on the same
-// key) is left out of the batch and runs its Update on its own once its
-// mutate returns; a caller arriving while the solo caller is inside its
-// mutate starts a runner at once. Every waiting caller also watches its
-// own context.
+// No caller waits long for another's code: a member whose turn has not
+// ended within turnTimeout (a slow mutate, or one that calls Update on the
+// same key) is left out of the batch and runs its Update on its own once
+// its mutate returns; callers queued behind a solo caller whose mutate has
+// not returned within turnTimeout are served by a runner, and the solo
+// caller then writes on its own. Every waiting caller also watches its own
+// context.
 
 // turnTimeout bounds how long a batch waits for one member's mutate.
 const turnTimeout = 10 * time.Millisecond
@@ -51,6 +52,8 @@ type group[T any] struct {
 	gen   uint64        // moves on when the solo caller's hold ends (see solo)
 	want  int           // a lingering runner waits for this many queued callers
 	wake  chan struct{} // wakes it (buffered)
+
+	entries, bounded uint64 // the solo caller's mutate calls; the last one a bound was armed for
 }
 
 // memberStatus is where a request stands; guarded by Store.gmu.
@@ -121,8 +124,30 @@ func (o solo[T]) enter() {
 	o.s.gmu.Lock()
 	if o.g.gen == o.gen {
 		o.g.mode = soloMutating
+		o.g.entries++
+		if len(o.g.queue) > 0 {
+			o.s.bound(o.k, o.g)
+		}
 	}
 	o.s.gmu.Unlock()
+}
+
+// bound makes the callers queued behind a solo caller's mutate wait for it
+// at most turnTimeout: then a runner serves them, and the solo caller, if
+// its mutate ever returns, writes on its own. Store.gmu is held.
+func (s *Store[T]) bound(k groupKey, g *group[T]) {
+	if g.bounded == g.entries {
+		return // armed for this mutate already
+	}
+	g.bounded = g.entries
+	gen, entry := g.gen, g.entries
+	time.AfterFunc(turnTimeout, func() {
+		s.gmu.Lock()
+		defer s.gmu.Unlock()
+		if g.gen == gen && g.entries == entry && g.mode == soloMutating && len(g.queue) > 0 {
+			s.startRunner(k, g)
+		}
+	})
 }
 
 func (o solo[T]) leave() {
@@ -187,7 +212,7 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	g.queue = append(g.queue, r)
 	switch {
 	case g.mode == soloMutating:
-		s.startRunner(k, g) // do not wait for the solo caller's code
+		s.bound(k, g) // wait for the solo caller's code, but not for long
 	case g.want > 0 && len(g.queue) >= g.want:
 		g.want = 0
 		g.wake <- struct{}{} // the lingering runner: its batch is full

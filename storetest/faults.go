@@ -256,7 +256,7 @@ func (f *FaultyBackend) Write(ctx context.Context, key string, w etagstore.Write
 		return "", fmt.Errorf("storetest: injected 5xx, not applied: %w", errInjected)
 	case faultDrop, faultHang, faultMidBody:
 		_, _ = f.Backend.Write(ctx, key, w)
-		if f.dice.coin() {
+		if f.dice.coin() || !retrySafe(w.Cond) {
 			return "", errInjected
 		}
 		etag, err := f.Backend.Write(ctx, key, w) // the SDK's retry
@@ -275,7 +275,7 @@ func (f *FaultyBackend) Delete(ctx context.Context, key string, cond etagstore.C
 		return fmt.Errorf("storetest: injected 5xx, not applied: %w", errInjected)
 	case faultDrop, faultHang, faultMidBody:
 		_ = f.Backend.Delete(ctx, key, cond)
-		if f.dice.coin() {
+		if f.dice.coin() || !retrySafe(cond) {
 			return errInjected
 		}
 		if err := f.Backend.Delete(ctx, key, cond); err != nil {
@@ -284,6 +284,15 @@ func (f *FaultyBackend) Delete(ctx context.Context, key string, cond etagstore.C
 		return nil
 	}
 	return f.Backend.Delete(ctx, key, cond)
+}
+
+// retrySafe reports whether an SDK-style blind retry of a request with
+// cond is one the condition makes harmless (it fails if the first try
+// landed). The Azure backends turn the SDK's retries off, so an
+// unconditional or If-Match: * request whose answer is lost comes back as
+// a transport error, never as a second try that could apply it twice.
+func retrySafe(c etagstore.Cond) bool {
+	return c.Kind == etagstore.CondCreate || c.Kind == etagstore.CondIfMatch && c.ETag != etagstore.ETagAny
 }
 
 // List passes through (it only reads).

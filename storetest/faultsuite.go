@@ -88,6 +88,9 @@ func faultyCounter(t *testing.T, s *etagstore.Store[Page], writers, each int) {
 		wg.Go(func() {
 			for range each {
 				_, err := s.Update(ctx, "counter", func(p *Page) error { p.N++; return nil }, etagstore.CreateIfMissing())
+				if err != nil {
+					wantOneSentinel(t, err)
+				}
 				switch {
 				case err == nil:
 					ok.Add(1)
@@ -146,6 +149,9 @@ func faultyCreates(t *testing.T, s *etagstore.Store[Page]) {
 		for r := range racers {
 			wg.Go(func() {
 				_, err := s.Create(ctx, fmt.Sprintf("c%d", k), Page{N: int64(100*k + r)})
+				if err != nil {
+					wantOneSentinel(t, err)
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -208,6 +214,9 @@ func faultyDeletes(t *testing.T, s *etagstore.Store[Page]) {
 		wg.Go(func() {
 			for i := w; i < docs; i += 8 {
 				err := s.Delete(ctx, fmt.Sprintf("d%d", i), etags[i])
+				if err != nil {
+					wantOneSentinel(t, err)
+				}
 				switch {
 				case err == nil:
 					ok.Add(1)
