@@ -93,6 +93,7 @@ const (
 	stop       next = iota // done: return the attempt's error (nil or not)
 	afterPause             // lost a race: try again after a jittered backoff
 	now                    // try again at once (resolving a lost response)
+	redo                   // start the attempt again at once: nothing was sent, it does not count
 )
 
 // step is one attempt of a retried operation. With afterPause or now, err
@@ -122,6 +123,10 @@ func retry(ctx context.Context, p RetryPolicy, clock Clock, op step, warm int) (
 			return attempt - 1, err
 		}
 		then, err := op(ctx, attempt)
+		if then == redo {
+			attempt--
+			continue
+		}
 		if then == stop || attempt >= p.MaxAttempts {
 			return attempt, err
 		}

@@ -233,10 +233,12 @@ func (e *rmw[T]) attempt(ctx context.Context, n int) (next, error) {
 	if !changed {
 		return e.confirm(ctx, b)
 	}
+	if err := ctx.Err(); err != nil {
+		return stop, err // nothing sent; run reports an unsettled earlier write as unknown
+	}
 	if e.sending != nil && !e.sending(true) {
-		e.setNext(b)
-		e.raced = true
-		return now, errorf(ErrConflict, "%q: a caller left the batch", e.key)
+		e.setNext(b) // a member left the batch: apply it again without
+		return redo, nil
 	}
 	return e.send(ctx, e.write(b, data), b.verified)
 }
@@ -252,6 +254,9 @@ func (e *rmw[T]) refusedLanded(b version) bool {
 	if b.exists && resolve(e.refused, observe(b.Item, nil)) == committed {
 		e.out = e.found(e.refused, b.Item, b.meta)
 		return true
+	}
+	if e.sending != nil {
+		e.sending(false) // now known not to have landed
 	}
 	return false
 }
@@ -304,9 +309,8 @@ func (e *rmw[T]) confirm(ctx context.Context, b version) (next, error) {
 			return stop, err
 		}
 		if cur.exists != b.exists || cur.ETag != b.ETag {
-			e.setNext(cur)
-			e.raced = true
-			return now, errorf(ErrConflict, "%q changed", e.key)
+			e.setNext(cur) // moved on: apply the change to the current version
+			return redo, nil
 		}
 	}
 	e.out = outcome{etag: b.ETag, item: b.Item}
@@ -346,17 +350,22 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 		}
 		return e.settle(ctx, w)
 	}
-	if e.sending != nil {
-		e.sending(false)
-	}
 	switch {
 	case !verified && (errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound)):
 		e.s.cache.drop(e.key)
+		e.refused, e.checkRefused = w, true
 		return now, err // the copy was stale: read and try again at once
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrExists), errors.Is(err, ErrNotFound) && e.create:
+		// Refused; the next read also checks that the refusal was not the
+		// answer to a lower layer's retry of this very write (the batch's
+		// write counts as in flight until then).
 		e.raced, e.refused, e.checkRefused = true, w, true
 		return afterPause, err
-	case errors.Is(err, ErrNotFound):
+	}
+	if e.sending != nil {
+		e.sending(false)
+	}
+	if errors.Is(err, ErrNotFound) {
 		return stop, errorf(ErrNotFound, "%q was deleted", e.key)
 	}
 	return stop, err

@@ -125,7 +125,7 @@ func main() {
 	dur := flag.Duration("d", 3*time.Second, "duration of each cell")
 	worker := flag.String("worker", "", "internal: run as a worker process: backend/mode/space")
 	flag.StringVar(&only, "only", "", "run only the scenarios whose name contains this")
-	rtt := flag.Duration("rtt", 0, "latency added to every Azure request (table and blob) by a loopback proxy in front of Azurite")
+	rttFlag := flag.String("rtt", "0", "latency added to every Azure request (table and blob) by a loopback proxy in front of Azurite; a comma-separated list runs everything once per value")
 	writersFlag := flag.String("writers", "1,4,16,64", "writer counts of the one-process hot-key scenarios")
 	flag.Parse()
 	conn := os.Getenv("ETAGSTORE_AZURITE")
@@ -138,19 +138,46 @@ func main() {
 	if err != nil {
 		log.Fatalf("-writers: %v", err)
 	}
-	if *rtt > 0 && conn != "" {
-		if conn, err = withLatency(conn, *rtt); err != nil {
-			log.Fatalf("-rtt: %v", err)
+	rtts, err := parseRTTs(*rttFlag)
+	if err != nil {
+		log.Fatalf("-rtt: %v", err)
+	}
+	for _, rtt := range rtts {
+		c := conn
+		if rtt > 0 && conn != "" {
+			if c, err = withLatency(conn, rtt); err != nil {
+				log.Fatalf("-rtt: %v", err)
+			}
+		}
+		fmt.Printf("# etagbench: %s per cell, rtt %s (Azure backends), %s\n\n", *dur, rtt, time.Now().UTC().Format(time.RFC3339))
+		for _, b := range strings.Split(*backends, ",") {
+			if rtt > 0 && b == "memory" {
+				continue // no round trip to lengthen
+			}
+			e, err := open(b, c, "")
+			if err != nil {
+				log.Fatalf("%s: %v", b, err)
+			}
+			bench(e, b, writers, *dur)
 		}
 	}
-	fmt.Printf("# etagbench: %s per cell, rtt %s (Azure backends), %s\n\n", *dur, *rtt, time.Now().UTC().Format(time.RFC3339))
-	for _, b := range strings.Split(*backends, ",") {
-		e, err := open(b, conn, "")
-		if err != nil {
-			log.Fatalf("%s: %v", b, err)
+}
+
+func parseRTTs(list string) ([]time.Duration, error) {
+	var ds []time.Duration
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "0" {
+			ds = append(ds, 0)
+			continue
 		}
-		bench(e, b, writers, *dur)
+		d, err := time.ParseDuration(f)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%q is not a latency", f)
+		}
+		ds = append(ds, d)
 	}
+	return ds, nil
 }
 
 func parseWriters(list string) ([]int, error) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etagstore/etagstore/examples/internal/smoke"
+	"github.com/etagstore/etagstore/internal/smoke"
 )
 
 // The README's `go run ./examples/quickstart`, run to its end: it must not

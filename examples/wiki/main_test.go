@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etagstore/etagstore/examples/internal/smoke"
+	"github.com/etagstore/etagstore/internal/smoke"
 	"github.com/etagstore/etagstore/internal/azuritetest"
 )
 

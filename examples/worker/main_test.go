@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etagstore/etagstore/examples/internal/smoke"
+	"github.com/etagstore/etagstore/internal/smoke"
 	"github.com/etagstore/etagstore/internal/azuritetest"
 )
 

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etagstore/etagstore/internal/azuritetest"
+	"github.com/etagstore/etagstore/internal/smoke"
+)
+
+// The README's etagbench command, short: every backend, one process and
+// several, with and without added latency. It must end, and every cell it
+// prints must end with its counter exact.
+func TestMainSmoke(t *testing.T) {
+	azuritetest.ConnectionString(t) // fails in CI, never skips, without Azurite
+	bin := smoke.Build(t)
+	out, errOut := smoke.Run(t, 3*time.Minute, bin, "-d", "300ms", "-writers", "4", "-only", "4", "-rtt", "0,2ms")
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "| hot key") {
+			continue
+		}
+		rows++
+		if !strings.Contains(line, "exact (") {
+			t.Errorf("a cell whose counter is not exact: %s", line)
+		}
+	}
+	// memory, table and blob at rtt 0; table and blob at 2ms: each with 4
+	// writers and 4 processes × 4 writers, 4 to 5 modes each.
+	if rows < 5*4*2 {
+		t.Errorf("%d result rows, want at least %d", rows, 5*4*2)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
+	}
+}
