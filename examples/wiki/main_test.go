@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etagstore/etagstore/internal/smoke"
 	"github.com/etagstore/etagstore/internal/azuritetest"
+	"github.com/etagstore/etagstore/internal/smoke"
 )
 
 // The README's `go run ./examples/wiki` (and its -table and -blob forms on

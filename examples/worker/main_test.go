@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etagstore/etagstore/internal/smoke"
 	"github.com/etagstore/etagstore/internal/azuritetest"
+	"github.com/etagstore/etagstore/internal/smoke"
 )
 
 // The README's `scripts/with-azurite go run ./examples/worker`, run as a
