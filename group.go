@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // Group commit: concurrent Updates of one key in one Store share one read
@@ -378,7 +380,7 @@ func (b *batchRun[T]) commit(create bool, last *version) *version {
 	if err != nil || out.etag == "" {
 		return nil
 	}
-	return &version{Item: out.item, meta: parseMeta(out.item.Meta), exists: true, metaKnown: true, canonical: b.s.verbatim}
+	return &version{Item: out.item, meta: meta.Parse(out.item.Meta), exists: true, metaKnown: true, canonical: b.s.verbatim}
 }
 
 // apply gives each member still in the batch a turn, in arrival order.

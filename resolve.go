@@ -3,6 +3,8 @@ package etagstore
 import (
 	"errors"
 	"fmt"
+
+	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // This file decides what happened to a write whose response was lost. It
@@ -26,21 +28,21 @@ import (
 type sentWrite struct {
 	del  bool // a Delete (meta is then empty)
 	w    Write
-	meta meta // the bookkeeping w.Meta holds: its last id is this write's
+	meta meta.Meta // the bookkeeping w.Meta holds: its last id is this write's
 }
 
 // observed is what a read found.
 type observed struct {
 	found bool
 	etag  ETag
-	meta  meta
+	meta  meta.Meta
 }
 
 func observe(it Item, err error) observed {
 	if err != nil {
 		return observed{}
 	}
-	return observed{found: true, etag: it.ETag, meta: parseMeta(it.Meta)}
+	return observed{found: true, etag: it.ETag, meta: meta.Parse(it.Meta)}
 }
 
 // verdict is what a read says of a write whose response was lost.
@@ -69,7 +71,7 @@ func (v verdict) String() string {
 // resolve decides what became of s from o, a read made after s's response
 // was lost. It is a pure function of the two.
 func resolve(s sentWrite, o observed) verdict {
-	if !s.del && o.found && s.meta.landedIn(o.meta) {
+	if !s.del && o.found && s.meta.LandedIn(o.meta) {
 		return committed
 	}
 	switch {
@@ -79,33 +81,18 @@ func resolve(s sentWrite, o observed) verdict {
 		return unknown
 	case s.w.Cond.Kind == CondIfMatch && s.w.Cond.ETag != ETagAny && o.etag == s.w.Cond.ETag:
 		return notLanded
-	case s.del || s.meta.seq <= 1 || o.meta.lineage != s.meta.lineage:
+	case s.del || s.meta.Seq <= 1 || o.meta.Lineage != s.meta.Lineage:
 		// A write that started a history (or a delete) is not found, and
 		// another history is stored: it never landed, or it did and the
 		// history was cut (replace, upsert, delete) after it.
 		return unknown
-	case o.meta.seq < s.meta.seq || o.meta.covers(s.meta.seq):
+	case o.meta.Seq < s.meta.Seq || o.meta.Covers(s.meta.Seq):
 		// The same history, and s's slot in it is either not reached
 		// (the version s was conditioned on changed without a new write:
 		// a merge) or in the stored window holding another id.
 		return notApplied
 	}
 	return unknown // s's slot has left the window the document holds
-}
-
-// landedIn reports whether the version described by stored holds the write
-// whose bookkeeping is m: m's id is in the stored window, or m started a
-// history (seq 1) and stored continues it.
-func (m meta) landedIn(stored meta) bool {
-	return stored.has(m.lastID()) || m.seq == 1 && m.lineage != "" && stored.lineage == m.lineage
-}
-
-// covers reports whether slot seq of m's history is in the window of ids m
-// keeps: the window holds the ids of the last min(len(ids), seq) writes.
-// The window is the document's own, whatever the reading Store keeps.
-func (m meta) covers(seq int64) bool {
-	n := min(int64(m.count()), m.seq)
-	return seq > m.seq-n && seq <= m.seq
 }
 
 // ambiguous reports whether a write or delete that failed with err may

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+
+	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // UpdateOption changes how Update behaves.
@@ -78,7 +80,7 @@ func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mut
 	e := s.newRMW(ctx, "Update", key, create, nil)
 	e.mutate, e.solo = mutate, o
 	if start, ok := s.cache.get(key); ok {
-		e.setNext(version{Item: start, exists: true, meta: parseMeta(start.Meta), metaKnown: true, canonical: s.verbatim})
+		e.setNext(version{Item: start, exists: true, meta: meta.Parse(start.Meta), metaKnown: true, canonical: s.verbatim})
 	}
 	out, err := e.run(ctx)
 	if err != nil {
@@ -127,7 +129,7 @@ func (s *Store[T]) startFrom(b version) (v *T, baseline []byte, err error) {
 // version is the base an attempt of a read-modify-write starts from.
 type version struct {
 	Item
-	meta      meta
+	meta      meta.Meta
 	exists    bool
 	verified  bool // read during this call: current at some instant of it
 	metaKnown bool // false for Save's base, whose bookkeeping the caller does not hold
@@ -292,7 +294,7 @@ func (e *rmw[T]) base(ctx context.Context) (version, error) {
 	e.s.cache.note(e.key, it, err)
 	switch {
 	case err == nil:
-		return version{Item: it, meta: parseMeta(it.Meta), exists: true, verified: true, metaKnown: true, canonical: e.s.verbatim}, nil
+		return version{Item: it, meta: meta.Parse(it.Meta), exists: true, verified: true, metaKnown: true, canonical: e.s.verbatim}, nil
 	case errors.Is(err, ErrNotFound):
 		return version{Item: Item{Key: e.key}, verified: true, metaKnown: true}, nil
 	}
@@ -323,11 +325,11 @@ func (e *rmw[T]) confirm(ctx context.Context, b version) (next, error) {
 func (e *rmw[T]) write(b version, data []byte) sentWrite {
 	switch {
 	case !b.exists:
-		return newSentWrite(Cond{Kind: CondCreate}, data, fresh(newWriteID(), e.fence))
+		return newSentWrite(Cond{Kind: CondCreate}, data, meta.Fresh(meta.NewID(), e.fence))
 	case !b.metaKnown:
-		return newSentWrite(IfMatch(b.ETag), data, fresh(newWriteID(), e.fence))
+		return newSentWrite(IfMatch(b.ETag), data, meta.Fresh(meta.NewID(), e.fence))
 	}
-	return newSentWrite(IfMatch(b.ETag), data, b.meta.then("", e.s.keepIDs, e.fence))
+	return newSentWrite(IfMatch(b.ETag), data, b.meta.Then("", e.s.keepIDs, e.fence))
 }
 
 // send sends w. A lost answer (or any failure of a write sent again after
@@ -373,8 +375,8 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 
 // found is the outcome of w, found committed in it: it itself when w made
 // it, otherwise no ETag, for later writes followed w.
-func (e *rmw[T]) found(w sentWrite, it Item, stored meta) outcome {
-	if stored.lastID() == w.meta.lastID() {
+func (e *rmw[T]) found(w sentWrite, it Item, stored meta.Meta) outcome {
+	if stored.LastID() == w.meta.LastID() {
 		return outcome{etag: it.ETag, item: it}
 	}
 	return outcome{}

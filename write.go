@@ -3,6 +3,8 @@ package etagstore
 import (
 	"context"
 	"errors"
+
+	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // This file holds the single-request writes — Create, Replace, Upsert and
@@ -23,7 +25,7 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) 
 		return Doc[T]{}, err
 	}
 	fence, _ := FenceFrom(ctx)
-	etag, err := s.send(ctx, "Create", key, newSentWrite(Cond{Kind: CondCreate}, data, fresh(newWriteID(), fence)))
+	etag, err := s.send(ctx, "Create", key, newSentWrite(Cond{Kind: CondCreate}, data, meta.Fresh(meta.NewID(), fence)))
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -53,7 +55,7 @@ func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	etag, err := s.send(ctx, "Replace", d.Key, newSentWrite(IfMatch(d.ETag), data, fresh(newWriteID(), 0)))
+	etag, err := s.send(ctx, "Replace", d.Key, newSentWrite(IfMatch(d.ETag), data, meta.Fresh(meta.NewID(), 0)))
 	if errors.Is(err, ErrConflict) {
 		return Doc[T]{}, s.refused(ctx, d.Key, d.ETag, d.Value)
 	}
@@ -98,7 +100,7 @@ func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	etag, err := s.send(ctx, "Upsert", key, newSentWrite(Cond{Kind: CondNone}, data, fresh(newWriteID(), 0)))
+	etag, err := s.send(ctx, "Upsert", key, newSentWrite(Cond{Kind: CondNone}, data, meta.Fresh(meta.NewID(), 0)))
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -129,7 +131,7 @@ func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 		if etag != ETagAny && it.ETag != etag {
 			return s.conflictWith(it, etag, *new(T), 1)
 		}
-		if err := checkFence(key, parseMeta(it.Meta), token); err != nil {
+		if err := checkFence(key, meta.Parse(it.Meta), token); err != nil {
 			return err
 		}
 		held = it.ETag // atomic with the check
@@ -142,7 +144,7 @@ func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 	return err
 }
 
-func newSentWrite(c Cond, data []byte, m meta) sentWrite {
+func newSentWrite(c Cond, data []byte, m meta.Meta) sentWrite {
 	return sentWrite{w: Write{Data: data, Cond: c, Meta: m.String()}, meta: m}
 }
 
@@ -180,7 +182,7 @@ func (s *Store[T]) send(ctx context.Context, op, key string, w sentWrite) (ETag,
 		switch resolve(w, observe(it, rerr)) {
 		case committed:
 			lost, etag = nil, ""
-			if parseMeta(it.Meta).lastID() == w.meta.lastID() {
+			if meta.Parse(it.Meta).LastID() == w.meta.LastID() {
 				etag = it.ETag
 			}
 			return stop, nil

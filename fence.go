@@ -1,0 +1,59 @@
+package etagstore
+
+import (
+	"context"
+
+	"github.com/etagstore/etagstore/internal/meta"
+)
+
+// ungroupedKey marks a context whose writes must not be combined with
+// other callers' (see Ungrouped).
+type ungroupedKey struct{}
+
+// Ungrouped returns a context whose Updates are not committed together with
+// other callers' (group commit), because it carries write state of its own
+// that a shared write would not honour for everyone — a lease id, say.
+// blobstore.WithLease uses it; fenced contexts (WithFence) are never grouped
+// either.
+func Ungrouped(ctx context.Context) context.Context {
+	return context.WithValue(ctx, ungroupedKey{}, true)
+}
+
+func isUngrouped(ctx context.Context) bool {
+	if _, fenced := FenceFrom(ctx); fenced {
+		return true
+	}
+	v, _ := ctx.Value(ungroupedKey{}).(bool)
+	return v
+}
+
+// fenceKey is the context key of a fencing token.
+type fenceKey struct{}
+
+// WithFence returns a context whose writes through a Store carry the
+// fencing token token (from a lock such as blobstore's). A document records
+// the highest token written to it; a write carrying a lower token is refused
+// with ErrFenced. The check is made against the version read and committed
+// with If-Match of that version, so it is atomic on every backend.
+//
+// Update, Save, Replace and Delete honour the token (Replace and Delete then
+// read the document first); Create records it; Upsert, which checks nothing,
+// refuses a fenced context with ErrInvalidInput. An unfenced Replace or
+// Upsert starts a new history and forgets the recorded token.
+func WithFence(ctx context.Context, token int64) context.Context {
+	return context.WithValue(ctx, fenceKey{}, token)
+}
+
+// FenceFrom returns the fencing token carried by ctx, if any.
+func FenceFrom(ctx context.Context) (int64, bool) {
+	t, ok := ctx.Value(fenceKey{}).(int64)
+	return t, ok
+}
+
+// checkFence refuses a write carrying token over a version whose meta.Meta // records a higher one.
+func checkFence(key string, stored meta.Meta, token int64) error {
+	if stored.Fence > token {
+		return errorf(ErrFenced, "%q carries fencing token %d, the write only %d", key, stored.Fence, token)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+// Package meta is the Store's bookkeeping format: the write ids, lineage,
+// sequence number and fencing token kept beside every document in
+// Item.Meta. Backends that write documents themselves (table batches and
+// merges) use it to keep and extend the bookkeeping like a Store write.
+package meta
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"strconv"
+	"strings"
+)
+
+// Meta is the Store's bookkeeping stored beside each document in Item.Meta,
+// invisible to T and to the Codec:
+//
+//   - ids: the write ids of the last few writes, newest last. A write whose
+//     response was lost is recognised by finding its id there.
+//   - lineage and seq: a random name given by the write that started the
+//     document's current history (Create, Replace, Upsert) and a counter
+//     that every Update continuing that history increments. Together they
+//     tell whether a write whose outcome was lost can still be in the id
+//     window, or whether its outcome is unknowable.
+//   - fence: the highest fencing token any write carried (see WithFence).
+//
+// Encoding: "w=id,id;l=lineage;n=seq;f=fence", fields omitted when empty.
+// Ids and lineages are lowercase base32, so the string is printable ASCII.
+type Meta struct {
+	IDs     string // comma-separated, newest last
+	Lineage string
+	Seq     int64
+	Fence   int64
+	raw     string // the encoding, when known (see then)
+}
+
+func Parse(s string) Meta {
+	var m Meta
+	for field := range strings.SplitSeq(s, ";") {
+		k, v, _ := strings.Cut(field, "=")
+		switch k {
+		case "w":
+			m.IDs = v
+		case "l":
+			m.Lineage = v
+		case "n":
+			m.Seq, _ = strconv.ParseInt(v, 10, 64)
+		case "f":
+			m.Fence, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return m
+}
+
+func (m Meta) String() string {
+	if m.raw != "" {
+		return m.raw
+	}
+	var b strings.Builder
+	b.Grow(len(m.IDs) + len(m.Lineage) + 48)
+	sep := func(k string) {
+		if b.Len() > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(k)
+	}
+	if m.IDs != "" {
+		sep("w=")
+		b.WriteString(m.IDs)
+	}
+	var num [20]byte
+	if m.Lineage != "" {
+		sep("l=")
+		b.WriteString(m.Lineage)
+		sep("n=")
+		b.Write(strconv.AppendInt(num[:0], m.Seq, 10))
+	}
+	if m.Fence > 0 {
+		sep("f=")
+		b.Write(strconv.AppendInt(num[:0], m.Fence, 10))
+	}
+	return b.String()
+}
+
+// Count is the number of ids in the window.
+func (m Meta) Count() int {
+	if m.IDs == "" {
+		return 0
+	}
+	return strings.Count(m.IDs, ",") + 1
+}
+
+// Has reports whether id is in the window.
+func (m Meta) Has(id string) bool {
+	if id == "" {
+		return false
+	}
+	for rest := m.IDs; rest != ""; {
+		var cur string
+		cur, rest, _ = strings.Cut(rest, ",")
+		if cur == id {
+			return true
+		}
+	}
+	return false
+}
+
+// LastID is the id of the write that made the version m describes.
+func (m Meta) LastID() string {
+	return m.IDs[strings.LastIndexByte(m.IDs, ',')+1:]
+}
+
+// Fresh is the meta of a write that starts a new history: a new lineage.
+func Fresh(id string, fence int64) Meta {
+	return Meta{IDs: id, Lineage: NewID(), Seq: 1, Fence: fence}
+}
+
+// Then is the meta of an update of the version m describes, written with
+// write id id (a new one if empty) and fencing token fence (0: none): m's
+// ids plus id, keeping the newest keep; the same lineage (a new one if m
+// had none) one step on; the higher of the two tokens. It encodes the
+// result once and takes every field from that encoding.
+func (m Meta) Then(id string, keep int, fence int64) Meta {
+	if m.Lineage == "" { // a history written before lineages: start one
+		next := Fresh(id, max(m.Fence, fence))
+		if id == "" {
+			next = Fresh(NewID(), max(m.Fence, fence))
+		}
+		return next
+	}
+	old := m.IDs
+	for n := m.Count(); n > keep-1 && old != ""; n-- {
+		comma := strings.IndexByte(old, ',')
+		if comma < 0 {
+			old = ""
+			break
+		}
+		old = old[comma+1:]
+	}
+	var b strings.Builder
+	b.Grow(len(old) + len(m.Lineage) + 64)
+	b.WriteString("w=")
+	if old != "" {
+		b.WriteString(old)
+		b.WriteByte(',')
+	}
+	if id != "" {
+		b.WriteString(id)
+	} else {
+		writeID(&b)
+	}
+	var num [20]byte
+	b.WriteString(";l=")
+	b.WriteString(m.Lineage)
+	b.WriteString(";n=")
+	b.Write(strconv.AppendInt(num[:0], m.Seq+1, 10))
+	if f := max(m.Fence, fence); f > 0 {
+		b.WriteString(";f=")
+		b.Write(strconv.AppendInt(num[:0], f, 10))
+	}
+	raw := b.String()
+	next := Parse(raw)
+	next.raw = raw
+	return next
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// LandedIn reports whether the version described by stored holds the write
+// whose bookkeeping is m: m's id is in the stored window, or m started a
+// history (seq 1) and stored continues it.
+func (m Meta) LandedIn(stored Meta) bool {
+	return stored.Has(m.LastID()) || m.Seq == 1 && m.Lineage != "" && stored.Lineage == m.Lineage
+}
+
+// Covers reports whether slot seq of m's history is in the window of ids m
+// keeps: the window holds the ids of the last min(len(ids), seq) writes.
+// The window is the document's own, whatever the reading Store keeps.
+func (m Meta) Covers(seq int64) bool {
+	n := min(int64(m.Count()), m.Seq)
+	return seq > m.Seq-n && seq <= m.Seq
+}
+
+// NewID returns a random 80-bit id (16 characters).
+func NewID() string {
+	var b strings.Builder
+	writeID(&b)
+	return b.String()
+}
+
+// writeID appends a random 80-bit id (16 characters) to b.
+func writeID(b *strings.Builder) {
+	var raw [10]byte
+	var enc [16]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails (Go 1.24+)
+	idEncoding.Encode(enc[:], raw[:])
+	b.Write(enc[:])
+}

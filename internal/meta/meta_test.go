@@ -1,0 +1,32 @@
+package meta
+
+import "testing"
+
+// TestMetaThen: an update's bookkeeping keeps the newest ids, continues the
+// lineage and the highest fence, and round-trips through its encoding.
+func TestMetaThen(t *testing.T) {
+	m := Parse("w=a,b,c;l=L;n=5;f=3")
+	for _, tc := range []struct {
+		keep  int
+		fence int64
+		want  string
+	}{
+		{16, 0, "w=a,b,c,x;l=L;n=6;f=3"},
+		{3, 0, "w=b,c,x;l=L;n=6;f=3"},
+		{1, 7, "w=x;l=L;n=6;f=7"},
+	} {
+		next := m.Then("x", tc.keep, tc.fence)
+		if got := next.String(); got != tc.want {
+			t.Errorf("then(x, %d, %d) = %q, want %q", tc.keep, tc.fence, got, tc.want)
+		}
+		if again := Parse(next.String()); again.IDs != next.IDs || again.Seq != next.Seq || again.Lineage != next.Lineage || again.Fence != next.Fence {
+			t.Errorf("%q does not round-trip: %+v vs %+v", next.String(), again, next)
+		}
+		if next.LastID() != "x" || !next.Has("x") || next.Has("y") {
+			t.Errorf("then(x): lastID %q, has(x) %v", next.LastID(), next.Has("x"))
+		}
+	}
+	if gen := m.Then("", 16, 0); len(gen.LastID()) != 16 || gen.Has("a") == false {
+		t.Errorf("then with a generated id = %q", gen.String())
+	}
+}
