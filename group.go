@@ -187,7 +187,7 @@ func (s *Store[T]) startRunner(k groupKey, g *group[T]) {
 // Store.gmu is held.
 func (s *Store[T]) endGroup(k groupKey, g *group[T]) {
 	delete(s.groups, k)
-	g.queue = g.queue[:0]
+	g.queue = nil
 	g.gen++
 	s.spare = g
 }
@@ -236,9 +236,7 @@ func (s *Store[T]) await(ctx context.Context, k groupKey, g *group[T], r *reques
 		case <-r.done:
 			return r.res
 		case <-ctx.Done():
-			if res, ok := s.leave(ctx, k, g, r); ok {
-				return res
-			}
+			return s.leave(ctx, k, g, r)
 		}
 	}
 }
@@ -246,13 +244,13 @@ func (s *Store[T]) await(ctx context.Context, k groupKey, g *group[T], r *reques
 // leave returns r's caller on its context's end: ctx.Err() when nothing
 // holding its mutation was sent, unknown when a write holding it is in
 // flight.
-func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *request[T]) (result[T], bool) {
+func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *request[T]) result[T] {
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	gone := result[T]{err: ctx.Err()}
 	switch r.status {
 	case settled:
-		return r.res, true
+		return r.res
 	case queued:
 		for i, q := range g.queue {
 			if q == r {
@@ -272,7 +270,7 @@ func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *reques
 		}
 	}
 	r.status = left
-	return gone, true
+	return gone
 }
 
 // takeTurn applies r's mutation to t on the caller's goroutine and answers
