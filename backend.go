@@ -61,8 +61,9 @@ type Backend interface {
 	Delete(ctx context.Context, key string, cond Cond) error
 
 	// List yields the items whose key starts with prefix, in ascending key
-	// order (byte-wise). A failure is yielded once as the error, after which
-	// iteration stops.
+	// order by UTF-16 code units (the order of Azure's tables and blob
+	// listings; it puts characters above U+FFFF before U+E000–U+FFFF). A
+	// failure is yielded once as the error, after which iteration stops.
 	List(ctx context.Context, prefix string) iter.Seq2[Item, error]
 }
 

@@ -134,6 +134,7 @@ type version struct {
 	verified  bool // read during this call: current at some instant of it
 	metaKnown bool // false for Save's base, whose bookkeeping the caller does not hold
 	canonical bool // Data is exactly what the codec makes of its value
+	missing   error // why it does not exist, when read so (matches ErrNotFound)
 }
 
 // outcome is how a read-modify-write ended well.
@@ -267,6 +268,9 @@ func (e *rmw[T]) refusedLanded(b version) bool {
 // created) and no newer fencing token holds it.
 func (e *rmw[T]) admit(b version) error {
 	if !b.exists && !e.create {
+		if b.missing != nil {
+			return b.missing // the read's ErrNotFound, in the backend's words
+		}
 		return errorf(ErrNotFound, "%q", e.key)
 	}
 	if e.fenced {
@@ -296,7 +300,7 @@ func (e *rmw[T]) base(ctx context.Context) (version, error) {
 	case err == nil:
 		return version{Item: it, meta: meta.Parse(it.Meta), exists: true, verified: true, metaKnown: true, canonical: e.s.verbatim}, nil
 	case errors.Is(err, ErrNotFound):
-		return version{Item: Item{Key: e.key}, verified: true, metaKnown: true}, nil
+		return version{Item: Item{Key: e.key}, verified: true, metaKnown: true, missing: err}, nil
 	}
 	return version{}, err
 }
@@ -357,7 +361,7 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 		e.s.cache.drop(e.key)
 		e.refused, e.checkRefused = w, true
 		return now, err // the copy was stale: read and try again at once
-	case errors.Is(err, ErrConflict), errors.Is(err, ErrExists), errors.Is(err, ErrNotFound) && e.create:
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrExists), errors.Is(err, ErrNotFound) && e.create && w.w.Cond.Kind != CondCreate:
 		// Refused; the next read also checks that the refusal was not the
 		// answer to a lower layer's retry of this very write (the batch's
 		// write counts as in flight until then).
@@ -368,7 +372,7 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 		e.sending(false)
 	}
 	if errors.Is(err, ErrNotFound) {
-		return stop, errorf(ErrNotFound, "%q was deleted", e.key)
+		return stop, err // deleted meanwhile (or, for a create, no table or container)
 	}
 	return stop, err
 }

@@ -119,7 +119,22 @@ func checkBlobName(name string) error {
 	case strings.Contains(name, `\`):
 		return fmt.Errorf("%w: blob name %q contains '\\', which some clients turn into '/'", etagstore.ErrInvalidKey, name)
 	}
+	for _, r := range name {
+		if notForBlobNames(r) {
+			return fmt.Errorf("%w: blob name %q contains %U, which Azure does not accept in blob names", etagstore.ErrInvalidKey, name, r)
+		}
+	}
 	return etagstore.CheckKey(name)
+}
+
+// notForBlobNames reports whether r is one of the code points Azure's
+// naming rules exclude from blob names even when percent-encoded: Unicode
+// noncharacters (U+FDD0–U+FDEF and the last two of every plane, U+FFFE,
+// U+FFFF, U+1FFFE, …) and the private-use area U+E000–U+F8FF ("code
+// points like \uE000 … aren't valid Unicode characters, so they can't be
+// used"). Once such a blob exists, listing the container fails.
+func notForBlobNames(r rune) bool {
+	return r&0xFFFE == 0xFFFE || r >= 0xFDD0 && r <= 0xFDEF || r >= 0xE000 && r <= 0xF8FF
 }
 
 func (b *Backend) blob(key string) *blockblob.Client {
@@ -331,7 +346,7 @@ func (b *Backend) Delete(ctx context.Context, key string, cond etagstore.Cond) e
 func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.Item, error] {
 	return func(yield func(etagstore.Item, error) bool) {
 		full := b.opts.Prefix + prefix
-		pager := b.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full})
+		pager := b.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full, Include: container.ListBlobsInclude{Metadata: true}})
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
 			if err != nil {
@@ -343,7 +358,7 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.I
 					continue
 				}
 				key := strings.TrimPrefix(*bi.Name, b.opts.Prefix)
-				if b.ValidateKey(key) != nil {
+				if b.ValidateKey(key) != nil || isLockBlob(bi.Metadata) {
 					continue // not a document of this Backend
 				}
 				it, err := b.Read(ctx, key)
@@ -387,7 +402,8 @@ func mapError(op string, cond etagstore.CondKind, key string, err error) error {
 	case bloberror.RequestBodyTooLarge, bloberror.MetadataTooLarge:
 		sentinel = etagstore.ErrTooLarge
 	case bloberror.ContainerNotFound:
-		return fmt.Errorf("blobstore: %s %q: the container does not exist: %w", op, key, err)
+		// Definite, and no retry will change it: the container must be created.
+		return fmt.Errorf("%w: blobstore: %s %q: the container does not exist: %w", etagstore.ErrNotFound, op, key, err)
 	default:
 		if re.StatusCode == http.StatusNotModified {
 			sentinel = ErrNotModified

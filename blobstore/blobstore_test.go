@@ -21,3 +21,9 @@ func TestExactlyOnceUnderFaults(t *testing.T) {
 		return blobstore.New(azuritetest.NewContainerVia(t, proxy.URL()), &blobstore.Options{Prefix: "docs/"}), proxy.Counts
 	})
 }
+
+func TestMissingContainer(t *testing.T) {
+	storetest.RunMissingResource(t, func(t *testing.T) etagstore.Backend {
+		return blobstore.New(azuritetest.MissingContainer(t), &blobstore.Options{Prefix: "docs/"})
+	}, "container")
+}

@@ -56,12 +56,12 @@ func TestBlobNamesAndLimits(t *testing.T) {
 	ctx := t.Context()
 	c := azuritetest.NewContainer(t)
 	s := blobstore.NewStore[Note](c, &blobstore.Options{MaxDocSize: 1024}, nil)
-	for _, bad := range []string{"ends.", "ends/", "a//b", "/lead", strings.Repeat("x", 1025), strings.Repeat("a/", 254) + "z", `back\slash`} {
+	for _, bad := range []string{"ends.", "ends/", "a//b", "/lead", strings.Repeat("x", 1025), strings.Repeat("a/", 254) + "z", `back\slash`, "non\uFFFFchar", "non\uFFFEchar", "k\U0010FFFF", "k\uFDD0", "private\uE000use"} {
 		if _, err := s.Create(ctx, bad, Note{}); !errors.Is(err, etagstore.ErrInvalidKey) {
 			t.Errorf("Create(%.40q) = %v, want ErrInvalidKey", bad, err)
 		}
 	}
-	for _, good := range []string{"a/b/c.json", "ünïcode", strings.Repeat("x", 1024)} {
+	for _, good := range []string{"a/b/c.json", "ünïcode", strings.Repeat("x", 1024), "emoji😀", "k\uFFFD"} {
 		if _, err := s.Create(ctx, good, Note{}); err != nil {
 			t.Errorf("Create(%.40q) = %v", good, err)
 		}

@@ -95,6 +95,9 @@ func (l *Locker) Lock(ctx context.Context, key string) (*Lock, error) {
 	delay := l.opts.PollInitial
 	for {
 		lk, err := l.TryLock(ctx, key)
+		if ctx.Err() != nil && (err == nil || errors.Is(err, ctx.Err())) && lk == nil {
+			return nil, fmt.Errorf("%w: %q: gave up waiting: %w", etagstore.ErrLocked, key, ctx.Err())
+		}
 		if !errors.Is(err, etagstore.ErrLocked) {
 			return lk, err
 		}
@@ -152,9 +155,13 @@ func (l *Locker) TryLock(ctx context.Context, key string) (*Lock, error) {
 }
 
 // createLockBlob makes the empty lock blob with If-None-Match: *, so racing
-// creators never clobber one another (nor a token already counted).
+// creators never clobber one another (nor a token already counted). It
+// carries the fencing counter from the start, which is how a Store's List
+// on the same container tells it is not a document.
 func createLockBlob(ctx context.Context, bc *blockblob.Client, name string) error {
+	zero := "0"
 	_, err := bc.Upload(ctx, nopCloser{bytes.NewReader(nil)}, &blockblob.UploadOptions{
+		Metadata:         map[string]*string{tokenKey: &zero},
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(etagstore.Cond{Kind: etagstore.CondCreate})},
 	})
 	if err == nil {
@@ -164,6 +171,17 @@ func createLockBlob(ctx context.Context, bc *blockblob.Client, name string) erro
 		return nil // another creator won: fine
 	}
 	return err
+}
+
+// isLockBlob reports whether a blob's metadata marks it as a Locker's lock
+// blob (it holds the fencing counter).
+func isLockBlob(md map[string]*string) bool {
+	for k := range md {
+		if strings.EqualFold(k, tokenKey) {
+			return true
+		}
+	}
+	return false
 }
 
 // bumpToken increments the fencing counter on the lock blob, under the

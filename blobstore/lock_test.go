@@ -295,3 +295,56 @@ func TestLockUnderFaults(t *testing.T) {
 		t.Fatal("the lock was never acquired")
 	}
 }
+
+// Lock on a held key with a context that is already cancelled, or that ends
+// while it waits, fails with an error matching both ErrLocked and the
+// context's error, as its doc says.
+func TestLockGivesUpWithItsContext(t *testing.T) {
+	l, _ := newLocker(t, nil)
+	held, err := l.Lock(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(t.Context())
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := l.Lock(cancelled, "k"); !errors.Is(err, etagstore.ErrLocked) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Lock(held, cancelled context) = %v, want ErrLocked and context.Canceled", err)
+	}
+	short, cancel2 := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel2()
+	if _, err := l.Lock(short, "k"); !errors.Is(err, etagstore.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Lock(held, deadline) = %v, want ErrLocked and context.DeadlineExceeded", err)
+	}
+}
+
+// A Locker and a Store without a prefix on one container (as the README's
+// lock example has them): the Store's List never yields a lock blob and
+// never fails on one.
+func TestStoreListSkipsLockBlobs(t *testing.T) {
+	ctx := t.Context()
+	c := azuritetest.NewContainer(t)
+	l, err := blobstore.NewLocker(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := l.Lock(ctx, "invoice-42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Unlock(ctx)
+	s := blobstore.NewStore[Note](c, nil, nil)
+	if _, err := s.Create(ctx, "invoice-42", Note{Text: "due"}); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for d, err := range s.List(ctx, "") {
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		keys = append(keys, d.Key)
+	}
+	if len(keys) != 1 || keys[0] != "invoice-42" {
+		t.Fatalf("List = %q, want only the document invoice-42", keys)
+	}
+}

@@ -10,6 +10,7 @@ package memstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/etagstore/etagstore"
 )
@@ -157,8 +159,9 @@ func precondition(key string, cond etagstore.Cond, cur etagstore.Item, exists bo
 	return nil
 }
 
-// List yields the items whose key starts with prefix, in key order, from a
-// snapshot taken when iteration starts.
+// List yields the items whose key starts with prefix, in key order (by
+// UTF-16 code units, as Azure's services order keys), from a snapshot taken
+// when iteration starts.
 func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.Item, error] {
 	return func(yield func(etagstore.Item, error) bool) {
 		if err := ctx.Err(); err != nil {
@@ -173,7 +176,7 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.I
 			}
 		}
 		b.mu.RUnlock()
-		slices.SortFunc(items, func(a, b etagstore.Item) int { return strings.Compare(a.Key, b.Key) })
+		slices.SortFunc(items, func(a, b etagstore.Item) int { return compareUTF16(a.Key, b.Key) })
 		for _, it := range items {
 			it.Data = bytes.Clone(it.Data)
 			if !yield(it, nil) {
@@ -181,4 +184,32 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.I
 			}
 		}
 	}
+}
+
+// compareUTF16 compares a and b by their UTF-16 code units, the order of
+// Azure's tables and blob listings: it differs from byte (code point)
+// order in that characters above U+FFFF, encoded as surrogate pairs
+// (U+D800–U+DFFF), sort before U+E000–U+FFFF.
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			return cmp.Compare(utf16Rank(ra), utf16Rank(rb))
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// utf16Rank maps r to a number that orders runes as their UTF-16 encodings
+// order.
+func utf16Rank(r rune) int {
+	switch {
+	case r >= 0x10000: // a surrogate pair, between U+D7FF and U+E000
+		return 0xD800 + int(r-0x10000)
+	case r >= 0xE000:
+		return 0x110000 + int(r)
+	}
+	return int(r)
 }

@@ -75,6 +75,8 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"BlockedMutate", testBlockedMutate},
 		{"OwnFailure", testOwnFailure},
 		{"OneSentinel", testOneSentinel},
+		{"MalformedETag", testMalformedETag},
+		{"ListUnicodeOrder", testListUnicodeOrder},
 	}
 	// Every case runs on the default Store and on one with the version
 	// cache on, whose first write of an Update goes against a copy.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+	"unicode/utf16"
 )
 
 // Filter is an OData $filter expression built from typed values, so that a
@@ -97,21 +97,35 @@ func prefixRange(prop, prefix string) Filter {
 }
 
 // successor returns the smallest string greater than every string that has
-// prefix as a prefix: prefix with its last character incremented.
+// prefix as a prefix, in the Table service's order: by UTF-16 code units.
+// It increments the last code unit, dropping trailing U+FFFF units, and
+// keeps the result valid UTF-16: a high surrogate gets its smallest low
+// half (U+D7FF is followed by U+10000), and a pair whose low half cannot
+// grow moves on to the next high surrogate, or is dropped at U+10FFFF.
 func successor(prefix string) (string, bool) {
-	for prefix != "" {
-		r, size := utf8.DecodeLastRuneInString(prefix)
-		base := prefix[:len(prefix)-size]
-		switch {
-		case r == utf8.MaxRune:
-			prefix = base
-			continue
-		case r == 0xD7FF:
-			r = 0xE000 // skip the surrogates
+	u := utf16.Encode([]rune(prefix))
+	for len(u) > 0 {
+		n := len(u)
+		switch last := u[n-1]; {
+		case last == 0xFFFF:
+			u = u[:n-1] // nothing follows U+FFFF: carry
+		case last >= 0xDC00 && last <= 0xDFFF: // the low half of a pair
+			switch high := u[n-2]; {
+			case last < 0xDFFF:
+				u[n-1]++
+				return string(utf16.Decode(u)), true
+			case high < 0xDBFF:
+				u[n-2], u[n-1] = high+1, 0xDC00
+				return string(utf16.Decode(u)), true
+			}
+			u = u[:n-2] // U+10FFFF: carry
+		case last == 0xD7FF:
+			u[n-1] = 0xD800
+			return string(utf16.Decode(append(u, 0xDC00))), true
 		default:
-			r++
+			u[n-1]++
+			return string(utf16.Decode(u)), true
 		}
-		return base + string(r), true
 	}
 	return "", false
 }

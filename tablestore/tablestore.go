@@ -20,7 +20,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"net/url"
 	"strings"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -252,6 +254,9 @@ func (b *Backend) write(ctx context.Context, key string, w etagstore.Write, mode
 		resp, err = b.client.AddEntity(ctx, body, nil)
 		etag = resp.ETag
 	case etagstore.CondIfMatch:
+		if err := checkETag(w.Cond.ETag); err != nil {
+			return "", err
+		}
 		ifMatch := azcore.ETag(w.Cond.ETag) // never nil: nil would mean "*"
 		var resp aztables.UpdateEntityResponse
 		resp, err = b.client.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &ifMatch, UpdateMode: mode})
@@ -281,6 +286,9 @@ func (b *Backend) Delete(ctx context.Context, key string, cond etagstore.Cond) e
 	}
 	if cond.Kind != etagstore.CondIfMatch {
 		return fmt.Errorf("%w: delete needs If-Match, got %s", etagstore.ErrETagRequired, cond.Kind)
+	}
+	if err := checkETag(cond.ETag); err != nil {
+		return err
 	}
 	ifMatch := azcore.ETag(cond.ETag) // never nil: nil would mean "*"
 	ctx = azretry.NoRetry(ctx)
@@ -375,6 +383,28 @@ func (b *Backend) query(ctx context.Context, filter Filter) iter.Seq2[etagstore.
 	}
 }
 
+// checkETag refuses, before sending, an If-Match ETag that is not one the
+// Table service issues (W/"datetime'<timestamp>'", or "*"): it cannot
+// match any version, so the answer is a conflict (the Store then reads the
+// current version, or finds the entity gone), never the service's 400.
+func checkETag(etag etagstore.ETag) error {
+	if etag == etagstore.ETagAny {
+		return nil
+	}
+	inner, ok := strings.CutPrefix(string(etag), `W/"datetime'`)
+	if ok {
+		inner, ok = strings.CutSuffix(inner, `'"`)
+	}
+	if ok {
+		if ts, err := url.PathUnescape(inner); err == nil {
+			if _, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: tablestore: %q is not a table ETag and matches no version", etagstore.ErrConflict, etag)
+}
+
 // mapError is the one place where Table service errors become etagstore's
 // sentinels, by ErrorCode (falling back on the HTTP status for codes this
 // list does not name). The result wraps the original error.
@@ -397,7 +427,8 @@ func mapError(op, key string, err error) error {
 	case aztables.EntityTooLarge, aztables.PropertyValueTooLarge, aztables.TooManyProperties:
 		sentinel = etagstore.ErrTooLarge
 	case aztables.TableNotFound:
-		return fmt.Errorf("tablestore: %s %q: the table does not exist: %w", op, key, err)
+		// Definite, and no retry will change it: the table must be created.
+		return fmt.Errorf("%w: tablestore: %s %q: the table does not exist: %w", etagstore.ErrNotFound, op, key, err)
 	default:
 		if sentinel = azerr.ByStatus(re.StatusCode, false); sentinel == nil {
 			return fmt.Errorf("tablestore: %s %q: %w", op, key, err)

@@ -21,3 +21,9 @@ func TestExactlyOnceUnderFaults(t *testing.T) {
 		return tablestore.New(azuritetest.NewTableVia(t, proxy.URL()), &tablestore.Options{Partition: "docs"}), proxy.Counts
 	})
 }
+
+func TestMissingTable(t *testing.T) {
+	storetest.RunMissingResource(t, func(t *testing.T) etagstore.Backend {
+		return tablestore.New(azuritetest.MissingTable(t), &tablestore.Options{Partition: "docs"})
+	}, "table")
+}

@@ -158,3 +158,24 @@ func NewContainerVia(t testing.TB, via string) *container.Client {
 	}
 	return c
 }
+
+// MissingTable returns a client for a table that does not exist.
+func MissingTable(t testing.TB) *aztables.Client {
+	t.Helper()
+	svc, err := aztables.NewServiceClientFromConnectionString(ConnectionString(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc.NewClient(Name("missing"))
+}
+
+// MissingContainer returns a client for a blob container that does not
+// exist.
+func MissingContainer(t testing.TB) *container.Client {
+	t.Helper()
+	svc, err := azblob.NewClientFromConnectionString(ConnectionString(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc.ServiceClient().NewContainerClient(strings.ToLower(Name("missing")))
+}
