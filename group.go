@@ -466,7 +466,7 @@ func (b *batchRun[T]) sending(on bool) bool {
 // finish hands every member still waiting its result: its own state (the
 // version's ETag only if nothing after it changed the document), or the
 // batch's error.
-func (b *batchRun[T]) finish(e *rmw[T], out outcome, err error) {
+func (b *batchRun[T]) finish(e *rmw[T], out ended, err error) {
 	s := b.s
 	s.gmu.Lock()
 	defer s.gmu.Unlock()

@@ -5,24 +5,13 @@ import (
 	"fmt"
 
 	"github.com/etagstore/etagstore/internal/meta"
+	"github.com/etagstore/etagstore/internal/outcome"
 )
 
-// This file decides what happened to a write whose response was lost. It
-// is the one place that decision is made: every write path (Create,
-// Replace, Upsert, Delete, Update, Save and group commit) sends a request
-// described by a sentWrite, and when the answer is ambiguous it reads the
-// key and asks resolve.
-//
-// A conditional write whose response is lost may have committed. The
-// backend reports that as an ambiguous error: a transport failure or
-// timeout (unclassified), or a 412/409/404 answered to a retry of a request
-// whose earlier try got no response (marked ErrAmbiguous). The read that
-// follows either proves what happened — the write's id or lineage is in the
-// stored bookkeeping (committed), the version it was conditioned on is still
-// there (not landed yet: the same request may be sent again), the history it
-// continued went on without it (not applied) — or proves nothing, and the
-// outcome is unknown. Nothing is guessed, and a write is sent again only
-// when a read proves the earlier try has not landed.
+// This file connects the Store's write paths to the one outcome resolver
+// (package internal/outcome) and holds the error classes a failure is
+// judged by: ambiguous (the request may have been applied) or one of the
+// package's sentinels.
 
 // sentWrite is a write or delete as sent to the backend.
 type sentWrite struct {
@@ -32,67 +21,35 @@ type sentWrite struct {
 }
 
 // observed is what a read found.
-type observed struct {
-	found bool
-	etag  ETag
-	meta  meta.Meta
-}
+type observed = outcome.Observed
 
 func observe(it Item, err error) observed {
 	if err != nil {
 		return observed{}
 	}
-	return observed{found: true, etag: it.ETag, meta: meta.Parse(it.Meta)}
+	return observed{Found: true, ETag: string(it.ETag), Meta: meta.Parse(it.Meta)}
 }
 
-// verdict is what a read says of a write whose response was lost.
-type verdict uint8
+// verdict is what a read says of a write whose response was lost (see
+// package internal/outcome).
+type verdict = outcome.Verdict
 
 const (
-	// unknown: the read cannot tell; the write may have landed and been
-	// overwritten or deleted since.
-	unknown verdict = iota
-	// committed: the write landed (its id, or the lineage it started, is
-	// stored).
-	committed
-	// notLanded: the version the write was conditioned on is still
-	// current, so it has not landed yet; sending the same request again is
-	// safe (at most one of the two can match).
-	notLanded
-	// notApplied: the history the write continued went on without it; it
-	// can never land. The read is the current version.
-	notApplied
+	unknown    = outcome.Unknown
+	committed  = outcome.Committed
+	notLanded  = outcome.NotLanded
+	notApplied = outcome.NotApplied
 )
 
-func (v verdict) String() string {
-	return [...]string{"unknown", "committed", "not landed", "not applied"}[v]
-}
-
 // resolve decides what became of s from o, a read made after s's response
-// was lost. It is a pure function of the two.
+// was lost: outcome.Resolve, the one function that decides it for every
+// write path (backends that write on their own use it too).
 func resolve(s sentWrite, o observed) verdict {
-	if !s.del && o.found && s.meta.LandedIn(o.meta) {
-		return committed
+	sent := outcome.Sent{Delete: s.del, Meta: s.meta}
+	if s.w.Cond.Kind == CondIfMatch {
+		sent.IfMatch = string(s.w.Cond.ETag)
 	}
-	switch {
-	case !o.found:
-		// A delete may have been this one or another; a write may have
-		// landed and been deleted since.
-		return unknown
-	case s.w.Cond.Kind == CondIfMatch && s.w.Cond.ETag != ETagAny && o.etag == s.w.Cond.ETag:
-		return notLanded
-	case s.del || s.meta.Seq <= 1 || o.meta.Lineage != s.meta.Lineage:
-		// A write that started a history (or a delete) is not found, and
-		// another history is stored: it never landed, or it did and the
-		// history was cut (replace, upsert, delete) after it.
-		return unknown
-	case o.meta.Seq < s.meta.Seq || o.meta.Covers(s.meta.Seq):
-		// The same history, and s's slot in it is either not reached
-		// (the version s was conditioned on changed without a new write:
-		// a merge) or in the stored window holding another id.
-		return notApplied
-	}
-	return unknown // s's slot has left the window the document holds
+	return outcome.Resolve(sent, o)
 }
 
 // ambiguous reports whether a write or delete that failed with err may

@@ -20,7 +20,7 @@ func TestResolve(t *testing.T) {
 	del := sentWrite{del: true, w: Write{Cond: IfMatch(`"e5"`)}}
 	delAny := sentWrite{del: true, w: Write{Cond: IfMatch(ETagAny)}}
 
-	at := func(etag ETag, m meta.Meta) observed { return observed{found: true, etag: etag, meta: m} }
+	at := func(etag ETag, m meta.Meta) observed { return observed{Found: true, ETag: string(etag), Meta: m} }
 	gone := observed{}
 	// Later versions of L: seq 7 after an update by another writer.
 	other6 := base.Then("x6", 3, 0)

@@ -131,14 +131,14 @@ type version struct {
 	Item
 	meta      meta.Meta
 	exists    bool
-	verified  bool // read during this call: current at some instant of it
-	metaKnown bool // false for Save's base, whose bookkeeping the caller does not hold
-	canonical bool // Data is exactly what the codec makes of its value
+	verified  bool  // read during this call: current at some instant of it
+	metaKnown bool  // false for Save's base, whose bookkeeping the caller does not hold
+	canonical bool  // Data is exactly what the codec makes of its value
 	missing   error // why it does not exist, when read so (matches ErrNotFound)
 }
 
-// outcome is how a read-modify-write ended well.
-type outcome struct {
+// ended is how a read-modify-write ended well.
+type ended struct {
 	etag ETag // of the version holding the change; "" when later writes followed it
 	item Item // the version stored, when etag is set
 }
@@ -178,7 +178,7 @@ type rmw[T any] struct {
 	lost                    error // what lost the answer of the unsettled write
 	raced                   bool  // the last write lost a race
 	held                    ETag  // the ETag the last write was conditioned on
-	out                     outcome
+	out                     ended
 }
 
 func (s *Store[T]) newRMW(ctx context.Context, op, key string, create bool, apply func(version) ([]byte, bool, error)) *rmw[T] {
@@ -190,7 +190,7 @@ func (s *Store[T]) newRMW(ctx context.Context, op, key string, create bool, appl
 func (e *rmw[T]) setNext(b version) { e.next, e.hasNext = b, true }
 
 // run runs the read-modify-write under the Store's retry policy.
-func (e *rmw[T]) run(ctx context.Context) (outcome, error) {
+func (e *rmw[T]) run(ctx context.Context) (ended, error) {
 	if e.fenced {
 		e.hasNext = false // the token is checked against a version read now
 	}
@@ -204,13 +204,13 @@ func (e *rmw[T]) run(ctx context.Context) (outcome, error) {
 		return e.out, nil
 	case e.lost != nil:
 		if errors.Is(err, ErrOutcomeUnknown) {
-			return outcome{}, err
+			return ended{}, err
 		}
-		return outcome{}, outcomeUnknown(e.op, e.key, errors.Join(e.lost, err))
+		return ended{}, outcomeUnknown(e.op, e.key, errors.Join(e.lost, err))
 	case e.raced && ctx.Err() == nil && (errors.Is(err, ErrConflict) || errors.Is(err, ErrExists)):
-		return outcome{}, e.s.conflictNow(ctx, e.key, e.held, e.mine, attempts)
+		return ended{}, e.s.conflictNow(ctx, e.key, e.held, e.mine, attempts)
 	}
-	return outcome{}, err
+	return ended{}, err
 }
 
 // attempt is one step of the retry loop.
@@ -319,7 +319,7 @@ func (e *rmw[T]) confirm(ctx context.Context, b version) (next, error) {
 			return redo, nil
 		}
 	}
-	e.out = outcome{etag: b.ETag, item: b.Item}
+	e.out = ended{etag: b.ETag, item: b.Item}
 	return stop, nil
 }
 
@@ -348,7 +348,7 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 	switch {
 	case err == nil:
 		e.lost = nil
-		e.out = outcome{etag: etag, item: Item{Key: e.key, Data: w.w.Data, Meta: w.w.Meta, ETag: etag}}
+		e.out = ended{etag: etag, item: Item{Key: e.key, Data: w.w.Data, Meta: w.w.Meta, ETag: etag}}
 		return stop, nil
 	case e.lost != nil || ambiguous(err):
 		if e.lost == nil {
@@ -379,11 +379,11 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 
 // found is the outcome of w, found committed in it: it itself when w made
 // it, otherwise no ETag, for later writes followed w.
-func (e *rmw[T]) found(w sentWrite, it Item, stored meta.Meta) outcome {
+func (e *rmw[T]) found(w sentWrite, it Item, stored meta.Meta) ended {
 	if stored.LastID() == w.meta.LastID() {
-		return outcome{etag: it.ETag, item: it}
+		return ended{etag: it.ETag, item: it}
 	}
-	return outcome{}
+	return ended{}
 }
 
 // settle reads after w's answer was lost and acts on resolve's verdict.
@@ -397,7 +397,7 @@ func (e *rmw[T]) settle(ctx context.Context, w sentWrite) (next, error) {
 	switch resolve(w, o) {
 	case committed:
 		e.lost = nil
-		e.out = e.found(w, it, o.meta)
+		e.out = e.found(w, it, o.Meta)
 		return stop, nil
 	case notLanded:
 		e.resend, e.resending = w, true
@@ -407,7 +407,7 @@ func (e *rmw[T]) settle(ctx context.Context, w sentWrite) (next, error) {
 		if e.sending != nil {
 			e.sending(false)
 		}
-		e.setNext(version{Item: it, meta: o.meta, exists: true, verified: true, metaKnown: true, canonical: e.s.verbatim})
+		e.setNext(version{Item: it, meta: o.Meta, exists: true, verified: true, metaKnown: true, canonical: e.s.verbatim})
 		e.raced = true
 		return afterPause, errorf(ErrConflict, "%q moved on", e.key)
 	}

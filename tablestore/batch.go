@@ -21,6 +21,8 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/internal/azretry"
+	"github.com/etagstore/etagstore/internal/meta"
+	"github.com/etagstore/etagstore/internal/outcome"
 )
 
 // MaxBatchActions is the most actions an entity group transaction may hold.
@@ -137,10 +139,29 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // no actions, more than MaxBatchActions, keys in different partitions, one
 // key twice, a missing ETag, a bad key or document — is reported before
 // anything is sent. A failed transaction returns a *BatchError naming the
-// action. A batch whose answer was lost (a transport failure) matches
-// etagstore.ErrOutcomeUnknown: read the entities to learn whether it
-// committed. The service does not return per-action ETags; Get the
-// documents again when you need them.
+// action. The service does not return per-action ETags; Get the documents
+// again when you need them.
+//
+// The actions keep the Store's bookkeeping (see Merge): Create, Replace and
+// Upsert start a new history with a write id of their own, as the Store's
+// Create, Replace and Upsert do; Merge and UpsertMerge leave the stored
+// bookkeeping as it is.
+//
+// A fenced context (etagstore.WithFence) is honoured like a Store write:
+// a batch holding an Upsert or UpsertMerge, which check nothing, matches
+// etagstore.ErrInvalidInput and nothing is sent. Before sending, Submit
+// reads every entity a Replace, Merge or Delete names, checks its ETag
+// (ETagAny: any) and its fencing token (a higher one: etagstore.ErrFenced,
+// in a *BatchError) and sends the action with If-Match of the version it
+// checked, so the check is atomic; Replace and Merge then continue that
+// version's history and record the token, as does Create.
+//
+// A transaction whose answer was lost is resolved by reading the entities:
+// when one of them holds a write id of the batch, it committed (Submit
+// returns nil); when one still holds the version its action was
+// conditioned on, it has not landed and is sent again; when no read can
+// tell (a batch of merges and deletes only, say), the error is an
+// *etagstore.OutcomeUnknownError.
 func (b *Batch[T]) Submit(ctx context.Context) error {
 	if b.err != nil {
 		return b.err
@@ -149,36 +170,78 @@ func (b *Batch[T]) Submit(ctx context.Context) error {
 		return fmt.Errorf("%w: tablestore: a batch holds 1 to %d actions, this one %d", etagstore.ErrInvalidInput, MaxBatchActions, len(b.actions))
 	}
 	codec := b.store.Codec()
-	actions := make([]aztables.TransactionAction, len(b.actions))
+	fence, fenced := etagstore.FenceFrom(ctx)
+	sent := make([]sentAction, len(b.actions))
 	var partition string
 	rows := map[string]bool{}
 	for i, a := range b.actions {
+		fail := func(err error) error { return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: err} }
 		if err := etagstore.CheckKey(a.key); err != nil {
-			return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: err}
+			return fail(err)
 		}
 		pk, rk, err := b.backend.split(a.key)
 		if err != nil {
-			return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: err}
+			return fail(err)
 		}
 		if i == 0 {
 			partition = pk
 		} else if pk != partition {
-			return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: fmt.Errorf("%w: partition %q differs from the batch's %q", etagstore.ErrInvalidInput, pk, partition)}
+			return fail(fmt.Errorf("%w: partition %q differs from the batch's %q", etagstore.ErrInvalidInput, pk, partition))
 		}
 		if rows[rk] {
-			return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: fmt.Errorf("%w: row %q appears twice in the batch", etagstore.ErrInvalidInput, rk)}
+			return fail(fmt.Errorf("%w: row %q appears twice in the batch", etagstore.ErrInvalidInput, rk))
 		}
 		rows[rk] = true
+		if fenced && (a.op == opUpsert || a.op == opUpsertMerge) {
+			return fail(fmt.Errorf("%w: %s checks nothing and cannot honour a fencing token", etagstore.ErrInvalidInput, a.op))
+		}
 		data := []byte("{}")
 		if a.op != opDelete {
 			if data, err = codec.Marshal(a.value); err != nil {
-				return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: err}
+				return fail(err)
 			}
 			if data, err = selectProperties(data, a.fields); err != nil {
-				return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: err}
+				return fail(err)
 			}
 		}
-		body, err := entity(pk, rk, "", data)
+		if _, err := entity(pk, rk, "", data); err != nil {
+			return fail(err)
+		}
+		sent[i] = sentAction{key: a.key, pk: pk, rk: rk, data: data, ifMatch: a.etag}
+	}
+	// The bookkeeping, after every check that needs no request.
+	for i, a := range b.actions {
+		sa := &sent[i]
+		switch {
+		case fenced && a.op != opCreate:
+			it, err := b.backend.Read(ctx, a.key)
+			if err == nil && a.etag != etagstore.ETagAny && it.ETag != a.etag {
+				err = conflictWith(b.store, it, a.etag, a.value, 1)
+			}
+			stored := meta.Parse(it.Meta)
+			if err == nil && stored.Fence > fence {
+				err = fmt.Errorf("%w: %q carries fencing token %d, the batch only %d", etagstore.ErrFenced, a.key, stored.Fence, fence)
+			}
+			if err != nil {
+				return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: err}
+			}
+			sa.ifMatch = it.ETag // atomic with the checks
+			if a.op != opDelete {
+				sa.meta, sa.hasMeta = extend(stored, fence), true
+			}
+		case a.op == opCreate:
+			sa.meta, sa.hasMeta = meta.Fresh(meta.NewID(), fence), true
+		case a.op == opReplace, a.op == opUpsert:
+			sa.meta, sa.hasMeta = meta.Fresh(meta.NewID(), 0), true
+		}
+		if len(sa.meta.String()) > etagstore.MaxMetaLen {
+			return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: fmt.Errorf("%w: bookkeeping of %d bytes", etagstore.ErrTooLarge, len(sa.meta.String()))}
+		}
+	}
+	actions := make([]aztables.TransactionAction, len(b.actions))
+	for i, a := range b.actions {
+		sa := sent[i]
+		body, err := entity(sa.pk, sa.rk, sa.meta.String(), sa.data) // no bookkeeping property without meta
 		if err != nil {
 			return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: err}
 		}
@@ -192,21 +255,103 @@ func (b *Batch[T]) Submit(ctx context.Context) error {
 			act.ActionType = aztables.TransactionTypeInsertMerge
 		case opReplace, opMerge, opDelete:
 			act.ActionType = map[batchOp]aztables.TransactionType{opReplace: aztables.TransactionTypeUpdateReplace, opMerge: aztables.TransactionTypeUpdateMerge, opDelete: aztables.TransactionTypeDelete}[a.op]
-			etag := azcore.ETag(a.etag) // never nil: nil would mean "*" or an upsert
+			etag := azcore.ETag(sa.ifMatch) // never nil: nil would mean "*" or an upsert
 			act.IfMatch = &etag
 		}
 		actions[i] = act
 	}
-	_, err := b.backend.client.SubmitTransaction(azretry.NoRetry(ctx), actions, nil)
-	if err == nil {
-		return nil
+	return b.send(ctx, actions, sent)
+}
+
+// sentAction is an action as sent: its key, properties, the ETag it is
+// conditioned on and the bookkeeping it writes (when hasMeta).
+type sentAction struct {
+	key, pk, rk string
+	data        []byte
+	ifMatch     etagstore.ETag
+	meta        meta.Meta
+	hasMeta     bool
+}
+
+// send submits the transaction until its fate is known (see Submit).
+func (b *Batch[T]) send(ctx context.Context, actions []aztables.TransactionAction, sent []sentAction) error {
+	var lost error // the failure that left a try unsettled
+	for try := 1; ; try++ {
+		if err := ctx.Err(); err != nil { // nothing sent now
+			if lost != nil {
+				return &etagstore.OutcomeUnknownError{Op: "Batch", Key: sent[0].key, Cause: errors.Join(lost, err)}
+			}
+			return err
+		}
+		// The SDK's retries are off: a blind retry of a committed batch
+		// would fail on its own writes.
+		_, err := b.backend.client.SubmitTransaction(azretry.NoRetry(ctx), actions, nil)
+		switch {
+		case err == nil:
+			return nil
+		case lost == nil && refused(err):
+			return b.failure(ctx, err) // a definite answer to the only try
+		case lost == nil:
+			lost = err
+		}
+		landed, err := b.settle(ctx, sent)
+		switch {
+		case err != nil:
+			return &etagstore.OutcomeUnknownError{Op: "Batch", Key: sent[0].key, Cause: errors.Join(lost, err)}
+		case landed == batchCommitted:
+			return nil
+		case landed == batchNotLanded && try < maxTries:
+			continue
+		}
+		return &etagstore.OutcomeUnknownError{Op: "Batch", Key: sent[0].key, Cause: lost}
 	}
-	var re *azcore.ResponseError
-	if !errors.As(err, &re) {
-		// No answer (the SDK's retries are off: a blind retry of a committed
-		// batch would fail on its own writes): it may have committed.
-		return fmt.Errorf("%w: tablestore: batch: %w", etagstore.ErrOutcomeUnknown, err)
+}
+
+type batchVerdict uint8
+
+const (
+	batchUnknown batchVerdict = iota
+	batchCommitted
+	batchNotLanded
+)
+
+// settle reads the entities of a transaction whose answer was lost. The
+// transaction is atomic: one entity holding a write id of it proves it
+// committed; one still holding the version its action was conditioned on
+// proves it has not landed (the same transaction sent again cannot land
+// as well, as it carries the same condition).
+func (b *Batch[T]) settle(ctx context.Context, sent []sentAction) (batchVerdict, error) {
+	for _, sa := range sent {
+		conditioned := sa.ifMatch != "" && sa.ifMatch != etagstore.ETagAny
+		if !sa.hasMeta && !conditioned {
+			continue // nothing a read could tell of this action
+		}
+		it, err := b.backend.Read(ctx, sa.key)
+		if err != nil && !errors.Is(err, etagstore.ErrNotFound) {
+			return batchUnknown, err
+		}
+		// The transaction is atomic: one action found committed, or one
+		// still conditioned on the current version, settles it.
+		switch outcome.Resolve(outcome.Sent{IfMatch: string(sa.ifMatch), Meta: sa.meta}, observed(it, err)) {
+		case outcome.Committed:
+			return batchCommitted, nil
+		case outcome.NotLanded:
+			return batchNotLanded, nil
+		}
 	}
+	return batchUnknown, nil
+}
+
+// observed is what the resolver needs of a read.
+func observed(it etagstore.Item, err error) outcome.Observed {
+	if err != nil {
+		return outcome.Observed{}
+	}
+	return outcome.Observed{Found: true, ETag: string(it.ETag), Meta: meta.Parse(it.Meta)}
+}
+
+// failure is the *BatchError of a transaction the service refused.
+func (b *Batch[T]) failure(ctx context.Context, err error) error {
 	index, err := batchFailure(err)
 	if index < 0 || index >= len(b.actions) {
 		return &BatchError{Index: -1, Err: err}
