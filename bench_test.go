@@ -4,6 +4,10 @@ import (
 	"context"
 	"testing"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/memstore"
 )
@@ -84,4 +88,25 @@ func BenchmarkJSONCodec(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkUpdateInstrumented: BenchmarkUpdate with an OpenTelemetry SDK
+// installed (spans to a discarding exporter, metrics to a manual reader),
+// beside BenchmarkUpdate, where no SDK is installed and instrumentation is a
+// no-op.
+func BenchmarkUpdateInstrumented(b *testing.B) {
+	ctx := context.Background()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	s := etagstore.New[benchDoc](memstore.New(nil), &etagstore.Options{TracerProvider: tp, MeterProvider: mp})
+	if _, err := s.Create(ctx, "k", benchDoc{Title: "bench", Body: "some text of a realistic length for a small document"}); err != nil {
+		b.Fatal(err)
+	}
+	inc := func(d *benchDoc) error { d.N++; return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Update(ctx, "k", inc); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -91,6 +91,13 @@ func (e *MergeError) Is(target error) bool { return target == ErrConflict }
 // ErrNotFound; a merge error that does not match ErrConflict is returned as
 // is; a lost answer no read can settle, an *OutcomeUnknownError.
 func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T]) (Doc[T], error) {
+	ctx, sp := s.obs.begin(ctx, opSave, base.Key)
+	d, err := s.save(ctx, base, edited, merge, &sp.stats)
+	sp.end(err)
+	return d, err
+}
+
+func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T], st *opStats) (Doc[T], error) {
 	if err := s.checkKey(base.Key); err != nil {
 		return Doc[T]{}, err
 	}
@@ -126,6 +133,7 @@ func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	// The first attempt writes on base itself, whose bookkeeping is unknown.
 	e.setNext(version{Item: Item{Key: base.Key, Data: data, ETag: base.ETag}, exists: true, canonical: true})
 	out, err := e.run(ctx)
+	st.attempts = e.attempts
 	var ce *ConflictError[T]
 	if errors.As(err, &ce) {
 		ce.Base = base.Value

@@ -106,6 +106,8 @@ type result[T any] struct {
 	doc   Doc[T]
 	err   error
 	alone bool // run the Update alone instead (left out of the batch)
+
+	attempts, batch int // the batch's attempts and size, for observing
 }
 
 var errPanicked = errors.New("etagstore: mutate panicked")
@@ -193,7 +195,7 @@ func (s *Store[T]) endGroup(k groupKey, g *group[T]) {
 }
 
 // updateGrouped runs an Update through its key's group.
-func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, mutate func(*T) error) (Doc[T], error) {
+func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, mutate func(*T) error, st *opStats) (Doc[T], error) {
 	k := groupKey{key, create}
 	s.gmu.Lock()
 	g := s.groups[k]
@@ -208,7 +210,7 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 		s.gmu.Unlock()
 		o := solo[T]{s: s, k: k, g: g, gen: g.gen}
 		defer o.done()
-		return s.updateAlone(ctx, key, create, mutate, o)
+		return s.updateAlone(ctx, key, create, mutate, o, st)
 	}
 	r := &request[T]{ctx: ctx, mutate: mutate, turns: make(chan turn, 1), answer: make(chan answer, 1), done: make(chan struct{})}
 	g.queue = append(g.queue, r)
@@ -222,8 +224,9 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	s.gmu.Unlock()
 	res := s.await(ctx, k, g, r)
 	if res.alone {
-		return s.updateAlone(ctx, key, create, mutate, solo[T]{})
+		return s.updateAlone(ctx, key, create, mutate, solo[T]{}, st)
 	}
+	st.attempts, st.batch = res.attempts, res.batch
 	return res.doc, res.err
 }
 
@@ -488,11 +491,11 @@ func (b *batchRun[T]) finish(e *rmw[T], out ended, err error) {
 			if i >= tail {
 				d.ETag = out.etag
 			}
-			b.settle(r, result[T]{doc: d})
+			b.settle(r, result[T]{doc: d, attempts: e.attempts, batch: len(b.applied)})
 		case errors.As(err, &ce):
 			mine := *ce
 			mine.Mine = r.value
-			b.settle(r, result[T]{err: &mine})
+			b.settle(r, result[T]{err: &mine, attempts: e.attempts, batch: len(b.applied)})
 		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
 			// One member's change may be at fault: each runs on its own.
 			b.settle(r, result[T]{alone: true})

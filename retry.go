@@ -104,7 +104,7 @@ type step func(ctx context.Context, attempt int) (next, error)
 // attempts made and the final error. A done ctx ends it with ctx.Err(),
 // unwrapped, so errors.Is(err, context.Canceled) holds. warm > 0 starts the
 // backoff warm doublings up (see contention).
-func retry(ctx context.Context, p RetryPolicy, clock Clock, op step, warm int) (int, error) {
+func retry(ctx context.Context, p RetryPolicy, clock Clock, op step, warm int, o *observer, name string) (int, error) {
 	b := &backoff.ExponentialBackOff{
 		InitialInterval:     p.InitialInterval,
 		RandomizationFactor: 0, // full jitter is applied below
@@ -137,7 +137,9 @@ func retry(ctx context.Context, p RetryPolicy, clock Clock, op step, warm int) (
 		if limit == backoff.Stop {
 			return attempt, err
 		}
-		if err := clock.Sleep(ctx, fullJitter(limit)); err != nil {
+		delay := fullJitter(limit)
+		o.retrying(ctx, name, attempt, delay, err)
+		if err := clock.Sleep(ctx, delay); err != nil {
 			return attempt, err
 		}
 	}

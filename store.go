@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"sync"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ETag is an opaque version token. Compare ETags only for equality: table
@@ -99,6 +103,20 @@ type Options struct {
 	// that a write whose response was lost is recognised as committed.
 	// Default: 16.
 	KeepWriteIDs int
+	// TracerProvider makes one span per Store operation (see the README's
+	// instrument table). Default: the global provider (otel.GetTracerProvider),
+	// a no-op until the app installs an SDK.
+	TracerProvider trace.TracerProvider
+	// MeterProvider records the Store's metrics. Default: the global
+	// provider (otel.GetMeterProvider).
+	MeterProvider metric.MeterProvider
+	// Logger receives warnings (unknown outcomes, fenced writes) and, at
+	// debug level, every retry with its delay and every lost response
+	// resolved. Default: none.
+	Logger *slog.Logger
+	// RecordKeys adds each operation's key to its span (etagstore.key).
+	// Keys can be personal data. Default: false.
+	RecordKeys bool
 }
 
 // Store is a typed document store with optimistic concurrency over a
@@ -113,6 +131,7 @@ type Store[T any] struct {
 	verbatim bool // the backend returns Data as written
 	cache    *itemCache
 	heat     contention
+	obs      *observer
 
 	gmu    sync.Mutex
 	groups map[groupKey]*group[T]
@@ -126,7 +145,7 @@ func New[T any](b Backend, opts *Options) *Store[T] {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Store[T]{b: b, codec: o.Codec, clock: o.Clock, keepIDs: o.KeepWriteIDs, grouped: !o.DisableGroupCommit, groups: map[groupKey]*group[T]{}, cache: newItemCache(o.CacheSize)}
+	s := &Store[T]{b: b, codec: o.Codec, clock: o.Clock, keepIDs: o.KeepWriteIDs, grouped: !o.DisableGroupCommit, groups: map[groupKey]*group[T]{}, cache: newItemCache(o.CacheSize), obs: newObserver(o, b)}
 	if s.codec == nil {
 		if cp, ok := b.(CodecProvider); ok {
 			s.codec = cp.Codec()
@@ -170,6 +189,13 @@ func (s *Store[T]) checkKey(key string) error {
 // version cache on and a backend that can (blobs), a cached copy is
 // revalidated with If-None-Match instead of downloaded again.
 func (s *Store[T]) Get(ctx context.Context, key string) (Doc[T], error) {
+	ctx, sp := s.obs.begin(ctx, opGet, key)
+	d, err := s.get(ctx, key, &sp.stats)
+	sp.end(err)
+	return d, err
+}
+
+func (s *Store[T]) get(ctx context.Context, key string, st *opStats) (Doc[T], error) {
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
 	}
@@ -178,6 +204,8 @@ func (s *Store[T]) Get(ctx context.Context, key string) (Doc[T], error) {
 			it, changed, err := rv.ReadIfChanged(ctx, key, cached.ETag)
 			switch {
 			case err == nil && !changed:
+				st.cacheHit = true
+				s.obs.cacheLookup(ctx, true, true)
 				return s.decode(cached) // still current: nothing downloaded
 			case err == nil:
 				s.cache.put(key, it)
@@ -199,12 +227,19 @@ func (s *Store[T]) Get(ctx context.Context, key string) (Doc[T], error) {
 // An error is yielded once, with a zero Doc, and ends the sequence.
 func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], error] {
 	return func(yield func(Doc[T], error) bool) {
+		ctx, sp := s.obs.begin(ctx, opList, prefix)
+		var failed error
+		defer func() { sp.end(failed) }()
 		for it, err := range s.b.List(ctx, prefix) {
 			if err != nil {
+				failed = err
 				yield(Doc[T]{}, err)
 				return
 			}
 			d, err := s.decode(it)
+			if err != nil {
+				failed = err
+			}
 			if !yield(d, err) || err != nil {
 				return
 			}

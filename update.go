@@ -58,31 +58,43 @@ func CreateIfMissing() UpdateOption {
 // A write whose response was lost is resolved by reading (see "Exactly
 // once" in the package documentation); the mutation is never applied twice.
 func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error, opts ...UpdateOption) (Doc[T], error) {
+	var cfg updateConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ctx, sp := s.obs.begin(ctx, opUpdate, key)
+	d, err := s.update(ctx, key, cfg.create, mutate, &sp.stats)
+	sp.end(err)
+	return d, err
+}
+
+func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate func(*T) error, st *opStats) (Doc[T], error) {
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Doc[T]{}, err
 	}
-	var cfg updateConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
 	if s.grouped && !isUngrouped(ctx) {
-		return s.updateGrouped(ctx, key, cfg.create, mutate)
+		return s.updateGrouped(ctx, key, create, mutate, st)
 	}
-	return s.updateAlone(ctx, key, cfg.create, mutate, solo[T]{})
+	return s.updateAlone(ctx, key, create, mutate, solo[T]{}, st)
 }
 
 // updateAlone runs one Update on its own: read, mutate, conditional write,
 // retried. o, when set, is told when mutate starts and ends.
-func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mutate func(*T) error, o solo[T]) (Doc[T], error) {
+func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mutate func(*T) error, o solo[T], st *opStats) (Doc[T], error) {
 	e := s.newRMW(ctx, "Update", key, create, nil)
 	e.mutate, e.solo = mutate, o
-	if start, ok := s.cache.get(key); ok {
-		e.setNext(version{Item: start, exists: true, meta: meta.Parse(start.Meta), metaKnown: true, canonical: s.verbatim})
+	if s.cache != nil {
+		start, ok := s.cache.get(key)
+		if ok {
+			e.setNext(version{Item: start, exists: true, meta: meta.Parse(start.Meta), metaKnown: true, canonical: s.verbatim})
+		}
+		s.obs.cacheLookup(ctx, ok, false)
 	}
 	out, err := e.run(ctx)
+	st.attempts, st.batch, st.cacheHit = e.attempts, 1, e.cachedWon
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -177,6 +189,8 @@ type rmw[T any] struct {
 	resending, checkRefused bool
 	lost                    error // what lost the answer of the unsettled write
 	raced                   bool  // the last write lost a race
+	attempts                int   // how many attempts run made
+	cachedWon               bool  // the first write, on a version not read, went through
 	held                    ETag  // the ETag the last write was conditioned on
 	out                     ended
 }
@@ -194,8 +208,9 @@ func (e *rmw[T]) run(ctx context.Context) (ended, error) {
 	if e.fenced {
 		e.hasNext = false // the token is checked against a version read now
 	}
-	attempts, err := retry(ctx, e.s.retry, e.s.clock, e.attempt, e.s.heat.warmth(e.key))
+	attempts, err := retry(ctx, e.s.retry, e.s.clock, e.attempt, e.s.heat.warmth(e.key), e.s.obs, e.op)
 	e.s.heat.observe(e.key, attempts)
+	e.attempts = attempts
 	switch {
 	case err == nil:
 		if e.out.etag != "" {
@@ -215,6 +230,10 @@ func (e *rmw[T]) run(ctx context.Context) (ended, error) {
 
 // attempt is one step of the retry loop.
 func (e *rmw[T]) attempt(ctx context.Context, n int) (next, error) {
+	if e.raced {
+		e.s.obs.absorbedConflict(ctx) // the last attempt's 412, retried now
+		e.raced = false
+	}
 	if e.resending {
 		e.resending = false
 		return e.send(ctx, e.resend, true)
@@ -349,6 +368,7 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 	case err == nil:
 		e.lost = nil
 		e.out = ended{etag: etag, item: Item{Key: e.key, Data: w.w.Data, Meta: w.w.Meta, ETag: etag}}
+		e.cachedWon = !verified && e.attempts == 0
 		return stop, nil
 	case e.lost != nil || ambiguous(err):
 		if e.lost == nil {
@@ -360,6 +380,9 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 	case !verified && (errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound)):
 		e.s.cache.drop(e.key)
 		e.refused, e.checkRefused = w, true
+		if errors.Is(err, ErrConflict) {
+			e.s.obs.absorbedConflict(ctx)
+		}
 		return now, err // the copy was stale: read and try again at once
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrExists), errors.Is(err, ErrNotFound) && e.create && w.w.Cond.Kind != CondCreate:
 		// Refused; the next read also checks that the refusal was not the
@@ -394,7 +417,9 @@ func (e *rmw[T]) settle(ctx context.Context, w sentWrite) (next, error) {
 		return stop, outcomeUnknown(e.op, e.key, errors.Join(e.lost, err))
 	}
 	o := observe(it, err)
-	switch resolve(w, o) {
+	v := resolve(w, o)
+	e.s.obs.lostResponse(ctx, e.op, e.key, v)
+	switch v {
 	case committed:
 		e.lost = nil
 		e.out = e.found(w, it, o.Meta)

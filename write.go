@@ -17,6 +17,13 @@ import (
 // document is this call's, Create succeeds; if no read can tell, the error
 // is an *OutcomeUnknownError (ErrOutcomeUnknown).
 func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) {
+	ctx, sp := s.obs.begin(ctx, opCreate, key)
+	d, err := s.create(ctx, key, v)
+	sp.end(err)
+	return d, err
+}
+
+func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) {
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
 	}
@@ -42,6 +49,13 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) 
 // was lost is resolved by reading; where no read can tell, the error is an
 // *OutcomeUnknownError.
 func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
+	ctx, sp := s.obs.begin(ctx, opReplace, d.Key)
+	d, err := s.replace(ctx, d)
+	sp.end(err)
+	return d, err
+}
+
+func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err := s.checkKey(d.Key); err != nil {
 		return Doc[T]{}, err
 	}
@@ -90,6 +104,13 @@ func (s *Store[T]) replaceFenced(ctx context.Context, d Doc[T]) (Doc[T], error) 
 // A lost response is resolved by reading; where no read can tell, the error
 // is an *OutcomeUnknownError.
 func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) {
+	ctx, sp := s.obs.begin(ctx, opUpsert, key)
+	d, err := s.upsert(ctx, key, v)
+	sp.end(err)
+	return d, err
+}
+
+func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) {
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
 	}
@@ -116,6 +137,13 @@ func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 // while a read shows the version it names; a key found gone (by this delete
 // or another) or holding another version is an *OutcomeUnknownError.
 func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
+	ctx, sp := s.obs.begin(ctx, opDelete, key)
+	err := s.delete(ctx, key, etag)
+	sp.end(err)
+	return err
+}
+
+func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 	if err := s.checkKey(key); err != nil {
 		return err
 	}
@@ -179,7 +207,9 @@ func (s *Store[T]) send(ctx context.Context, op, key string, w sentWrite) (ETag,
 		if rerr != nil && !errors.Is(rerr, ErrNotFound) {
 			return stop, outcomeUnknown(op, key, errors.Join(err, rerr))
 		}
-		switch resolve(w, observe(it, rerr)) {
+		v := resolve(w, observe(it, rerr))
+		s.obs.lostResponse(ctx, op, key, v)
+		switch v {
 		case committed:
 			lost, etag = nil, ""
 			if meta.Parse(it.Meta).LastID() == w.meta.LastID() {
@@ -190,7 +220,7 @@ func (s *Store[T]) send(ctx context.Context, op, key string, w sentWrite) (ETag,
 			return now, outcomeUnknown(op, key, err) // send it again
 		}
 		return stop, outcomeUnknown(op, key, err)
-	}, 0)
+	}, 0, s.obs, op)
 	if err != nil && lost != nil && !errors.Is(err, ErrOutcomeUnknown) {
 		err = outcomeUnknown(op, key, errors.Join(lost, err)) // the context ended with a try unsettled
 	}

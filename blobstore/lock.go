@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -15,6 +16,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/internal/azretry"
@@ -37,6 +41,11 @@ type LockOptions struct {
 	// PollInitial and PollMax bound Lock's jittered exponential backoff
 	// while another holder has the lock. Defaults: 25ms and 1s.
 	PollInitial, PollMax time.Duration
+	// MeterProvider counts lock events (etagstore.lock.events: acquired,
+	// renewed, lost, released). Default: the global provider.
+	MeterProvider metric.MeterProvider
+	// Logger receives a warning when a held lock is lost. Default: none.
+	Logger *slog.Logger
 }
 
 // Locker hands out distributed locks, one lease-backed lock blob per key,
@@ -52,8 +61,31 @@ type LockOptions struct {
 // lock's Context carries to Store writes (see etagstore.WithFence), so a
 // stale holder's late writes are refused with etagstore.ErrFenced.
 type Locker struct {
-	c    *container.Client
-	opts LockOptions
+	c      *container.Client
+	opts   LockOptions
+	events lockEvents
+}
+
+// lockEvents counts what happens to a Locker's locks.
+type lockEvents struct {
+	counter                           metric.Int64Counter
+	acquired, renewed, lost, released []metric.AddOption
+	log                               *slog.Logger
+}
+
+func newLockEvents(mp metric.MeterProvider, log *slog.Logger) lockEvents {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c, _ := mp.Meter(etagstore.InstrumentationName).Int64Counter("etagstore.lock.events", metric.WithUnit("{event}"),
+		metric.WithDescription("Lease lock events: acquired, renewed, lost (the lease expired, was broken or taken over), released."))
+	event := func(name string) []metric.AddOption {
+		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("etagstore.event", name)))}
+	}
+	return lockEvents{counter: c, acquired: event("acquired"), renewed: event("renewed"), lost: event("lost"), released: event("released"), log: log}
 }
 
 // NewLocker returns a Locker keeping its lock blobs in c, which must exist.
@@ -63,6 +95,7 @@ func NewLocker(c *container.Client, opts *LockOptions) (*Locker, error) {
 	if opts != nil {
 		l.opts = *opts
 	}
+	l.events = newLockEvents(l.opts.MeterProvider, l.opts.Logger)
 	o := &l.opts
 	if o.Prefix == "" {
 		o.Prefix = "locks/"
@@ -145,8 +178,9 @@ func (l *Locker) TryLock(ctx context.Context, key string) (*Lock, error) {
 		_ = ls.Release(rctx)
 		return nil, err
 	}
+	l.events.counter.Add(ctx, 1, l.events.acquired...)
 	lk := &Lock{
-		key: key, lease: ls, token: token, opts: l.opts,
+		key: key, lease: ls, token: token, opts: l.opts, events: &l.events,
 		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	lk.ctx, lk.cancel = context.WithCancelCause(etagstore.WithFence(context.WithoutCancel(ctx), token))
@@ -235,10 +269,11 @@ func readToken(ctx context.Context, bc *blockblob.Client, lac *blob.LeaseAccessC
 
 // Lock is a held distributed lock. Its methods are safe for concurrent use.
 type Lock struct {
-	key   string
-	lease *Lease
-	token int64
-	opts  LockOptions
+	key    string
+	lease  *Lease
+	token  int64
+	opts   LockOptions
+	events *lockEvents
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -303,6 +338,7 @@ func (lk *Lock) renewLoop(lastOK time.Time) {
 		switch {
 		case err == nil:
 			lastOK = started
+			lk.events.counter.Add(context.Background(), 1, lk.events.renewed...)
 			t.Reset(lk.opts.RenewInterval)
 		case errors.Is(err, etagstore.ErrLockLost), errors.Is(err, etagstore.ErrLocked), errors.Is(err, etagstore.ErrNotFound):
 			lk.lose(fmt.Errorf("%w: lock %q: %w", etagstore.ErrLockLost, lk.key, err))
@@ -326,6 +362,8 @@ func (lk *Lock) lose(err error) {
 	lk.err = err
 	close(lk.lost)
 	lk.cancel(err)
+	lk.events.counter.Add(context.Background(), 1, lk.events.lost...)
+	lk.events.log.Warn("etagstore: lock lost", "key", lk.key, "error", err)
 }
 
 // Unlock stops renewal and releases the lease so another waiter can take
@@ -347,6 +385,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	if lostErr != nil {
 		return lostErr
 	}
+	lk.events.counter.Add(ctx, 1, lk.events.released...)
 	if err := lk.lease.Release(ctx); err != nil && !errors.Is(err, etagstore.ErrLockLost) {
 		// ErrLockLost here most often answers the SDK's retry of a release
 		// whose first answer was lost; a loss while held was reported by

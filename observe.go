@@ -1,0 +1,321 @@
+package etagstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// This file makes what the Store does visible to the people who run an app:
+// one OpenTelemetry span per Store operation, metrics of attempts, batches,
+// conflicts, lost responses and the cache, and slog records of what needs
+// attention. The library uses the OpenTelemetry API only; with no SDK
+// installed every call is a no-op. Names are listed in the README.
+
+// InstrumentationName is the name of the tracer and meter the Store uses.
+const InstrumentationName = "github.com/etagstore/etagstore"
+
+// opKind is a Store operation, as spans and metrics name it.
+type opKind uint8
+
+const (
+	opGet opKind = iota
+	opCreate
+	opReplace
+	opUpsert
+	opUpdate
+	opDelete
+	opList
+	opSave
+	numOps
+)
+
+var opNames = [numOps]string{"Get", "Create", "Replace", "Upsert", "Update", "Delete", "List", "Save"}
+
+var spanNames = func() (n [numOps]string) {
+	for op, name := range opNames {
+		n[op] = "etagstore." + name
+	}
+	return n
+}()
+
+// outcomeKind is how an operation ended, as spans and metrics name it.
+type outcomeKind uint8
+
+const (
+	ocOK outcomeKind = iota
+	ocConflict
+	ocNotFound
+	ocExists
+	ocUnknown
+	ocFenced
+	ocInvalid // ErrETagRequired, ErrInvalidKey, ErrTooLarge, ErrInvalidInput
+	ocLocked  // ErrLocked, ErrLockLost
+	ocCanceled
+	ocError // anything else: the caller's own error, a transport failure
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"ok", "conflict", "not_found", "exists", "unknown", "fenced", "invalid", "locked", "canceled", "error"}
+
+func outcomeOf(err error) outcomeKind {
+	switch s := sentinelOf(err); {
+	case err == nil:
+		return ocOK
+	case s == ErrConflict:
+		return ocConflict
+	case s == ErrNotFound:
+		return ocNotFound
+	case s == ErrExists:
+		return ocExists
+	case s == ErrOutcomeUnknown:
+		return ocUnknown
+	case s == ErrFenced:
+		return ocFenced
+	case s == ErrLocked, s == ErrLockLost:
+		return ocLocked
+	case s != nil:
+		return ocInvalid
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return ocCanceled
+	}
+	return ocError
+}
+
+// Attribute keys of spans and metrics.
+const (
+	attrOperation = attribute.Key("etagstore.operation")
+	attrOutcome   = attribute.Key("etagstore.outcome")
+	attrBackend   = attribute.Key("etagstore.backend")
+	attrAttempts  = attribute.Key("etagstore.attempts")
+	attrBatch     = attribute.Key("etagstore.batch_size")
+	attrCacheHit  = attribute.Key("etagstore.cache_hit")
+	attrKey       = attribute.Key("etagstore.key")
+)
+
+// observer holds a Store's tracer, instruments and logger, with the
+// attribute sets of every combination computed once, so that recording
+// allocates nothing.
+type observer struct {
+	tracer  trace.Tracer
+	global  bool // tracer comes from the global provider
+	log     *slog.Logger
+	keys    bool
+	backend attribute.KeyValue
+
+	duration  metric.Float64Histogram
+	attempts  metric.Int64Histogram
+	batchSize metric.Int64Histogram
+	conflicts metric.Int64Counter
+	lost      metric.Int64Counter
+	cache     metric.Int64Counter
+	fenced    metric.Int64Counter
+
+	opOutcome        [numOps][numOutcomes][]metric.RecordOption
+	absorbed         []metric.AddOption
+	returned         []metric.AddOption
+	verdicts         [4][]metric.AddOption // by verdict
+	cacheHit         []metric.AddOption
+	cacheMiss        []metric.AddOption
+	cacheRevalidated []metric.AddOption
+	backendOnly      []metric.AddOption
+	updateOnly       []metric.RecordOption
+	spanStart        []trace.SpanStartOption
+}
+
+func newObserver(o Options, b Backend) *observer {
+	tp, mp, log := o.TracerProvider, o.MeterProvider, o.Logger
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := mp.Meter(InstrumentationName)
+	ob := &observer{
+		global:  o.TracerProvider == nil,
+		tracer:  tp.Tracer(InstrumentationName),
+		log:     log,
+		keys:    o.RecordKeys,
+		backend: attrBackend.String(backendName(b)),
+	}
+	ob.duration, _ = m.Float64Histogram("etagstore.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long a Store operation took, retries and waiting for its batch included."))
+	ob.attempts, _ = m.Int64Histogram("etagstore.update.attempts", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Writes an Update (or its group-commit batch) tried before it ended."),
+		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100))
+	ob.batchSize, _ = m.Int64Histogram("etagstore.batch.size", metric.WithUnit("{update}"),
+		metric.WithDescription("Updates committed by one conditional write (group commit); 1 for an Update alone."),
+		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128))
+	ob.conflicts, _ = m.Int64Counter("etagstore.conflicts", metric.WithUnit("{conflict}"),
+		metric.WithDescription("Writes refused because another writer came first (HTTP 412): absorbed by a retry, or returned to the caller."))
+	ob.lost, _ = m.Int64Counter("etagstore.lost_responses", metric.WithUnit("{response}"),
+		metric.WithDescription("Writes whose answer was lost, by what a read then found: committed, not_landed (sent again), not_applied, unknown."))
+	ob.cache, _ = m.Int64Counter("etagstore.cache.lookups", metric.WithUnit("{lookup}"),
+		metric.WithDescription("Version cache lookups (Options.CacheSize): hit, miss, or revalidated (a 304 answered a conditional read)."))
+	ob.fenced, _ = m.Int64Counter("etagstore.fenced_writes", metric.WithUnit("{write}"),
+		metric.WithDescription("Writes refused because the document holds a newer fencing token (ErrFenced)."))
+	for op := range numOps {
+		for oc := range numOutcomes {
+			ob.opOutcome[op][oc] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(ob.backend,
+				attrOperation.String(opNames[op]), attrOutcome.String(outcomeNames[oc])))}
+		}
+	}
+	add := func(kv ...attribute.KeyValue) []metric.AddOption {
+		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(append(kv, ob.backend)...))}
+	}
+	resolution := attribute.Key("etagstore.resolution")
+	ob.absorbed = add(resolution.String("absorbed"))
+	ob.returned = add(resolution.String("returned"))
+	verdict := attribute.Key("etagstore.verdict")
+	for v, name := range []string{"unknown", "committed", "not_landed", "not_applied"} {
+		ob.verdicts[v] = add(verdict.String(name))
+	}
+	result := attribute.Key("etagstore.result")
+	ob.cacheHit, ob.cacheMiss, ob.cacheRevalidated = add(result.String("hit")), add(result.String("miss")), add(result.String("revalidated"))
+	ob.backendOnly = add()
+	ob.updateOnly = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(ob.backend))}
+	ob.spanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+	return ob
+}
+
+// backendName is the short name of b's package: memstore, tablestore,
+// blobstore, or a wrapper's.
+func backendName(b Backend) string {
+	name := strings.TrimPrefix(fmt.Sprintf("%T", b), "*")
+	name, _, _ = strings.Cut(name, ".")
+	return name
+}
+
+// delegateType is the type of the global TracerProvider before an app
+// installs one: it makes no spans, but costs allocations to ask.
+var delegateType = func() reflect.Type {
+	t := reflect.TypeOf(otel.GetTracerProvider())
+	if t != nil && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global" {
+		return t
+	}
+	return nil
+}()
+
+// tracing reports whether spans can be recorded: a provider was given, or
+// the app has installed one globally (checked at every operation, since
+// an app may install it after creating its Stores).
+func (o *observer) tracing() bool {
+	return !o.global || delegateType == nil || reflect.TypeOf(otel.GetTracerProvider()) != delegateType
+}
+
+// opSpan is one Store operation being observed.
+type opSpan struct {
+	o     *observer
+	ctx   context.Context
+	span  trace.Span
+	op    opKind
+	start time.Time
+	stats opStats
+}
+
+// opStats are what an operation reports besides its error.
+type opStats struct {
+	attempts int  // writes tried (Update, Save)
+	batch    int  // the size of the group-commit batch that wrote it
+	cacheHit bool // the version cache answered (Get) or was current (Update)
+}
+
+// begin starts observing op on key. The returned context carries the span,
+// so that the Azure SDK's own HTTP spans nest under it.
+func (o *observer) begin(ctx context.Context, op opKind, key string) (context.Context, opSpan) {
+	var span trace.Span
+	if o.tracing() {
+		ctx, span = o.tracer.Start(ctx, spanNames[op], o.spanStart...)
+		if span.IsRecording() {
+			span.SetAttributes(o.backend, attrOperation.String(opNames[op]))
+			if o.keys {
+				span.SetAttributes(attrKey.String(key))
+			}
+		}
+	}
+	return ctx, opSpan{o: o, ctx: ctx, span: span, op: op, start: time.Now()}
+}
+
+// end records the operation's outcome err.
+func (s *opSpan) end(err error) {
+	o, oc := s.o, outcomeOf(err)
+	o.duration.Record(s.ctx, time.Since(s.start).Seconds(), o.opOutcome[s.op][oc]...)
+	if s.op == opUpdate || s.op == opSave {
+		if s.stats.attempts > 0 {
+			o.attempts.Record(s.ctx, int64(s.stats.attempts), o.updateOnly...)
+		}
+		if s.stats.batch > 0 {
+			o.batchSize.Record(s.ctx, int64(s.stats.batch), o.updateOnly...)
+		}
+	}
+	switch oc {
+	case ocConflict:
+		o.conflicts.Add(s.ctx, 1, o.returned...)
+	case ocUnknown:
+		o.log.WarnContext(s.ctx, "etagstore: outcome unknown", "operation", opNames[s.op], "error", err)
+	case ocFenced:
+		o.fenced.Add(s.ctx, 1, o.backendOnly...)
+		o.log.WarnContext(s.ctx, "etagstore: fenced write refused", "operation", opNames[s.op], "error", err)
+	}
+	if s.span == nil {
+		return
+	}
+	if s.span.IsRecording() {
+		s.span.SetAttributes(attrOutcome.String(outcomeNames[oc]))
+		if s.stats.attempts > 0 {
+			s.span.SetAttributes(attrAttempts.Int(s.stats.attempts))
+		}
+		if s.stats.batch > 0 {
+			s.span.SetAttributes(attrBatch.Int(s.stats.batch))
+		}
+		if s.op == opGet || s.op == opUpdate {
+			s.span.SetAttributes(attrCacheHit.Bool(s.stats.cacheHit))
+		}
+		if oc != ocOK && oc != ocNotFound && oc != ocExists && oc != ocConflict {
+			s.span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	s.span.End()
+}
+
+// absorbedConflict counts a 412 that a retry absorbed.
+func (o *observer) absorbedConflict(ctx context.Context) { o.conflicts.Add(ctx, 1, o.absorbed...) }
+
+// lostResponse counts a write whose answer was lost, by verdict.
+func (o *observer) lostResponse(ctx context.Context, op, key string, v verdict) {
+	o.lost.Add(ctx, 1, o.verdicts[v]...)
+	o.log.DebugContext(ctx, "etagstore: lost response resolved by reading", "operation", op, "verdict", v.String())
+}
+
+// cacheLookup counts a version cache lookup.
+func (o *observer) cacheLookup(ctx context.Context, hit, revalidated bool) {
+	switch {
+	case revalidated:
+		o.cache.Add(ctx, 1, o.cacheRevalidated...)
+	case hit:
+		o.cache.Add(ctx, 1, o.cacheHit...)
+	default:
+		o.cache.Add(ctx, 1, o.cacheMiss...)
+	}
+}
+
+// retrying logs a retry and its delay.
+func (o *observer) retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error) {
+	if o.log.Enabled(ctx, slog.LevelDebug) {
+		o.log.DebugContext(ctx, "etagstore: retrying", "operation", op, "attempt", attempt+1, "delay", delay, "after", err)
+	}
+}

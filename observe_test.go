@@ -1,0 +1,195 @@
+package etagstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/memstore"
+)
+
+// telemetry is an OpenTelemetry SDK set up in memory for one test.
+type telemetry struct {
+	spans  *tracetest.InMemoryExporter
+	reader *sdkmetric.ManualReader
+	opts   etagstore.Options
+}
+
+func newTelemetry(t *testing.T) *telemetry {
+	tel := &telemetry{spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tel.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(tel.reader))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+	tel.opts = etagstore.Options{TracerProvider: tp, MeterProvider: mp}
+	return tel
+}
+
+// sums returns, for the instrument name, each data point's value (counters)
+// or count and sum (histograms) by its attributes, rendered as "k=v,k=v".
+func (tel *telemetry) sums(t *testing.T, name string) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := tel.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					out[render(p.Attributes)] += p.Value
+				}
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					out[render(p.Attributes)+" count"] += int64(p.Count)
+					out[render(p.Attributes)+" sum"] += p.Sum
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					out[render(p.Attributes)+" count"] += int64(p.Count)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func render(set attribute.Set) string {
+	s := ""
+	for _, kv := range set.ToSlice() {
+		if kv.Key == "etagstore.backend" {
+			continue
+		}
+		if s != "" {
+			s += ","
+		}
+		s += string(kv.Key) + "=" + kv.Value.Emit()
+	}
+	return s
+}
+
+// Sixteen writers on one key, a first one alone and fifteen batched behind
+// it: exact span and metric counts.
+func TestTelemetryOfGroupCommit(t *testing.T) {
+	tel := newTelemetry(t)
+	b := newStepBackend()
+	s := etagstore.New[counter](b, &tel.opts)
+	vals := make(chan int, 16)
+	var wg sync.WaitGroup
+	updates(t, s, 1, vals, &wg) // alone: its write is held
+	<-b.arrived
+	updates(t, s, 15, vals, &wg) // queue behind it: one batch
+	b.pass <- struct{}{}
+	<-b.arrived
+	b.pass <- struct{}{}
+	wg.Wait()
+
+	spans := tel.spans.GetSpans()
+	batches := map[int64]int{}
+	for _, sp := range spans {
+		if sp.Name != "etagstore.Update" {
+			t.Errorf("span %q, want only etagstore.Update", sp.Name)
+			continue
+		}
+		attrs := map[attribute.Key]attribute.Value{}
+		for _, kv := range sp.Attributes {
+			attrs[kv.Key] = kv.Value
+		}
+		if attrs["etagstore.outcome"].AsString() != "ok" || attrs["etagstore.backend"].AsString() != "etagstore_test" {
+			t.Errorf("span attributes %v", sp.Attributes)
+		}
+		if _, ok := attrs["etagstore.key"]; ok {
+			t.Error("a span records the key without Options.RecordKeys")
+		}
+		batches[attrs["etagstore.batch_size"].AsInt64()]++
+	}
+	if diff := cmp.Diff(map[int64]int{1: 1, 15: 15}, batches); diff != "" {
+		t.Errorf("spans by batch size (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int64{" count": 16, " sum": 1 + 15*15}, tel.sums(t, "etagstore.batch.size")); diff != "" {
+		t.Errorf("etagstore.batch.size (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int64{" count": 16, " sum": 16}, tel.sums(t, "etagstore.update.attempts")); diff != "" {
+		t.Errorf("etagstore.update.attempts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int64{"etagstore.operation=Update,etagstore.outcome=ok count": 16}, tel.sums(t, "etagstore.operation.duration")); diff != "" {
+		t.Errorf("etagstore.operation.duration (-want +got):\n%s", diff)
+	}
+	if got := tel.sums(t, "etagstore.conflicts"); len(got) != 0 {
+		t.Errorf("conflicts %v, want none", got)
+	}
+}
+
+// A lost response found committed, a conflict absorbed by a retry, a
+// conflict returned, and the version cache: each counted once.
+func TestTelemetryOfConflictsLostResponsesAndCache(t *testing.T) {
+	tel := newTelemetry(t)
+	ctx := t.Context()
+	hb := &hookBackend{Backend: memstore.New(nil)}
+	opts := tel.opts
+	opts.CacheSize = 8
+	opts.RecordKeys = true
+	s := etagstore.New[counter](hb, &opts)
+	d, err := s.Create(ctx, "k", counter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb.writes = 0
+	hb.writeHook = func(n int, key string, w etagstore.Write) (etagstore.ETag, error, bool) {
+		switch n {
+		case 1: // the cached copy is current; another writer comes first
+			interfere(t, hb.Backend, key)
+		case 3: // committed, but the answer is lost
+			if _, err := hb.Backend.Write(ctx, key, w); err != nil {
+				t.Fatal(err)
+			}
+			return "", errors.New("connection reset"), true
+		}
+		return "", nil, false
+	}
+	inc := func(c *counter) error { c.N++; return nil }
+	if _, err := s.Update(ctx, "k", inc); err != nil { // write 1: 412, write 2 after a read
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, "k", inc); err != nil { // write 3: lost, committed
+		t.Fatal(err)
+	}
+	if _, err := s.Replace(ctx, d); !errors.Is(err, etagstore.ErrConflict) {
+		t.Fatalf("stale Replace = %v", err)
+	}
+	if diff := cmp.Diff(map[string]int64{"etagstore.resolution=absorbed": 1, "etagstore.resolution=returned": 1}, tel.sums(t, "etagstore.conflicts")); diff != "" {
+		t.Errorf("etagstore.conflicts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int64{"etagstore.verdict=committed": 1}, tel.sums(t, "etagstore.lost_responses")); diff != "" {
+		t.Errorf("etagstore.lost_responses (-want +got):\n%s", diff)
+	}
+	// Both Updates found a copy: Create's (stale by then), and the version
+	// the first Update wrote.
+	if diff := cmp.Diff(map[string]int64{"etagstore.result=hit": 2}, tel.sums(t, "etagstore.cache.lookups")); diff != "" {
+		t.Errorf("etagstore.cache.lookups (-want +got):\n%s", diff)
+	}
+	keyed := 0
+	for _, sp := range tel.spans.GetSpans() {
+		for _, kv := range sp.Attributes {
+			if kv.Key == "etagstore.key" && kv.Value.AsString() == "k" {
+				keyed++
+			}
+		}
+	}
+	if keyed != 4 {
+		t.Errorf("%d spans carry the key with RecordKeys, want 4", keyed)
+	}
+}
