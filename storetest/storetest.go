@@ -77,6 +77,10 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"OneSentinel", testOneSentinel},
 		{"MalformedETag", testMalformedETag},
 		{"ListUnicodeOrder", testListUnicodeOrder},
+		{"InvalidUTF8", testInvalidUTF8},
+		{"NonFiniteFloat", testNonFiniteFloat},
+		{"TimeRange", testTimeRange},
+		{"DocumentTypes", testDocumentTypes},
 	}
 	// Every case runs on the default Store and on one with the version
 	// cache on, whose first write of an Update goes against a copy.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"time"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/etagstore/etagstore"
 )
@@ -52,15 +54,24 @@ const MetaProperty = "etagstoreMeta"
 //	anything else (structs, slices, maps, pointers, interfaces)
 //	                                Edm.String holding the value's JSON
 //
+// A document is a struct or a pointer to one (NewStore[*Doc] works too);
+// other types are refused with etagstore.ErrInvalidInput, before anything
+// is sent. A nil pointer document is refused the same way.
+//
 // Every round trip is exact within those rules (times come back in UTC,
-// truncated to Azure's 100 ns resolution). Azure's limits are checked
+// truncated to Azure's 100 ns resolution); a value that cannot come back
+// exactly is refused before anything is sent with an error that matches
+// etagstore.ErrInvalidInput and names the field (an
+// *etagstore.InvalidValueError): a string that is not valid UTF-8, a time
+// outside 1601–9999 (the range of Edm.DateTime), and in fields held as JSON
+// whatever etagstore.JSON refuses (invalid UTF-8, NaN, ±Inf). Azure's limits are checked
 // before anything is sent and name the field: at most MaxProperties fields,
 // MaxPropertySize per string (measured as UTF-16) or binary value, and
 // MaxEntitySize for the whole entity (errors match etagstore.ErrTooLarge).
 // A document too large for one property is refused, never split. Names
 // Azure reserves (PartitionKey, RowKey, Timestamp, odata.*) and MetaProperty
 // are refused with etagstore.ErrInvalidInput, as are names that are not
-// identifiers and times before 1601, the earliest Edm.DateTime.
+// identifiers.
 //
 // EntityCodec is safe for concurrent use.
 type EntityCodec struct{}
@@ -98,6 +109,7 @@ var (
 	timeType      = reflect.TypeFor[time.Time]()
 	identifier    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
 	minDateTime   = time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxYear       = 9999 // Edm.DateTime ends at 9999-12-31T23:59:59.9999999Z
 	guidPattern   = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 	reservedNames = map[string]bool{"PartitionKey": true, "RowKey": true, "Timestamp": true, MetaProperty: true}
 )
@@ -198,11 +210,32 @@ func structValue(v any) (reflect.Value, error) {
 	rv := reflect.ValueOf(v)
 	for rv.Kind() == reflect.Pointer {
 		if rv.IsNil() {
-			return reflect.Value{}, fmt.Errorf("%w: tablestore: nil document", etagstore.ErrInvalidInput)
+			return reflect.Value{}, fmt.Errorf("%w: tablestore: nil document (%s): a table entity cannot hold nil", etagstore.ErrInvalidInput, rv.Type())
 		}
 		rv = rv.Elem()
 	}
+	if !rv.IsValid() {
+		return reflect.Value{}, fmt.Errorf("%w: tablestore: nil document", etagstore.ErrInvalidInput)
+	}
 	return rv, nil
+}
+
+// CheckType refuses, with etagstore.ErrInvalidInput, a document type that
+// the codec cannot decode into: anything but a struct or a pointer to one
+// (an interface type such as any among them). A Store calls it before
+// writing when its T is an interface type, whose values Marshal would
+// otherwise accept by their dynamic type.
+func (EntityCodec) CheckType(t reflect.Type) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	_, err := planFor(t)
+	return err
+}
+
+// invalid is the error for a field's value that cannot be stored exactly.
+func invalid(field, format string, args ...any) error {
+	return &etagstore.InvalidValueError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
 // Marshal encodes the struct v (or pointer to one) as an entity-properties
@@ -245,6 +278,10 @@ func (EntityCodec) Marshal(v any) ([]byte, error) {
 		switch f.kind {
 		case edmString, edmGUID:
 			s := fv.String()
+			if !utf8.ValidString(s) {
+				i := invalidAt(s)
+				return nil, invalid(f.name, "string is not valid UTF-8 (byte %d of %d is %#02x)", i, len(s), s[i])
+			}
 			vsize = 4 + 2*len(utf16.Encode([]rune(s)))
 			if vsize-4 > MaxPropertySize {
 				return nil, fmt.Errorf("%w: tablestore: field %s is %d bytes as UTF-16, a property holds %d", etagstore.ErrTooLarge, f.name, vsize-4, MaxPropertySize)
@@ -286,7 +323,10 @@ func (EntityCodec) Marshal(v any) ([]byte, error) {
 			}
 			t = t.UTC()
 			if t.Before(minDateTime) {
-				return nil, fmt.Errorf("%w: tablestore: field %s: %s is before 1601, the earliest Edm.DateTime", etagstore.ErrInvalidInput, f.name, t)
+				return nil, invalid(f.name, "%s is before 1601, the earliest Edm.DateTime", t)
+			}
+			if t.Year() > maxYear {
+				return nil, invalid(f.name, "%s is after 9999, the latest Edm.DateTime", t)
 			}
 			value, edm, vsize = jsonString(t.Format("2006-01-02T15:04:05.0000000Z")), "Edm.DateTime", 8
 		case edmBinary:
@@ -299,9 +339,9 @@ func (EntityCodec) Marshal(v any) ([]byte, error) {
 			}
 			value, edm, vsize = jsonString(base64.StdEncoding.EncodeToString(b)), "Edm.Binary", 4+len(b)
 		case edmJSON:
-			j, err := json.Marshal(fv.Interface())
+			j, err := etagstore.JSON.Marshal(fv.Interface()) // refuses what JSON would change
 			if err != nil {
-				return nil, fmt.Errorf("tablestore: field %s: %w", f.name, err)
+				return nil, jsonFieldError(f.name, err)
 			}
 			s := string(j)
 			vsize = 4 + 2*len(utf16.Encode([]rune(s)))
@@ -318,6 +358,42 @@ func (EntityCodec) Marshal(v any) ([]byte, error) {
 	}
 	buf.WriteByte('}')
 	return buf.Bytes(), nil
+}
+
+// jsonFieldError is the error for field name, held as JSON, that
+// etagstore.JSON refused with err.
+func jsonFieldError(name string, err error) error {
+	var iv *etagstore.InvalidValueError
+	if errors.As(err, &iv) {
+		return &etagstore.InvalidValueError{Field: joinField(name, iv.Field), Reason: iv.Reason}
+	}
+	if errors.Is(err, etagstore.ErrInvalidInput) {
+		return fmt.Errorf("tablestore: field %s: %w", name, err)
+	}
+	return fmt.Errorf("%w: tablestore: field %s: %w", etagstore.ErrInvalidInput, name, err)
+}
+
+// joinField puts property name in front of the path rest within it.
+func joinField(name, rest string) string {
+	switch {
+	case rest == "":
+		return name
+	case rest[0] == '[':
+		return name + rest
+	}
+	return name + "." + rest
+}
+
+// invalidAt is the index of the first byte of s that is not valid UTF-8.
+func invalidAt(s string) int {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return i
+			}
+		}
+	}
+	return len(s)
 }
 
 func formatDouble(f float64, bits int) []byte {
@@ -340,17 +416,26 @@ func jsonString(s string) []byte {
 func writeString(buf *bytes.Buffer, s string) { buf.Write(jsonString(s)) }
 
 // Unmarshal decodes entity properties (as returned by the Table service,
-// with or without type annotations) into v, a pointer to a struct. Missing
+// with or without type annotations) into v, a pointer to a struct or to a
+// pointer to one (allocated when nil, as encoding/json does). Missing
 // properties leave the zero value; unknown ones are ignored.
 func (EntityCodec) Unmarshal(data []byte, v any) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("%w: tablestore: Unmarshal needs a non-nil pointer, got %T", etagstore.ErrInvalidInput, v)
 	}
-	rv = rv.Elem()
-	plan, err := planFor(rv.Type())
+	t := rv.Type().Elem()
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	plan, err := planFor(t)
 	if err != nil {
 		return err
+	}
+	for rv = rv.Elem(); rv.Kind() == reflect.Pointer; rv = rv.Elem() {
+		if rv.IsNil() {
+			rv.Set(reflect.New(rv.Type().Elem()))
+		}
 	}
 	var props map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))

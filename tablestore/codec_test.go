@@ -14,6 +14,7 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/internal/azuritetest"
+	"github.com/etagstore/etagstore/memstore"
 	"github.com/etagstore/etagstore/tablestore"
 )
 
@@ -205,6 +206,20 @@ func TestCodecLimits(t *testing.T) {
 			ID string `table:"guid"`
 		}{"nope"}, etagstore.ErrInvalidInput, "ID"},
 		{"not a struct", 42, etagstore.ErrInvalidInput, "struct"},
+		{"time after 9999", struct{ When time.Time }{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, etagstore.ErrInvalidInput, "When"},
+		{"time after 9999 by 100 ns", struct{ When time.Time }{time.Date(9999, 12, 31, 23, 59, 59, 999999900, time.UTC).Add(100)}, etagstore.ErrInvalidInput, "When"},
+		{"invalid UTF-8", struct{ S string }{"a\xffb"}, etagstore.ErrInvalidInput, "S"},
+		{"invalid UTF-8 guid", struct {
+			ID string `table:"guid"`
+		}{"0f8fad5b-d9cb-469f-a165-70867728950\xff"}, etagstore.ErrInvalidInput, "ID"},
+		{"invalid UTF-8 in a JSON field", AllTypes{Nested: Inner{A: "a\xffb"}}, etagstore.ErrInvalidInput, "field Nested.A"},
+		{"invalid UTF-8 map key in a JSON field", AllTypes{Map: map[string]int{"a\xffb": 1}}, etagstore.ErrInvalidInput, "field Map"},
+		{"NaN in a JSON field", struct{ Vals []float64 }{[]float64{1, math.NaN()}}, etagstore.ErrInvalidInput, "field Vals[1]"},
+		{"time after 9999 in a JSON field", struct{ Log []struct{ At time.Time } }{[]struct{ At time.Time }{{}, {time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}}, etagstore.ErrInvalidInput, "field Log[1].At"},
+		{"nil document", (*Inner)(nil), etagstore.ErrInvalidInput, "nil"},
+		{"an int", 42, etagstore.ErrInvalidInput, "not int"},
+		{"a map", map[string]int{"a": 1}, etagstore.ErrInvalidInput, "not map[string]int"},
+		{"a slice", []string{"a"}, etagstore.ErrInvalidInput, "not []string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tablestore.EntityCodec{}.Marshal(tc.v)
@@ -239,5 +254,127 @@ func TestLimitsSendNothing(t *testing.T) {
 	// At the limit, Azurite takes it.
 	if _, err := s.Create(t.Context(), "k", doc{Bin: make([]byte, 64<<10)}); err != nil {
 		t.Fatalf("Create at the limit: %v", err)
+	}
+}
+
+// TestCodecPointerDocument: a document may be a pointer to a struct
+// (NewStore[*Doc]): Unmarshal then gets a **Doc and allocates the struct.
+func TestCodecPointerDocument(t *testing.T) {
+	want := &Inner{A: "x", B: []int{1, 2}}
+	data, err := tablestore.EntityCodec{}.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *Inner
+	if err := (tablestore.EntityCodec{}).Unmarshal(data, &got); err != nil {
+		t.Fatalf("Unmarshal into **Inner: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("round trip (-want +got):\n%s", diff)
+	}
+	// Through a Store, on a backend that keeps the entity JSON as it is.
+	s := etagstore.New[*Inner](memstore.New(nil), &etagstore.Options{Codec: tablestore.EntityCodec{}})
+	ctx := t.Context()
+	if _, err := s.Create(ctx, "k", want); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Get(ctx, "k"); err != nil || !cmp.Equal(d.Value, want) {
+		t.Fatalf("Get = %+v, %v; want %+v", d.Value, err, want)
+	}
+	d, err := s.Update(ctx, "k", func(p **Inner) error { (*p).A = "y"; return nil })
+	if err != nil || d.Value.A != "y" {
+		t.Fatalf("Update = %+v, %v", d.Value, err)
+	}
+}
+
+// TestCodecRefusesUnreadableTypes: a Store whose documents the codec could
+// write but not read back refuses them before anything is sent, naming the
+// type: an interface type (Marshal sees only the dynamic value) or a
+// non-struct.
+func TestCodecRefusesUnreadableTypes(t *testing.T) {
+	b := memstore.New(nil)
+	opts := &etagstore.Options{Codec: tablestore.EntityCodec{}}
+	ctx := t.Context()
+	check := func(name string, err error, mention string) {
+		t.Helper()
+		if !errors.Is(err, etagstore.ErrInvalidInput) || !strings.Contains(err.Error(), mention) {
+			t.Errorf("%s = %v, want ErrInvalidInput naming %s", name, err, mention)
+		}
+	}
+	_, err := etagstore.New[any](b, opts).Create(ctx, "any", Inner{A: "x"})
+	check("Store[any].Create(Inner)", err, "interface {}")
+	_, err = etagstore.New[any](b, opts).Upsert(ctx, "any", &Inner{A: "x"})
+	check("Store[any].Upsert(*Inner)", err, "interface {}")
+	_, err = etagstore.New[int](b, opts).Create(ctx, "int", 1)
+	check("Store[int].Create", err, "not int")
+	_, err = etagstore.New[map[string]any](b, opts).Create(ctx, "map", map[string]any{"A": "x"})
+	check("Store[map].Create", err, "not map[string]interface {}")
+	_, err = etagstore.New[*Inner](b, opts).Create(ctx, "nil", nil)
+	check("Store[*Inner].Create(nil)", err, "nil")
+	for it, err := range b.List(ctx, "") {
+		t.Errorf("refused documents were stored: %q, %v", it.Key, err)
+	}
+}
+
+// TestValuesOnAzurite: the cases of issue 12 against the real service. A
+// pointer document round-trips; what cannot be read back is refused and
+// nothing is written.
+func TestValuesOnAzurite(t *testing.T) {
+	client := azuritetest.NewTable(t)
+	ctx := t.Context()
+	ps := tablestore.NewStore[*Inner](client, &tablestore.Options{Partition: "p"}, nil)
+	if _, err := ps.Create(ctx, "ptr", &Inner{A: "x", B: []int{1}}); err != nil {
+		t.Fatalf("Create(*Inner): %v", err)
+	}
+	if d, err := ps.Get(ctx, "ptr"); err != nil || d.Value == nil || d.Value.A != "x" {
+		t.Fatalf("Get(*Inner) = %+v, %v", d, err)
+	}
+	if d, err := ps.Update(ctx, "ptr", func(p **Inner) error { (*p).A = "y"; return nil }); err != nil || d.Value.A != "y" {
+		t.Fatalf("Update(*Inner) = %+v, %v", d, err)
+	}
+
+	s := tablestore.NewStore[AllTypes](client, &tablestore.Options{Partition: "p"}, nil)
+	for name, doc := range map[string]AllTypes{
+		"after9999": {When: time.Date(10000, 1, 2, 0, 0, 0, 0, time.UTC)},
+		"utf8":      {S: "a\xffb"},
+		"utf8json":  {List: []string{"a\xffb"}},
+	} {
+		if _, err := s.Create(ctx, name, doc); !errors.Is(err, etagstore.ErrInvalidInput) {
+			t.Errorf("Create(%s) = %v, want ErrInvalidInput", name, err)
+		}
+		if _, err := s.Get(ctx, name); !errors.Is(err, etagstore.ErrNotFound) {
+			t.Errorf("Get(%s) after a refused Create = %v, want ErrNotFound", name, err)
+		}
+	}
+	_, err := tablestore.NewStore[int](client, &tablestore.Options{Partition: "p"}, nil).Create(ctx, "int", 1)
+	if !errors.Is(err, etagstore.ErrInvalidInput) || !strings.Contains(err.Error(), "int") {
+		t.Errorf("Store[int].Create = %v, want ErrInvalidInput naming int", err)
+	}
+	_, err = tablestore.NewStore[any](client, &tablestore.Options{Partition: "p"}, nil).Create(ctx, "any", Inner{})
+	if !errors.Is(err, etagstore.ErrInvalidInput) {
+		t.Errorf("Store[any].Create = %v, want ErrInvalidInput", err)
+	}
+	for _, key := range []string{"int", "any"} {
+		if _, err := s.Get(ctx, key); !errors.Is(err, etagstore.ErrNotFound) {
+			t.Errorf("Get(%s) after a refused Create = %v, want ErrNotFound", key, err)
+		}
+	}
+	// At the edges of Edm.DateTime, and NaN, everything comes back.
+	for name, want := range map[string]AllTypes{
+		"last":  {When: time.Date(9999, 12, 31, 23, 59, 59, 999999900, time.UTC)},
+		"first": {When: time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"nan":   {F64: math.NaN(), F32: float32(math.Inf(-1))},
+		"text":  {S: "é€😀\u00a0\u2028"},
+	} {
+		if _, err := s.Create(ctx, name, want); err != nil {
+			t.Fatalf("Create(%s): %v", name, err)
+		}
+		got, err := s.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got.Value, nanEqual); diff != "" {
+			t.Errorf("round trip of %s (-want +got):\n%s", name, diff)
+		}
 	}
 }
