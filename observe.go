@@ -37,10 +37,11 @@ const (
 	opDelete
 	opList
 	opSave
+	opPage
 	numOps
 )
 
-var opNames = [numOps]string{"Get", "Create", "Replace", "Upsert", "Update", "Delete", "List", "Save"}
+var opNames = [numOps]string{"Get", "Create", "Replace", "Upsert", "Update", "Delete", "List", "Save", "Page"}
 
 var spanNames = func() (n [numOps]string) {
 	for op, name := range opNames {

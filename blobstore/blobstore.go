@@ -21,6 +21,7 @@ import (
 	"iter"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -371,6 +372,107 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.I
 			}
 		}
 	}
+}
+
+// ListPage returns up to limit documents whose key starts with prefix and
+// sorts after the key after, in key order, and whether more follow; see
+// etagstore.Backend. The listing starts at the blob name after (StartFrom,
+// inclusive; names up to after are skipped, so a service that ignored it
+// would only be slower), never at a stored marker, so a page resumes
+// correctly however the container changed. The page's documents are
+// downloaded, pageReaders at a time; one deleted in between is left out
+// and the page filled from the names after it.
+func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]etagstore.Item, bool, error) {
+	full := b.opts.Prefix + prefix
+	maxResults := int32(min(limit+2, 5000)) // the page, after itself, and one to tell "more"
+	opts := &container.ListBlobsFlatOptions{Prefix: &full, MaxResults: &maxResults, Include: container.ListBlobsInclude{Metadata: true}}
+	if after != "" {
+		from := b.opts.Prefix + after
+		opts.StartFrom = &from
+	}
+	pager := b.c.NewListBlobsFlatPager(opts)
+	var items []etagstore.Item
+	var keys []string // listed, not yet downloaded
+	for {
+		need := limit - len(items)
+		for len(keys) <= need && pager.More() {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				return nil, false, mapError("list", etagstore.CondNone, prefix, err)
+			}
+			for _, bi := range page.Segment.BlobItems {
+				if bi.Name == nil {
+					continue
+				}
+				key, ok := strings.CutPrefix(*bi.Name, b.opts.Prefix)
+				if ok && strings.HasPrefix(key, prefix) && etagstore.CompareKeys(key, after) > 0 &&
+					b.ValidateKey(key) == nil && !isLockBlob(bi.Metadata) {
+					keys = append(keys, key)
+				}
+			}
+		}
+		if need == 0 || len(keys) == 0 {
+			return items, need == 0 && len(keys) > 0, nil
+		}
+		n := min(need, len(keys))
+		got, err := b.readMany(ctx, keys[:n])
+		if err != nil {
+			return nil, false, err
+		}
+		items, keys = append(items, got...), keys[n:]
+	}
+}
+
+// pageReaders is how many documents ListPage downloads at once.
+const pageReaders = 8
+
+// readMany reads the documents under keys, pageReaders at a time, and
+// returns them in the order of keys without those that are gone. The
+// first failure stops the others and is returned.
+func (b *Backend) readMany(ctx context.Context, keys []string) ([]etagstore.Item, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	items := make([]etagstore.Item, len(keys))
+	found := make([]bool, len(keys))
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	next := make(chan int)
+	for range min(pageReaders, len(keys)) {
+		wg.Go(func() {
+			for i := range next {
+				it, err := b.Read(ctx, keys[i])
+				switch {
+				case err == nil:
+					items[i], found[i] = it, true
+				case !errors.Is(err, etagstore.ErrNotFound):
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+						cancel()
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range keys {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	out := items[:0]
+	for i, it := range items {
+		if found[i] {
+			out = append(out, it)
+		}
+	}
+	return out, nil
 }
 
 // mapError is the one place where Blob service errors become etagstore's

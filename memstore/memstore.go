@@ -10,7 +10,6 @@ package memstore
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"iter"
@@ -18,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/etagstore/etagstore"
 )
@@ -176,7 +174,7 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.I
 			}
 		}
 		b.mu.RUnlock()
-		slices.SortFunc(items, func(a, b etagstore.Item) int { return compareUTF16(a.Key, b.Key) })
+		slices.SortFunc(items, func(a, b etagstore.Item) int { return etagstore.CompareKeys(a.Key, b.Key) })
 		for _, it := range items {
 			it.Data = bytes.Clone(it.Data)
 			if !yield(it, nil) {
@@ -186,30 +184,26 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.I
 	}
 }
 
-// compareUTF16 compares a and b by their UTF-16 code units, the order of
-// Azure's tables and blob listings: it differs from byte (code point)
-// order in that characters above U+FFFF, encoded as surrogate pairs
-// (U+D800–U+DFFF), sort before U+E000–U+FFFF.
-func compareUTF16(a, b string) int {
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
-		if ra != rb {
-			return cmp.Compare(utf16Rank(ra), utf16Rank(rb))
+// ListPage returns up to limit items whose key starts with prefix and
+// sorts after the key after, in key order (etagstore.CompareKeys), and
+// whether more follow; see etagstore.Backend.
+func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]etagstore.Item, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	b.mu.RLock()
+	var items []etagstore.Item
+	for k, it := range b.docs {
+		if strings.HasPrefix(k, prefix) && etagstore.CompareKeys(k, after) > 0 {
+			items = append(items, it)
 		}
-		a, b = a[na:], b[nb:]
 	}
-	return cmp.Compare(len(a), len(b))
-}
-
-// utf16Rank maps r to a number that orders runes as their UTF-16 encodings
-// order.
-func utf16Rank(r rune) int {
-	switch {
-	case r >= 0x10000: // a surrogate pair, between U+D7FF and U+E000
-		return 0xD800 + int(r-0x10000)
-	case r >= 0xE000:
-		return 0x110000 + int(r)
+	b.mu.RUnlock()
+	slices.SortFunc(items, func(a, b etagstore.Item) int { return etagstore.CompareKeys(a.Key, b.Key) })
+	more := len(items) > limit
+	items = items[:min(len(items), limit)]
+	for i := range items {
+		items[i].Data = bytes.Clone(items[i].Data)
 	}
-	return int(r)
+	return items, more, nil
 }

@@ -127,6 +127,7 @@ func main() {
 	flag.StringVar(&only, "only", "", "run only the scenarios whose name contains this")
 	rttFlag := flag.String("rtt", "0", "latency added to every Azure request (table and blob) by a loopback proxy in front of Azurite; a comma-separated list runs everything once per value")
 	writersFlag := flag.String("writers", "1,4,16,64", "writer counts of the one-process hot-key scenarios")
+	flag.BoolVar(&printMetrics, "metrics", false, "also print the library's own OpenTelemetry metrics of every one-process library cell")
 	flag.Parse()
 	conn := os.Getenv("ETAGSTORE_AZURITE")
 	if *worker != "" {
@@ -318,6 +319,9 @@ func open(backend, conn, resource string) (*env, error) {
 
 func storeOptions(mode string) *etagstore.Options {
 	o := &etagstore.Options{DisableGroupCommit: mode == "library-nogroup", Retry: &etagstore.RetryPolicy{MaxAttempts: 1 << 20, MaxElapsedTime: -1}}
+	if cellMetrics != nil {
+		o.MeterProvider = cellMetrics.provider
+	}
 	if mode == "library+cache" {
 		o.CacheSize = 1024
 	}
@@ -475,6 +479,7 @@ func bench(e *env, backend string, writers []int, d time.Duration) {
 	}
 	scens = append(scens, scen{"hot key, 4 processes × 4 writers", 4, false, 4}, scen{"64 writers, distinct keys", 64, true, 1})
 	var rows []row
+	var summaries []string
 	for i, sc := range scens {
 		if sc.procs > 1 && backend == "memory" {
 			continue // memory is not shared between processes
@@ -501,7 +506,14 @@ func bench(e *env, backend string, writers []int, d time.Duration) {
 					log.Fatalf("%s %s %s: counter %d after %d commits (%v)", backend, m, space, doc.Value.N, r.Commits, err)
 				}
 			} else {
+				if printMetrics && strings.HasPrefix(m, "library") {
+					cellMetrics = newMetricsCell()
+				}
 				r = cell(ctx, e, m, space, sc.writers, sc.distinct, d)
+				if cellMetrics != nil {
+					summaries = append(summaries, fmt.Sprintf("- %s / %s: %s", sc.name, m, cellMetrics.summary()))
+					cellMetrics = nil
+				}
 			}
 			rows = append(rows, row{sc.name, m, r})
 			fmt.Fprintf(os.Stderr, "%s / %s / %s: %.0f commits/s\n", backend, sc.name, m, float64(r.Commits)/r.Seconds)
@@ -531,6 +543,9 @@ func bench(e *env, backend string, writers []int, d time.Duration) {
 			pct(r.r.Latency, 50), pct(r.r.Latency, 99), slices.Max(append(r.r.Attempts, 0)), r.r.Commits)
 	}
 	fmt.Println()
+	if len(summaries) > 0 {
+		fmt.Printf("Metrics the library recorded (-metrics), %s:\n\n%s\n\n", backend, strings.Join(summaries, "\n"))
+	}
 }
 
 func pct(v []float64, p int) float64 {
@@ -658,6 +673,17 @@ func (p prefixed) Write(ctx context.Context, key string, w etagstore.Write) (eta
 
 func (p prefixed) Delete(ctx context.Context, key string, c etagstore.Cond) error {
 	return p.Backend.Delete(ctx, p.prefix+key, c)
+}
+
+func (p prefixed) ListPage(ctx context.Context, prefix, after string, limit int) ([]etagstore.Item, bool, error) {
+	if after != "" {
+		after = p.prefix + after
+	}
+	items, more, err := p.Backend.ListPage(ctx, p.prefix+prefix, after, limit)
+	for i := range items {
+		items[i].Key = strings.TrimPrefix(items[i].Key, p.prefix)
+	}
+	return items, more, err
 }
 
 func (p prefixed) List(ctx context.Context, prefix string) iter.Seq2[etagstore.Item, error] {

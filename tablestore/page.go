@@ -1,0 +1,105 @@
+package tablestore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/etagstore/etagstore"
+)
+
+// ListPage returns up to limit entities whose key starts with prefix and
+// comes after the key after in table order (PartitionKey, then RowKey),
+// and whether more follow; see etagstore.Backend. The bound is part of the
+// query's filter, so a page resumes correctly however the table changed;
+// the service's own continuation (NextPartitionKey, NextRowKey) is used
+// only within one page, to fill it when the service answers with less
+// than asked (at most 1000 entities, or what it found within its time
+// limit).
+func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]etagstore.Item, bool, error) {
+	return b.page(ctx, b.prefixFilter(prefix).And(b.afterFilter(after)), limit)
+}
+
+// QueryPage is ListPage for the entities matching filter (see Query).
+func (b *Backend) QueryPage(ctx context.Context, filter Filter, after string, limit int) ([]etagstore.Item, bool, error) {
+	if b.opts.Partition != "" {
+		filter = Eq("PartitionKey", b.opts.Partition).And(filter)
+	}
+	return b.page(ctx, filter.And(b.afterFilter(after)), limit)
+}
+
+// QueryPage returns one page of the typed documents of s (a Store on a
+// table Backend) matching filter, in table order, as Store.Page does for a
+// prefix: limit from 1 to etagstore.MaxPageLimit, token "" for the first
+// page and the previous page's Next after that. A token is bound to the
+// filter it was made for. A limit out of range, a token altered or made
+// for another filter, a filter that cannot be expressed, or a Store on
+// another backend match etagstore.ErrInvalidInput, and nothing is sent.
+func QueryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, limit int, token string) (etagstore.Page[T], error) {
+	b, ok := s.Backend().(*Backend)
+	if !ok {
+		return etagstore.Page[T]{}, fmt.Errorf("%w: tablestore: QueryPage needs a Store on a tablestore Backend, not %T", etagstore.ErrInvalidInput, s.Backend())
+	}
+	if err := filter.Err(); err != nil {
+		return etagstore.Page[T]{}, fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, err)
+	}
+	return etagstore.PageOf(ctx, s, "tablestore.query\x00"+filter.String(), limit, token, func(ctx context.Context, after string, limit int) ([]etagstore.Item, bool, error) {
+		return b.QueryPage(ctx, filter, after, limit)
+	})
+}
+
+// afterFilter matches the keys after key in table order: a greater RowKey
+// in key's partition, or a greater PartitionKey.
+func (b *Backend) afterFilter(key string) Filter {
+	if key == "" {
+		return Filter{}
+	}
+	if b.opts.Partition != "" {
+		return Gt("RowKey", key)
+	}
+	pk, rk, ok := strings.Cut(key, "/")
+	if !ok {
+		return Filter{err: fmt.Errorf("tablestore: %q is not a \"PartitionKey/RowKey\" key", key)}
+	}
+	return Eq("PartitionKey", pk).And(Gt("RowKey", rk)).Or(Gt("PartitionKey", pk))
+}
+
+// page runs the query filter until it has limit entities and knows whether
+// one more exists, asking each request for no more than it still needs.
+func (b *Backend) page(ctx context.Context, filter Filter, limit int) ([]etagstore.Item, bool, error) {
+	if err := filter.Err(); err != nil {
+		return nil, false, fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, err)
+	}
+	f := filter.String()
+	var items []etagstore.Item
+	var nextPK, nextRK *string
+	for {
+		top := int32(min(limit+1-len(items), int(b.opts.PageSize)))
+		opts := &aztables.ListEntitiesOptions{Top: &top, NextPartitionKey: nextPK, NextRowKey: nextRK}
+		if f != "" {
+			opts.Filter = &f
+		}
+		resp, err := b.client.NewListEntitiesPager(opts).NextPage(ctx)
+		if err != nil {
+			return nil, false, mapError("list", "", err)
+		}
+		for _, e := range resp.Entities {
+			it, err := b.item(e)
+			if err != nil {
+				return nil, false, err
+			}
+			items = append(items, it)
+		}
+		if len(items) > limit {
+			return items[:limit], true, nil
+		}
+		if empty(resp.NextPartitionKey) && empty(resp.NextRowKey) {
+			return items, false, nil
+		}
+		nextPK, nextRK = resp.NextPartitionKey, resp.NextRowKey
+	}
+}
+
+func empty(s *string) bool { return s == nil || *s == "" }

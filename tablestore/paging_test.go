@@ -1,0 +1,16 @@
+package tablestore_test
+
+import (
+	"testing"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/internal/azuritetest"
+	"github.com/etagstore/etagstore/storetest"
+	"github.com/etagstore/etagstore/tablestore"
+)
+
+func TestPaging(t *testing.T) {
+	storetest.RunPaging(t, func(t *testing.T) etagstore.Backend {
+		return tablestore.New(azuritetest.NewTable(t), &tablestore.Options{Partition: "docs"})
+	})
+}
