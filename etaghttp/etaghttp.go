@@ -33,7 +33,9 @@ func FormatETag(e etagstore.ETag) string {
 var ErrBadETag = errors.New("etaghttp: malformed entity tag")
 
 // ParseETag decodes one entity tag made by FormatETag; a weak tag (W/"…")
-// is accepted the same. "*" is etagstore.ETagAny.
+// is accepted the same. "*" is etagstore.ETagAny. A tag FormatETag cannot
+// have made (another encoding of the same bytes, or the encoding of "*")
+// matches ErrBadETag.
 func ParseETag(tag string) (etagstore.ETag, error) {
 	tag = strings.TrimSpace(tag)
 	if tag == "*" {
@@ -43,8 +45,8 @@ func ParseETag(tag string) (etagstore.ETag, error) {
 	if len(tag) < 2 || tag[0] != '"' || tag[len(tag)-1] != '"' {
 		return "", fmt.Errorf("%w: %q", ErrBadETag, tag)
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(tag[1 : len(tag)-1])
-	if err != nil || len(raw) == 0 {
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(tag[1 : len(tag)-1])
+	if err != nil || len(raw) == 0 || etagstore.ETag(raw) == etagstore.ETagAny {
 		return "", fmt.Errorf("%w: %q", ErrBadETag, tag)
 	}
 	return etagstore.ETag(raw), nil

@@ -62,7 +62,7 @@ func do(t *testing.T, srv *httptest.Server, method, path, body string, hdr map[s
 func TestHandlerRules(t *testing.T) {
 	s := etagstore.New[Page](memstore.New(nil), nil)
 	mux := http.NewServeMux()
-	mux.Handle("/api/pages/", http.StripPrefix("/api/pages", etaghttp.Handler(s, &etaghttp.HandlerOptions{MaxBodyBytes: 1024})))
+	mux.Handle("/api/pages/", http.StripPrefix("/api/pages", etaghttp.Handler(s, &etaghttp.HandlerOptions[Page]{MaxBodyBytes: 1024})))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 

@@ -3,6 +3,7 @@ package etaghttp
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -11,9 +12,20 @@ import (
 )
 
 // HandlerOptions configure Handler. Nil means the defaults.
-type HandlerOptions struct {
+type HandlerOptions[T any] struct {
 	// MaxBodyBytes bounds request bodies. Default: 1 MiB.
 	MaxBodyBytes int64
+	// CheckKey, when set, vets the key of every request before anything is
+	// read or written; an error is answered 400 with its text. Default: the
+	// Store's own key rules only.
+	CheckKey func(key string) error
+	// Prepare, when set, is called with each document a PUT or PATCH is
+	// about to store and the stored version it replaces (nil when a PUT
+	// creates); it may set the fields the server keeps (timestamps,
+	// history) and must not change *old. An error is answered 400 with its
+	// text and nothing is written. Under If-Match: * it runs inside
+	// Store.Update and may run more than once. Default: none.
+	Prepare func(r *http.Request, key string, old, v *T) error
 }
 
 // Problem is an RFC 9457 problem-details body (application/problem+json),
@@ -43,30 +55,46 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 }
 
 // Handler serves the documents of s as JSON at the request path (mount it
-// with http.StripPrefix; the remaining path is the key):
+// with http.StripPrefix; the remaining path is the key), following RFC 9110
+// for conditional requests and RFC 7396 for PATCH:
 //
-//   - GET returns the document with its ETag; If-None-Match of the current
-//     ETag gives 304 Not Modified.
-//   - PUT replaces it: If-Match is required (428 without it; "*" overwrites
-//     deliberately); If-None-Match: * creates instead. A stale ETag gives
-//     412 with a Problem holding the current ETag, document and diff.
-//   - PATCH applies a JSON merge patch (RFC 7396) under the same If-Match
-//     rules.
+//   - GET returns the document with its ETag; If-None-Match holding the
+//     current ETag (weak comparison) or "*" gives 304 Not Modified.
+//   - PUT replaces the document. If-Match is required (428 without it)
+//     and compared strongly: it holds when it lists the current ETag; a
+//     weak tag, a stale one or one this server never issued gives 412 with
+//     a Problem holding the current ETag, document and diff. "*" overwrites
+//     whatever version is stored. Any If-Match fails (412) on a missing
+//     document. If-None-Match: * creates instead (412 if it exists).
+//   - PATCH applies a JSON merge patch (RFC 7396) under the same rules:
+//     members the patch does not name are kept byte for byte, a null member
+//     resets its field to the zero value. With If-Match: * the patch is
+//     applied to whatever version is current, re-applied if another write
+//     gets there first.
 //   - DELETE deletes under the same If-Match rules; 204 on success.
 //
-// Bodies are limited to MaxBodyBytes (413 beyond). A Handler is safe for
-// concurrent use.
-func Handler[T any](s *etagstore.Store[T], opts *HandlerOptions) http.Handler {
+// A body must decode into T: a member T has no field for, a null body or
+// data after the document is 400, naming what is wrong. A write that may
+// or may not have been applied (etagstore.ErrOutcomeUnknown) is 503 with a
+// Problem saying so: GET the document to see. Every 2xx answer to PUT or
+// PATCH carries the ETag of the document it returns. Bodies are limited to
+// MaxBodyBytes (413 beyond). A Handler is safe for concurrent use.
+func Handler[T any](s *etagstore.Store[T], opts *HandlerOptions[T]) http.Handler {
 	h := &handler[T]{s: s, max: 1 << 20}
-	if opts != nil && opts.MaxBodyBytes > 0 {
-		h.max = opts.MaxBodyBytes
+	if opts != nil {
+		if opts.MaxBodyBytes > 0 {
+			h.max = opts.MaxBodyBytes
+		}
+		h.checkKey, h.prepare = opts.CheckKey, opts.Prepare
 	}
 	return h
 }
 
 type handler[T any] struct {
-	s   *etagstore.Store[T]
-	max int64
+	s        *etagstore.Store[T]
+	max      int64
+	checkKey func(string) error
+	prepare  func(r *http.Request, key string, old, v *T) error
 }
 
 func (h *handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -74,6 +102,12 @@ func (h *handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if key == "" {
 		WriteProblem(w, Problem{Status: http.StatusNotFound, Detail: "no document key in the path"})
 		return
+	}
+	if h.checkKey != nil {
+		if err := h.checkKey(key); err != nil {
+			WriteProblem(w, Problem{Status: http.StatusBadRequest, Key: key, Detail: err.Error()})
+			return
+		}
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -91,9 +125,9 @@ func (h *handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler[T]) get(w http.ResponseWriter, r *http.Request, key string) {
-	inm, err := ParseList(r.Header.Get("If-None-Match"))
+	inm, err := parseCondition(r.Header, "If-None-Match")
 	if err != nil {
-		WriteProblem(w, Problem{Status: http.StatusBadRequest, Detail: err.Error()})
+		badRequest(w, key, err)
 		return
 	}
 	d, err := h.s.Get(r.Context(), key)
@@ -103,30 +137,29 @@ func (h *handler[T]) get(w http.ResponseWriter, r *http.Request, key string) {
 	}
 	w.Header().Set("ETag", FormatETag(d.ETag))
 	w.Header().Set("Cache-Control", "no-cache")
-	if Matches(inm, d.ETag) {
+	if inm.matchWeak(d.ETag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
 	writeJSON(w, http.StatusOK, d.Value)
 }
 
-// ifMatch returns the one ETag of a required If-Match header, or writes
-// 428 (missing) or 400 (malformed, or a list).
-func ifMatch(w http.ResponseWriter, r *http.Request) (etagstore.ETag, bool) {
-	tags, err := ParseList(r.Header.Get("If-Match"))
+// conditions parses a write's If-Match and If-None-Match, or writes 400.
+// A write takes If-None-Match only as "*" (create), and only on PUT.
+func conditions(w http.ResponseWriter, r *http.Request, key string) (im, inm condition, ok bool) {
+	im, err := parseCondition(r.Header, "If-Match")
+	if err == nil {
+		inm, err = parseCondition(r.Header, "If-None-Match")
+	}
 	switch {
 	case err != nil:
-		WriteProblem(w, Problem{Status: http.StatusBadRequest, Detail: err.Error()})
-		return "", false
-	case len(tags) == 0:
-		WriteProblem(w, Problem{Status: http.StatusPreconditionRequired,
-			Detail: "this write needs If-Match with the ETag you read (or * to overwrite deliberately)"})
-		return "", false
-	case len(tags) > 1:
-		WriteProblem(w, Problem{Status: http.StatusBadRequest, Detail: "If-Match must hold one entity tag"})
-		return "", false
+		badRequest(w, key, err)
+		return im, inm, false
+	case inm.present && (!inm.any || r.Method != http.MethodPut || im.present):
+		badRequest(w, key, errors.New("a write takes If-None-Match only as * on a PUT without If-Match (create)"))
+		return im, inm, false
 	}
-	return tags[0], true
+	return im, inm, true
 }
 
 func (h *handler[T]) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
@@ -143,43 +176,29 @@ func (h *handler[T]) body(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	return b, true
 }
 
-func (h *handler[T]) decode(w http.ResponseWriter, data []byte) (T, bool) {
-	var v T
-	if err := json.Unmarshal(data, &v); err != nil {
-		WriteProblem(w, Problem{Status: http.StatusBadRequest, Detail: "body: " + err.Error()})
-		return v, false
-	}
-	return v, true
-}
-
 func (h *handler[T]) put(w http.ResponseWriter, r *http.Request, key string) {
+	im, inm, ok := conditions(w, r, key)
+	if !ok {
+		return
+	}
 	data, ok := h.body(w, r)
 	if !ok {
 		return
 	}
-	v, ok := h.decode(w, data)
-	if !ok {
+	v, err := decodeStrict[T](data)
+	if err != nil {
+		badRequest(w, key, fmt.Errorf("body: %w", err))
 		return
 	}
-	if inm := strings.TrimSpace(r.Header.Get("If-None-Match")); inm == "*" {
-		d, err := h.s.Create(r.Context(), key, v)
-		if errors.Is(err, etagstore.ErrExists) {
-			WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key, Detail: "the document already exists"})
-			return
-		}
-		h.done(w, key, d, err, http.StatusCreated)
+	if inm.any {
+		h.create(w, r, key, v)
 		return
 	}
-	etag, ok := ifMatch(w, r)
-	if !ok {
-		return
-	}
-	d, err := h.s.Replace(r.Context(), etagstore.Doc[T]{Key: key, Value: v, ETag: etag})
-	h.done(w, key, d, err, http.StatusOK)
+	h.write(w, r, key, im, func(T) (T, error) { return v, nil })
 }
 
 func (h *handler[T]) patch(w http.ResponseWriter, r *http.Request, key string) {
-	etag, ok := ifMatch(w, r)
+	im, _, ok := conditions(w, r, key)
 	if !ok {
 		return
 	}
@@ -187,64 +206,205 @@ func (h *handler[T]) patch(w http.ResponseWriter, r *http.Request, key string) {
 	if !ok {
 		return
 	}
-	cur, err := h.s.Get(r.Context(), key)
-	if err != nil {
+	if !json.Valid(patch) {
+		badRequest(w, key, errors.New("patch: invalid JSON"))
+		return
+	}
+	h.write(w, r, key, im, func(cur T) (T, error) { return patched(cur, patch) })
+}
+
+func (h *handler[T]) create(w http.ResponseWriter, r *http.Request, key string, v T) {
+	if err := h.prepared(r, key, nil, &v); err != nil {
 		h.fail(w, key, err)
 		return
 	}
-	if etag != etagstore.ETagAny && etag != cur.ETag {
-		h.fail(w, key, &etagstore.ConflictError[T]{Key: key, ETag: etag, Theirs: cur, Mine: cur.Value, Attempts: 0})
+	d, err := h.s.Create(r.Context(), key, v)
+	if errors.Is(err, etagstore.ErrExists) {
+		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key, Detail: "If-None-Match: * failed: the document already exists"})
 		return
 	}
-	doc, err := json.Marshal(cur.Value)
+	h.written(w, r, key, d, err, http.StatusCreated)
+}
+
+// write stores change(current) under key if If-Match im holds. With "*",
+// through Store.Update: the change is applied to whatever version is
+// current, and again if another write gets there first. With tags, the
+// current version is read and compared strongly, and written with If-Match
+// of the version compared, so a write in between is a 412 too.
+func (h *handler[T]) write(w http.ResponseWriter, r *http.Request, key string, im condition, change func(T) (T, error)) {
+	if !im.present {
+		preconditionRequired(w, key)
+		return
+	}
+	ctx := r.Context()
+	if im.any {
+		d, err := h.s.Update(ctx, key, func(p *T) error {
+			v, err := h.next(r, key, p, change)
+			*p = v
+			return err
+		})
+		h.written(w, r, key, d, err, http.StatusOK)
+		return
+	}
+	cur, err := h.s.Get(ctx, key)
+	if err != nil {
+		h.failWrite(w, key, err)
+		return
+	}
+	v, err := h.next(r, key, &cur.Value, change)
+	switch {
+	case !im.matchStrong(cur.ETag):
+		h.conflict(w, key, im, cur, v)
+		return
+	case err != nil:
+		h.fail(w, key, err)
+		return
+	}
+	d, err := h.s.Replace(ctx, etagstore.Doc[T]{Key: key, Value: v, ETag: cur.ETag})
+	h.written(w, r, key, d, err, http.StatusOK)
+}
+
+// next is the document a write stores over old: change(old), prepared.
+// On an error it returns old (what a conflict's diff then shows).
+func (h *handler[T]) next(r *http.Request, key string, old *T, change func(T) (T, error)) (T, error) {
+	v, err := change(*old)
 	if err == nil {
-		doc, err = MergePatch(doc, patch)
+		err = h.prepared(r, key, old, &v)
 	}
 	if err != nil {
-		WriteProblem(w, Problem{Status: http.StatusBadRequest, Detail: err.Error()})
-		return
+		return *old, invalid{err}
 	}
-	v, ok := h.decode(w, doc)
-	if !ok {
-		return
+	return v, nil
+}
+
+func (h *handler[T]) prepared(r *http.Request, key string, old, v *T) error {
+	if h.prepare == nil {
+		return nil
 	}
-	d, err := h.s.Replace(r.Context(), etagstore.Doc[T]{Key: key, Value: v, ETag: cur.ETag})
-	h.done(w, key, d, err, http.StatusOK)
+	if err := h.prepare(r, key, old, v); err != nil {
+		return invalid{err}
+	}
+	return nil
 }
 
 func (h *handler[T]) delete(w http.ResponseWriter, r *http.Request, key string) {
-	etag, ok := ifMatch(w, r)
-	if !ok {
+	im, _, ok := conditions(w, r, key)
+	switch {
+	case !ok:
+		return
+	case !im.present:
+		preconditionRequired(w, key)
 		return
 	}
-	if err := h.s.Delete(r.Context(), key, etag); err != nil {
-		h.fail(w, key, err)
+	held := etagstore.ETagAny
+	if !im.any {
+		cur, err := h.s.Get(r.Context(), key)
+		if err != nil {
+			h.failWrite(w, key, err)
+			return
+		}
+		if !im.matchStrong(cur.ETag) {
+			h.conflict(w, key, im, cur, *new(T))
+			return
+		}
+		held = cur.ETag
+	}
+	if err := h.s.Delete(r.Context(), key, held); err != nil {
+		h.failWrite(w, key, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (h *handler[T]) done(w http.ResponseWriter, key string, d etagstore.Doc[T], err error, status int) {
+// written answers a write that returned d and err with status, the
+// document and its ETag.
+func (h *handler[T]) written(w http.ResponseWriter, r *http.Request, key string, d etagstore.Doc[T], err error, status int) {
 	if err != nil {
-		h.fail(w, key, err)
+		h.failWrite(w, key, err)
 		return
+	}
+	if d.ETag == "" {
+		// The write was applied, but its state was never stored as a
+		// version of its own (an Update committed with later ones in one
+		// group-commit batch, or a lost response resolved by a read that
+		// already showed a later write). Answer with the current version,
+		// which holds this write, and its ETag: never `ETag: ""`.
+		cur, err := h.s.Get(r.Context(), key)
+		if err != nil {
+			// Deleted right after, or unreadable: the write stands, but
+			// there is no version to name. Answer its state without an ETag.
+			writeJSON(w, status, d.Value)
+			return
+		}
+		d = cur
 	}
 	w.Header().Set("ETag", FormatETag(d.ETag))
 	writeJSON(w, status, d.Value)
 }
 
-// fail maps a Store error to its HTTP status.
+// invalid marks a write refused because of what the request sent (400).
+type invalid struct{ err error }
+
+func (e invalid) Error() string { return e.err.Error() }
+func (e invalid) Unwrap() error { return e.err }
+
+func badRequest(w http.ResponseWriter, key string, err error) {
+	WriteProblem(w, Problem{Status: http.StatusBadRequest, Key: key, Detail: err.Error()})
+}
+
+func preconditionRequired(w http.ResponseWriter, key string) {
+	WriteProblem(w, Problem{Status: http.StatusPreconditionRequired, Key: key,
+		Detail: "this write needs If-Match with the ETag you read (or * to overwrite deliberately)"})
+}
+
+// failWrite answers a conditional write's error: a missing document fails
+// every If-Match, "*" included (RFC 9110 §13.1.1), so it is 412.
+func (h *handler[T]) failWrite(w http.ResponseWriter, key string, err error) {
+	if errors.Is(err, etagstore.ErrNotFound) {
+		WriteProblem(w, Problem{Type: "https://etagstore.dev/problems/conflict", Title: "The document does not exist",
+			Status: http.StatusPreconditionFailed, Key: key,
+			Detail: "If-Match failed: there is no current version (the document was deleted, or never created); create it with PUT and If-None-Match: *"})
+		return
+	}
+	h.fail(w, key, err)
+}
+
+// conflict answers a write whose If-Match does not hold the current
+// version theirs; mine is what the write would have stored.
+func (h *handler[T]) conflict(w http.ResponseWriter, key string, im condition, theirs etagstore.Doc[T], mine T) {
+	tag := FormatETag(theirs.ETag)
+	detail := fmt.Sprintf("If-Match failed: the document changed since the version you name. Its current entity tag is %s: GET it (or take this body's current document), apply your change to it and send If-Match: %s", tag, tag)
+	if im.weakOnly() {
+		detail = fmt.Sprintf("If-Match failed: it compares entity tags strongly (RFC 9110 §13.1.1), so a weak tag (W/...) never matches. The current entity tag is %s", tag)
+	}
+	ce := &etagstore.ConflictError[T]{Key: key, Theirs: theirs, Mine: mine}
+	WriteProblem(w, Problem{
+		Type: "https://etagstore.dev/problems/conflict", Title: "The document changed since you read it",
+		Status: http.StatusPreconditionFailed, Key: key, Detail: detail,
+		CurrentETag: tag, Current: theirs.Value, Diff: ce.Diff(),
+	})
+}
+
+// fail maps a Store error to its HTTP status. Its texts name HTTP entity
+// tags only, never storage ETags.
 func (h *handler[T]) fail(w http.ResponseWriter, key string, err error) {
-	var ce *etagstore.ConflictError[T]
+	var (
+		ce  *etagstore.ConflictError[T]
+		bad invalid
+	)
 	switch {
-	case errors.As(err, &ce):
+	case errors.As(err, &bad):
+		badRequest(w, key, bad.err)
+	case errors.Is(err, etagstore.ErrOutcomeUnknown):
 		WriteProblem(w, Problem{
-			Type: "https://etagstore.dev/problems/conflict", Title: "The document changed since you read it",
-			Status: http.StatusPreconditionFailed, Key: key, Detail: ce.Error(),
-			CurrentETag: FormatETag(ce.Theirs.ETag), Current: ce.Theirs.Value, Diff: ce.Diff(),
+			Type: "https://etagstore.dev/problems/outcome-unknown", Title: "The write may have been applied",
+			Status: http.StatusServiceUnavailable, Key: key,
+			Detail: "the storage service's answer was lost: the write may have been applied, or not. GET the resource to check before you send it again",
 		})
+	case errors.As(err, &ce):
+		h.conflict(w, key, condition{}, ce.Theirs, ce.Mine)
 	case errors.Is(err, etagstore.ErrConflict):
-		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key, Detail: err.Error()})
+		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key, Detail: "the document changed since you read it: GET it and try again"})
 	case errors.Is(err, etagstore.ErrNotFound):
 		WriteProblem(w, Problem{Status: http.StatusNotFound, Key: key})
 	case errors.Is(err, etagstore.ErrInvalidKey), errors.Is(err, etagstore.ErrInvalidInput):
@@ -252,9 +412,9 @@ func (h *handler[T]) fail(w http.ResponseWriter, key string, err error) {
 	case errors.Is(err, etagstore.ErrTooLarge):
 		WriteProblem(w, Problem{Status: http.StatusRequestEntityTooLarge, Key: key, Detail: err.Error()})
 	case errors.Is(err, etagstore.ErrETagRequired):
-		WriteProblem(w, Problem{Status: http.StatusPreconditionRequired, Key: key, Detail: err.Error()})
+		preconditionRequired(w, key)
 	case errors.Is(err, etagstore.ErrLocked):
-		WriteProblem(w, Problem{Status: http.StatusLocked, Key: key, Detail: err.Error()})
+		WriteProblem(w, Problem{Status: http.StatusLocked, Key: key, Detail: "the document is locked by another writer"})
 	default:
 		WriteProblem(w, Problem{Status: http.StatusInternalServerError, Key: key, Detail: "storage error"})
 	}
@@ -264,35 +424,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// MergePatch applies an RFC 7396 JSON merge patch to doc.
-func MergePatch(doc, patch []byte) ([]byte, error) {
-	var d, p any
-	if err := json.Unmarshal(doc, &d); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(patch, &p); err != nil {
-		return nil, errors.New("patch: " + err.Error())
-	}
-	return json.Marshal(mergeValue(d, p))
-}
-
-func mergeValue(target, patch any) any {
-	pm, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	tm, ok := target.(map[string]any)
-	if !ok {
-		tm = map[string]any{}
-	}
-	for k, v := range pm {
-		if v == nil {
-			delete(tm, k)
-		} else {
-			tm[k] = mergeValue(tm[k], v)
-		}
-	}
-	return tm
 }

@@ -142,17 +142,64 @@ func TestBrowserTwoEditors(t *testing.T) {
 	if d, _ := pages.Get(t.Context(), "Sandbox"); strings.Contains(d.Value.Body, "bob wants") {
 		t.Fatal("(b) the conflicting save was written")
 	}
+	if h := get(bob, "read the heading", chromedp.Text(chromedp.CSS("h1"))); !strings.HasPrefix(h, "Conflict") {
+		t.Errorf("(b) the conflict page's heading is %q", h)
+	}
 	shot(bob, "b-overlapping-edits-conflict.png")
 
-	// (c) Overwrite anyway: bob's text replaces alice's, deliberately.
-	run(bob, "bob overwrites", chromedp.Click(chromedp.ID("overwrite")), chromedp.WaitVisible(chromedp.ID("content")))
+	// (c) Saving the draft with its conflict markers still in it is
+	// refused, saying why; the text stays in the box; nothing is written.
+	run(bob, "bob saves the draft unchanged", chromedp.Click(chromedp.ID("save")), chromedp.WaitVisible(chromedp.ID("markers")))
+	if kept := get(bob, "read the box", chromedp.Value(chromedp.ID("body"))); kept != draft {
+		t.Errorf("(c) the refused draft was not kept:\n%s\nwant:\n%s", kept, draft)
+	}
+	if h := text(bob, "markers"); !strings.Contains(h, "conflict markers") {
+		t.Errorf("(c) the refusal does not say why: %q", h)
+	}
+	if d, _ := pages.Get(t.Context(), "Sandbox"); strings.Contains(d.Value.Body, markerMine) {
+		t.Fatal("(c) a text with conflict markers was saved")
+	}
+	shot(bob, "c-unresolved-markers-refused.png")
+
+	// (d) Overwrite anyway saves what is in the box: bob's text, edited
+	// further in the box, replaces alice's, deliberately.
+	edited := strings.Replace(bobsText, "line 5", "line 5, edited in the draft box", 1)
+	run(bob, "bob overwrites with his edited draft",
+		chromedp.SetValue(chromedp.ID("body"), edited),
+		chromedp.Click(chromedp.ID("overwrite")), chromedp.WaitVisible(chromedp.ID("content")))
 	content = text(bob, "content")
-	if !strings.Contains(content, "line 3 as bob wants it") || strings.Contains(content, "alice wants") {
-		t.Fatalf("(c) after overwrite the page shows:\n%s", content)
+	if !strings.Contains(content, "line 5, edited in the draft box") || strings.Contains(content, "alice wants") {
+		t.Fatalf("(d) after overwrite the page shows:\n%s", content)
 	}
-	if d, _ := pages.Get(t.Context(), "Sandbox"); d.Value.Body != strings.ReplaceAll(bobsText, "\r\n", "\n") {
-		t.Fatalf("(c) stored body:\n%s\nwant bob's text:\n%s", d.Value.Body, bobsText)
+	if d, _ := pages.Get(t.Context(), "Sandbox"); d.Value.Body != strings.ReplaceAll(edited, "\r\n", "\n") {
+		t.Fatalf("(d) stored body:\n%s\nwant bob's edited draft:\n%s", d.Value.Body, edited)
 	}
-	shot(bob, "c-overwrite-anyway.png")
+	shot(bob, "d-overwrite-with-edited-draft.png")
+
+	// (e) The page is deleted while alice edits it: her save shows the
+	// conflict page with her text kept, and recreating the page saves it.
+	a = openEditor(alice, "alice")
+	cur, err := pages.Get(t.Context(), "Sandbox")
+	if err == nil {
+		err = pages.Delete(t.Context(), "Sandbox", cur.ETag)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	alicesText := strings.Replace(a, "line 2", "line 2, edited by alice", 1)
+	saveAs(alice, "alice", alicesText)
+	run(alice, "alice sees the conflict page", chromedp.WaitVisible(chromedp.ID("conflict")))
+	if kept := get(alice, "read the box", chromedp.Value(chromedp.ID("body"))); kept != alicesText {
+		t.Errorf("(e) alice's text was not kept:\n%s", kept)
+	}
+	if h := get(alice, "read the heading", chromedp.Text(chromedp.CSS("h1"))); !strings.Contains(h, "deleted") {
+		t.Errorf("(e) heading %q does not say the page was deleted", h)
+	}
+	shot(alice, "e-deleted-meanwhile-conflict.png")
+	run(alice, "alice recreates the page", chromedp.Click(chromedp.ID("recreate")), chromedp.WaitVisible(chromedp.ID("content")))
+	if d, err := pages.Get(t.Context(), "Sandbox"); err != nil || d.Value.Body != strings.ReplaceAll(alicesText, "\r\n", "\n") {
+		t.Fatalf("(e) after recreate: %v, stored:\n%s", err, d.Value.Body)
+	}
+	shot(alice, "f-deleted-page-recreated.png")
 	t.Logf("screenshots in %s", screenshotDir)
 }

@@ -126,12 +126,20 @@ func merge3(base, mine, theirs []string) ([]string, int) {
 	return append(out, base[pos:]...), conflicts
 }
 
+// The lines conflictBlock puts around the two versions of a conflict. A
+// save holding the first or the last is refused (see markerLines).
+const (
+	markerMine   = "<<<<<<< your edit"
+	markerSep    = "======="
+	markerTheirs = ">>>>>>> saved meanwhile"
+)
+
 func conflictBlock(mine, theirs []string) []string {
-	out := []string{"<<<<<<< your edit"}
+	out := []string{markerMine}
 	out = append(out, mine...)
-	out = append(out, "=======")
+	out = append(out, markerSep)
 	out = append(out, theirs...)
-	return append(out, ">>>>>>> saved meanwhile")
+	return append(out, markerTheirs)
 }
 
 // lines splits text into lines, normalising CRLF (browsers send it).
