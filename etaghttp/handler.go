@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/etagstore/etagstore"
@@ -100,7 +101,12 @@ type handler[T any] struct {
 func (h *handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimPrefix(r.URL.Path, "/")
 	if key == "" {
-		WriteProblem(w, Problem{Status: http.StatusNotFound, Detail: "no document key in the path"})
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			WriteProblem(w, Problem{Status: http.StatusMethodNotAllowed, Detail: "the collection can only be listed"})
+			return
+		}
+		h.list(w, r)
 		return
 	}
 	if h.checkKey != nil {
@@ -424,4 +430,57 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Listing limits of a collection GET.
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+)
+
+// list serves GET on the collection: one page of documents in key order,
+// as {"documents": [{"key", "etag", "value"}], "next": "?…"}. ?limit= sets
+// the page size (1 to 1000, default 100) and ?prefix= the keys listed.
+// When more follow, a Link header (RFC 8288) with rel="next" and the "next"
+// member give the next page's URL, a relative reference holding ?page=, an
+// opaque token; a tampered token or one for another prefix is 400.
+func (h *handler[T]) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := defaultListLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxListLimit {
+			WriteProblem(w, Problem{Status: http.StatusBadRequest, Detail: fmt.Sprintf("limit must be a whole number from 1 to %d", maxListLimit)})
+			return
+		}
+		limit = n
+	}
+	p, err := h.s.Page(r.Context(), q.Get("prefix"), limit, q.Get("page"))
+	if errors.Is(err, etagstore.ErrInvalidInput) {
+		WriteProblem(w, Problem{Status: http.StatusBadRequest, Detail: "the page token is not valid for this listing"})
+		return
+	}
+	if err != nil {
+		WriteProblem(w, Problem{Status: http.StatusInternalServerError, Detail: "storage error"})
+		return
+	}
+	type entry struct {
+		Key   string `json:"key"`
+		ETag  string `json:"etag"`
+		Value T      `json:"value"`
+	}
+	body := struct {
+		Documents []entry `json:"documents"`
+		Next      string  `json:"next,omitempty"`
+	}{Documents: make([]entry, 0, len(p.Docs))}
+	for _, d := range p.Docs {
+		body.Documents = append(body.Documents, entry{Key: d.Key, ETag: FormatETag(d.ETag), Value: d.Value})
+	}
+	if p.Next != "" {
+		q.Set("page", p.Next)
+		body.Next = "?" + q.Encode()
+		w.Header().Set("Link", "<"+body.Next+`>; rel="next"`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(body)
 }

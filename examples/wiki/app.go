@@ -60,16 +60,26 @@ func (a *App) Seed(ctx context.Context) error {
 	return nil
 }
 
+// indexPageSize is how many pages the index lists at a time.
+const indexPageSize = 50
+
+// index lists the pages, indexPageSize at a time, with a link to the next
+// ones (?page= carries the Store's opaque page token).
 func (a *App) index(w http.ResponseWriter, r *http.Request) {
-	var pages []etagstore.Doc[Page]
-	for d, err := range a.pages.List(r.Context(), "") {
-		if err != nil {
-			a.fail(w, err)
-			return
-		}
-		pages = append(pages, d)
+	p, err := a.pages.Page(r.Context(), "", indexPageSize, r.URL.Query().Get("page"))
+	if errors.Is(err, etagstore.ErrInvalidInput) {
+		http.Error(w, "that page of the index does not exist", http.StatusBadRequest)
+		return
 	}
-	a.render(w, http.StatusOK, "index", map[string]any{"Pages": pages})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	next := ""
+	if p.Next != "" {
+		next = "/?" + url.Values{"page": {p.Next}}.Encode()
+	}
+	a.render(w, http.StatusOK, "index", map[string]any{"Pages": p.Docs, "Next": next})
 }
 
 func (a *App) name(w http.ResponseWriter, r *http.Request) (string, bool) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -166,5 +167,57 @@ func TestSecurity(t *testing.T) {
 	// Bad page names.
 	if resp, _ := e.c.Get(srv.URL + "/wiki/..%2Fetc/edit"); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("bad name: %d", resp.StatusCode)
+	}
+}
+
+// The index lists the pages indexPageSize at a time; following "More
+// pages" visits every page once; a forged page token is 400.
+func TestIndexPages(t *testing.T) {
+	srv, pages := newWiki(t)
+	app := NewApp(pages)
+	for i := range indexPageSize + 5 {
+		name := fmt.Sprintf("P%03d", i)
+		if _, err := pages.Create(t.Context(), name, app.revise(Page{}, name, "", "text", "test", "created")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]int{}
+	next := srv.URL + "/"
+	link := regexp.MustCompile(`<a id="next" rel="next" href="([^"]+)">`)
+	entry := regexp.MustCompile(`<li><a href="/wiki/([^"]+)">`)
+	for hops := 0; next != ""; hops++ {
+		if hops > 3 {
+			t.Fatal("the index never ends")
+		}
+		resp, err := srv.Client().Get(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, m := range entry.FindAllStringSubmatch(string(b), -1) {
+			seen[m[1]]++
+		}
+		next = ""
+		if m := link.FindStringSubmatch(string(b)); m != nil {
+			next = srv.URL + html.UnescapeString(m[1])
+		}
+	}
+	// The seeded pages and the ones created here, each once.
+	if len(seen) != indexPageSize+5+2 {
+		t.Errorf("%d pages listed, want %d", len(seen), indexPageSize+5+2)
+	}
+	for name, n := range seen {
+		if n != 1 {
+			t.Errorf("%s listed %d times", name, n)
+		}
+	}
+	resp, err := srv.Client().Get(srv.URL + "/?page=forged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a forged page token: %d, want 400", resp.StatusCode)
 	}
 }

@@ -31,6 +31,7 @@ pre.text{white-space:pre-wrap;border:1px solid #ccc;padding:.5em}.del{color:#a00
 
 {{define "index"}}{{template "head" "Pages"}}<h1>Pages</h1><ul>
 {{range .Pages}}<li><a href="/wiki/{{.Key}}">{{.Value.Title}}</a> — {{.Value.Author}}, {{when .Value.Updated}}</li>{{end}}</ul>
+{{if .Next}}<p><a id="next" rel="next" href="{{.Next}}">More pages</a></p>{{end}}
 <p>JSON API: <code>/api/pages/{name}</code> (GET, PUT with If-Match, PATCH, DELETE).</p>{{template "foot"}}{{end}}
 
 {{define "view"}}{{template "head" .Page.Title}}<h1 id="title">{{.Page.Title}}</h1>
