@@ -110,6 +110,8 @@ const (
 type observer struct {
 	tracer  trace.Tracer
 	global  bool // tracer comes from the global provider
+	gmeter  bool // instruments come from the global provider
+	logs    bool // a Logger was given
 	log     *slog.Logger
 	keys    bool
 	backend attribute.KeyValue
@@ -148,6 +150,8 @@ func newObserver(o Options, b Backend) *observer {
 	m := mp.Meter(InstrumentationName)
 	ob := &observer{
 		global:  o.TracerProvider == nil,
+		gmeter:  o.MeterProvider == nil,
+		logs:    o.Logger != nil,
 		tracer:  tp.Tracer(InstrumentationName),
 		log:     log,
 		keys:    o.RecordKeys,
@@ -201,21 +205,31 @@ func backendName(b Backend) string {
 	return name
 }
 
-// delegateType is the type of the global TracerProvider before an app
-// installs one: it makes no spans, but costs allocations to ask.
-var delegateType = func() reflect.Type {
-	t := reflect.TypeOf(otel.GetTracerProvider())
-	if t != nil && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global" {
+// delegateType and meterDelegateType are the types of the global
+// providers before an app installs its own: they record nothing, but cost
+// allocations and clock reads to ask.
+var (
+	delegateType      = globalDefault(reflect.TypeOf(otel.GetTracerProvider()))
+	meterDelegateType = globalDefault(reflect.TypeOf(otel.GetMeterProvider()))
+)
+
+func globalDefault(t reflect.Type) reflect.Type {
+	if t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global" {
 		return t
 	}
 	return nil
-}()
+}
 
 // tracing reports whether spans can be recorded: a provider was given, or
 // the app has installed one globally (checked at every operation, since
 // an app may install it after creating its Stores).
 func (o *observer) tracing() bool {
 	return !o.global || delegateType == nil || reflect.TypeOf(otel.GetTracerProvider()) != delegateType
+}
+
+// metering reports whether metrics can be recorded, as tracing does spans.
+func (o *observer) metering() bool {
+	return !o.gmeter || meterDelegateType == nil || reflect.TypeOf(otel.GetMeterProvider()) != meterDelegateType
 }
 
 // opSpan is one Store operation being observed.
@@ -238,6 +252,9 @@ type opStats struct {
 // begin starts observing op on key. The returned context carries the span,
 // so that the Azure SDK's own HTTP spans nest under it.
 func (o *observer) begin(ctx context.Context, op opKind, key string) (context.Context, opSpan) {
+	if !o.logs && !o.metering() && !o.tracing() {
+		return ctx, opSpan{} // nothing would be recorded: not even the clock is read
+	}
 	var span trace.Span
 	if o.tracing() {
 		ctx, span = o.tracer.Start(ctx, spanNames[op], o.spanStart...)
@@ -253,6 +270,9 @@ func (o *observer) begin(ctx context.Context, op opKind, key string) (context.Co
 
 // end records the operation's outcome err.
 func (s *opSpan) end(err error) {
+	if s.o == nil {
+		return
+	}
 	o, oc := s.o, outcomeOf(err)
 	o.duration.Record(s.ctx, time.Since(s.start).Seconds(), o.opOutcome[s.op][oc]...)
 	if s.op == opUpdate || s.op == opSave {
