@@ -273,15 +273,24 @@ func (s *opSpan) end(err error) {
 	if s.o == nil {
 		return
 	}
-	o, oc := s.o, outcomeOf(err)
+	oc := outcomeOf(err)
+	s.record(oc, err)
+	if s.span != nil {
+		s.annotate(oc, err)
+		s.span.End()
+	}
+}
+
+// record counts the operation in the metrics and logs what needs
+// attention.
+func (s *opSpan) record(oc outcomeKind, err error) {
+	o := s.o
 	o.duration.Record(s.ctx, time.Since(s.start).Seconds(), o.opOutcome[s.op][oc]...)
-	if s.op == opUpdate || s.op == opSave {
-		if s.stats.attempts > 0 {
-			o.attempts.Record(s.ctx, int64(s.stats.attempts), o.updateOnly...)
-		}
-		if s.stats.batch > 0 {
-			o.batchSize.Record(s.ctx, int64(s.stats.batch), o.updateOnly...)
-		}
+	if s.stats.attempts > 0 {
+		o.attempts.Record(s.ctx, int64(s.stats.attempts), o.updateOnly...)
+	}
+	if s.stats.batch > 0 {
+		o.batchSize.Record(s.ctx, int64(s.stats.batch), o.updateOnly...)
 	}
 	switch oc {
 	case ocConflict:
@@ -292,25 +301,26 @@ func (s *opSpan) end(err error) {
 		o.fenced.Add(s.ctx, 1, o.backendOnly...)
 		o.log.WarnContext(s.ctx, "etagstore: fenced write refused", "operation", opNames[s.op], "error", err)
 	}
-	if s.span == nil {
+}
+
+// annotate sets the span's attributes and status.
+func (s *opSpan) annotate(oc outcomeKind, err error) {
+	if !s.span.IsRecording() {
 		return
 	}
-	if s.span.IsRecording() {
-		s.span.SetAttributes(attrOutcome.String(outcomeNames[oc]))
-		if s.stats.attempts > 0 {
-			s.span.SetAttributes(attrAttempts.Int(s.stats.attempts))
-		}
-		if s.stats.batch > 0 {
-			s.span.SetAttributes(attrBatch.Int(s.stats.batch))
-		}
-		if s.op == opGet || s.op == opUpdate {
-			s.span.SetAttributes(attrCacheHit.Bool(s.stats.cacheHit))
-		}
-		if oc != ocOK && oc != ocNotFound && oc != ocExists && oc != ocConflict {
-			s.span.SetStatus(codes.Error, err.Error())
-		}
+	s.span.SetAttributes(attrOutcome.String(outcomeNames[oc]))
+	if s.stats.attempts > 0 {
+		s.span.SetAttributes(attrAttempts.Int(s.stats.attempts))
 	}
-	s.span.End()
+	if s.stats.batch > 0 {
+		s.span.SetAttributes(attrBatch.Int(s.stats.batch))
+	}
+	if s.op == opGet || s.op == opUpdate {
+		s.span.SetAttributes(attrCacheHit.Bool(s.stats.cacheHit))
+	}
+	if oc != ocOK && oc != ocNotFound && oc != ocExists && oc != ocConflict {
+		s.span.SetStatus(codes.Error, err.Error())
+	}
 }
 
 // absorbedConflict counts a 412 that a retry absorbed.

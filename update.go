@@ -368,7 +368,7 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 	case err == nil:
 		e.lost = nil
 		e.out = ended{etag: etag, item: Item{Key: e.key, Data: w.w.Data, Meta: w.w.Meta, ETag: etag}}
-		e.cachedWon = !verified && e.attempts == 0
+		e.cachedWon = !verified
 		return stop, nil
 	case e.lost != nil || ambiguous(err):
 		if e.lost == nil {
@@ -376,15 +376,24 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 		}
 		return e.settle(ctx, w)
 	}
+	return e.refusal(ctx, w, verified, err)
+}
+
+// refusal acts on a definite refusal of w: a lost race is retried (at once
+// when the base was only a copy); anything else ends the call with err
+// (a 404 to an If-Match write: deleted meanwhile; to a create: no table or
+// container).
+func (e *rmw[T]) refusal(ctx context.Context, w sentWrite, verified bool, err error) (next, error) {
+	conflict := errors.Is(err, ErrConflict)
 	switch {
-	case !verified && (errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound)):
+	case !verified && (conflict || errors.Is(err, ErrNotFound)):
 		e.s.cache.drop(e.key)
 		e.refused, e.checkRefused = w, true
-		if errors.Is(err, ErrConflict) {
+		if conflict {
 			e.s.obs.absorbedConflict(ctx)
 		}
 		return now, err // the copy was stale: read and try again at once
-	case errors.Is(err, ErrConflict), errors.Is(err, ErrExists), errors.Is(err, ErrNotFound) && e.create && w.w.Cond.Kind != CondCreate:
+	case conflict, errors.Is(err, ErrExists), errors.Is(err, ErrNotFound) && e.create && w.w.Cond.Kind != CondCreate:
 		// Refused; the next read also checks that the refusal was not the
 		// answer to a lower layer's retry of this very write (the batch's
 		// write counts as in flight until then).
@@ -393,9 +402,6 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 	}
 	if e.sending != nil {
 		e.sending(false)
-	}
-	if errors.Is(err, ErrNotFound) {
-		return stop, err // deleted meanwhile (or, for a create, no table or container)
 	}
 	return stop, err
 }
