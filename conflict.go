@@ -92,6 +92,7 @@ func (e *MergeError) Is(target error) bool { return target == ErrConflict }
 // is; a lost answer no read can settle, an *OutcomeUnknownError.
 func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T]) (Doc[T], error) {
 	ctx, sp := s.obs.begin(ctx, opSave, base.Key)
+	defer sp.endOnPanic()
 	d, err := s.save(ctx, base, edited, merge, &sp.stats)
 	sp.end(err)
 	return d, err

@@ -240,6 +240,15 @@ type opSpan struct {
 	op    opKind
 	start time.Time
 	stats opStats
+	ended bool
+}
+
+// endOnPanic, deferred, ends the span of an operation whose user code
+// (mutate, merge) panicked; the panic goes on.
+func (s *opSpan) endOnPanic() {
+	if !s.ended {
+		s.end(errPanicked)
+	}
 }
 
 // opStats are what an operation reports besides its error.
@@ -270,9 +279,10 @@ func (o *observer) begin(ctx context.Context, op opKind, key string) (context.Co
 
 // end records the operation's outcome err.
 func (s *opSpan) end(err error) {
-	if s.o == nil {
+	if s.o == nil || s.ended {
 		return
 	}
+	s.ended = true
 	oc := outcomeOf(err)
 	s.record(oc, err)
 	if s.span != nil {
@@ -296,10 +306,10 @@ func (s *opSpan) record(oc outcomeKind, err error) {
 	case ocConflict:
 		o.conflicts.Add(s.ctx, 1, o.returned...)
 	case ocUnknown:
-		o.log.WarnContext(s.ctx, "etagstore: outcome unknown", "operation", opNames[s.op], "error", err)
+		o.log.WarnContext(s.ctx, "etagstore: outcome unknown", "operation", opNames[s.op], "error", o.describe(err, oc))
 	case ocFenced:
 		o.fenced.Add(s.ctx, 1, o.backendOnly...)
-		o.log.WarnContext(s.ctx, "etagstore: fenced write refused", "operation", opNames[s.op], "error", err)
+		o.log.WarnContext(s.ctx, "etagstore: fenced write refused", "operation", opNames[s.op], "error", o.describe(err, oc))
 	}
 }
 
@@ -319,8 +329,17 @@ func (s *opSpan) annotate(oc outcomeKind, err error) {
 		s.span.SetAttributes(attrCacheHit.Bool(s.stats.cacheHit))
 	}
 	if oc != ocOK && oc != ocNotFound && oc != ocExists && oc != ocConflict {
-		s.span.SetStatus(codes.Error, err.Error())
+		s.span.SetStatus(codes.Error, s.o.describe(err, oc))
 	}
+}
+
+// describe is what spans and logs say of err: its text, which names the
+// key, only with Options.RecordKeys; otherwise the outcome's name.
+func (o *observer) describe(err error, oc outcomeKind) string {
+	if o.keys {
+		return err.Error()
+	}
+	return outcomeNames[oc]
 }
 
 // absorbedConflict counts a 412 that a retry absorbed.

@@ -3,6 +3,7 @@ package etagstore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -191,5 +192,43 @@ func TestTelemetryOfConflictsLostResponsesAndCache(t *testing.T) {
 	}
 	if keyed != 4 {
 		t.Errorf("%d spans carry the key with RecordKeys, want 4", keyed)
+	}
+}
+
+// A mutate that panics still ends its Update's span, counted as an error;
+// error texts (which quote keys) stay off spans without RecordKeys.
+func TestTelemetryPanicsAndKeys(t *testing.T) {
+	tel := newTelemetry(t)
+	ctx := t.Context()
+	for _, grouped := range []bool{true, false} {
+		opts := tel.opts
+		opts.DisableGroupCommit = !grouped
+		s := etagstore.New[counter](memstore.New(nil), &opts)
+		if _, err := s.Create(ctx, "alice@example.com", counter{}); err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() { _ = recover() }()
+			_, _ = s.Update(ctx, "alice@example.com", func(*counter) error { panic("boom") })
+		}()
+		_, _ = s.Get(ctx, "bob@example.com\x01") // an invalid key, quoted in the error
+	}
+	updates := 0
+	for _, sp := range tel.spans.GetSpans() {
+		if strings.Contains(sp.Status.Description, "example.com") {
+			t.Errorf("span %s status %q holds a key", sp.Name, sp.Status.Description)
+		}
+		if sp.Name == "etagstore.Update" {
+			updates++
+			if sp.Status.Description != "error" {
+				t.Errorf("the panicking Update's span: status %q, want error", sp.Status.Description)
+			}
+		}
+	}
+	if updates != 2 {
+		t.Errorf("%d Update spans ended, want 2 (one per panicking Update)", updates)
+	}
+	if got := tel.sums(t, "etagstore.operation.duration")["etagstore.operation=Update,etagstore.outcome=error count"]; got != 2 {
+		t.Errorf("panicking Updates counted %d times, want 2", got)
 	}
 }

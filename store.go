@@ -228,7 +228,7 @@ func (s *Store[T]) get(ctx context.Context, key string, st *opStats) (Doc[T], er
 func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], error] {
 	return func(yield func(Doc[T], error) bool) {
 		ctx, sp := s.obs.begin(ctx, opList, prefix)
-		var failed error
+		failed := errPanicked // until the loop ends normally (yield may panic)
 		defer func() { sp.end(failed) }()
 		for it, err := range s.b.List(ctx, prefix) {
 			if err != nil {
@@ -237,12 +237,11 @@ func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], er
 				return
 			}
 			d, err := s.decode(it)
-			if err != nil {
-				failed = err
-			}
+			failed = err
 			if !yield(d, err) || err != nil {
 				return
 			}
 		}
+		failed = nil
 	}
 }

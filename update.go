@@ -63,6 +63,7 @@ func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error
 		o(&cfg)
 	}
 	ctx, sp := s.obs.begin(ctx, opUpdate, key)
+	defer sp.endOnPanic()
 	d, err := s.update(ctx, key, cfg.create, mutate, &sp.stats)
 	sp.end(err)
 	return d, err

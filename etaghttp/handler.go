@@ -136,7 +136,18 @@ func (h *handler[T]) get(w http.ResponseWriter, r *http.Request, key string) {
 		badRequest(w, key, err)
 		return
 	}
+	im, err := parseCondition(r.Header, "If-Match")
+	if err != nil {
+		badRequest(w, key, err)
+		return
+	}
 	d, err := h.s.Get(r.Context(), key)
+	if im.present && (err != nil && errors.Is(err, etagstore.ErrNotFound) || err == nil && !im.matchStrong(d.ETag)) {
+		// RFC 9110 §13.1.1: a GET with an If-Match that does not match
+		// (or of a missing document) is 412.
+		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key, Detail: "If-Match does not match the current version"})
+		return
+	}
 	if err != nil {
 		h.fail(w, key, err)
 		return
@@ -474,6 +485,9 @@ func (h *handler[T]) list(w http.ResponseWriter, r *http.Request) {
 		Next      string  `json:"next,omitempty"`
 	}{Documents: make([]entry, 0, len(p.Docs))}
 	for _, d := range p.Docs {
+		if h.checkKey != nil && h.checkKey(d.Key) != nil {
+			continue // a key the handler does not serve is not listed either
+		}
 		body.Documents = append(body.Documents, entry{Key: d.Key, ETag: FormatETag(d.ETag), Value: d.Value})
 	}
 	if p.Next != "" {

@@ -28,16 +28,23 @@ func MergePatch(doc, patch []byte) ([]byte, error) {
 	if !json.Valid(patch) {
 		return nil, errors.New("etaghttp: patch: invalid JSON")
 	}
-	return mergeJSON(doc, patch, nil)
+	return mergeJSON(doc, patch, nil, 0)
 }
 
 // mergeJSON merges patch into doc, both valid JSON, for a value of type t.
 // When t is a struct, patch members name its fields the way encoding/json
 // matches them (exactly, else case-insensitively); otherwise (maps, any,
 // t nil) member names are compared exactly.
-func mergeJSON(doc, patch []byte, t reflect.Type) ([]byte, error) {
+// maxPatchDepth bounds how deeply a merge patch may nest objects.
+const maxPatchDepth = 32
+
+func mergeJSON(doc, patch []byte, t reflect.Type, depth int) ([]byte, error) {
 	if !isObject(patch) {
 		return patch, nil
+	}
+	if depth >= maxPatchDepth {
+		// Each level decodes the level below again: bound the work.
+		return nil, fmt.Errorf("the patch nests objects more than %d deep", maxPatchDepth)
 	}
 	var pm, dm map[string]json.RawMessage
 	if err := json.Unmarshal(patch, &pm); err != nil {
@@ -62,7 +69,7 @@ func mergeJSON(doc, patch []byte, t reflect.Type) ([]byte, error) {
 			delete(dm, name)
 			continue
 		}
-		merged, err := mergeJSON(dm[name], pm[k], ft)
+		merged, err := mergeJSON(dm[name], pm[k], ft, depth+1)
 		if err != nil {
 			return nil, err
 		}
@@ -209,7 +216,7 @@ func patched[T any](cur T, patch []byte) (T, error) {
 	if err != nil {
 		return cur, err
 	}
-	doc, err = mergeJSON(doc, patch, reflect.TypeFor[T]())
+	doc, err = mergeJSON(doc, patch, reflect.TypeFor[T](), 0)
 	if err != nil {
 		return cur, err
 	}

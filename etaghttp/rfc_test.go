@@ -407,3 +407,51 @@ func TestCollectionPaging(t *testing.T) {
 		}
 	}
 }
+
+// Found by review: a deeply nested patch is refused at once, not decoded
+// level by level; the collection never lists keys CheckKey refuses; a GET
+// evaluates If-Match.
+func TestHandlerReviewCases(t *testing.T) {
+	s := etagstore.New[Page](memstore.New(nil), nil)
+	for _, k := range []string{"open", "secret/x"} {
+		if _, err := s.Create(t.Context(), k, Page{Title: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := &etaghttp.HandlerOptions[Page]{CheckKey: func(k string) error {
+		if strings.HasPrefix(k, "secret/") {
+			return errors.New("forbidden key")
+		}
+		return nil
+	}}
+	srv := httptest.NewServer(http.StripPrefix("/api/pages", etaghttp.Handler(s, opts)))
+	defer srv.Close()
+
+	deep := `{"Title":` + strings.Repeat(`{"a":`, 5000) + `1` + strings.Repeat(`}`, 5000) + `}`
+	start := time.Now()
+	if resp, body := do(t, srv, "PATCH", "/api/pages/open", deep, map[string]string{"If-Match": "*"}); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "deep") {
+		t.Errorf("deep patch: %d %s, want 400 refusing the nesting", resp.StatusCode, body)
+	}
+	t.Logf("deep patch answered in %s", time.Since(start))
+
+	if _, body := do(t, srv, "GET", "/api/pages/?prefix=secret/", "", nil); strings.Contains(body, "secret/x") {
+		t.Errorf("the listing shows a key CheckKey refuses: %s", body)
+	}
+
+	resp, _ := do(t, srv, "GET", "/api/pages/open", "", nil)
+	cur := resp.Header.Get("ETag")
+	for _, tc := range []struct {
+		path, ifMatch string
+		want          int
+	}{
+		{"/api/pages/open", `"bm9wZQ"`, http.StatusPreconditionFailed},
+		{"/api/pages/open", "W/" + cur, http.StatusPreconditionFailed},
+		{"/api/pages/open", cur, http.StatusOK},
+		{"/api/pages/open", "*", http.StatusOK},
+		{"/api/pages/missing", "*", http.StatusPreconditionFailed},
+	} {
+		if resp, body := do(t, srv, "GET", tc.path, "", map[string]string{"If-Match": tc.ifMatch}); resp.StatusCode != tc.want {
+			t.Errorf("GET %s If-Match %s: %d %s, want %d", tc.path, tc.ifMatch, resp.StatusCode, body, tc.want)
+		}
+	}
+}
