@@ -3,6 +3,8 @@ package etagstore
 import (
 	"errors"
 	"sync"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // itemCache keeps the last version a Store read or wrote of up to max keys,
@@ -11,19 +13,19 @@ import (
 type itemCache struct {
 	mu  sync.Mutex
 	max int
-	m   map[string]Item
+	m   map[string]driver.Item
 }
 
 func newItemCache(max int) *itemCache {
 	if max <= 0 {
 		return nil
 	}
-	return &itemCache{max: max, m: make(map[string]Item, max)}
+	return &itemCache{max: max, m: make(map[string]driver.Item, max)}
 }
 
-func (c *itemCache) get(key string) (Item, bool) {
+func (c *itemCache) get(key string) (driver.Item, bool) {
 	if c == nil {
-		return Item{}, false
+		return driver.Item{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -31,7 +33,7 @@ func (c *itemCache) get(key string) (Item, bool) {
 	return it, ok
 }
 
-func (c *itemCache) put(key string, it Item) {
+func (c *itemCache) put(key string, it driver.Item) {
 	if c == nil {
 		return
 	}
@@ -56,7 +58,7 @@ func (c *itemCache) drop(key string) {
 }
 
 // note records the outcome of a read: the version read, or its absence.
-func (c *itemCache) note(key string, it Item, err error) {
+func (c *itemCache) note(key string, it driver.Item, err error) {
 	switch {
 	case err == nil:
 		c.put(key, it)

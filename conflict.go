@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // ConflictError reports a write that lost to another writer (HTTP 412). It
@@ -132,7 +134,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 		return data, !bytes.Equal(data, baseline), err
 	})
 	// The first attempt writes on base itself, whose bookkeeping is unknown.
-	e.setNext(version{Item: Item{Key: base.Key, Data: data, ETag: base.ETag}, exists: true, canonical: true})
+	e.setNext(version{Item: driver.Item{Key: base.Key, Data: data, ETag: base.ETag}, exists: true, canonical: true})
 	out, err := e.run(ctx)
 	st.attempts = e.attempts
 	var ce *ConflictError[T]

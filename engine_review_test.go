@@ -13,6 +13,8 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/memstore"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 type logDoc struct{ Log []string }
@@ -23,10 +25,10 @@ type hookBackend2 struct {
 	reads     int
 	writes    int
 	afterRead func(n int)
-	writeHook func(n int, ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error, bool)
+	writeHook func(n int, ctx context.Context, key string, w driver.Write) (etagstore.ETag, error, bool)
 }
 
-func (h *hookBackend2) Read(ctx context.Context, key string) (etagstore.Item, error) {
+func (h *hookBackend2) Read(ctx context.Context, key string) (driver.Item, error) {
 	it, err := h.Backend.Read(ctx, key)
 	h.mu.Lock()
 	h.reads++
@@ -38,7 +40,7 @@ func (h *hookBackend2) Read(ctx context.Context, key string) (etagstore.Item, er
 	return it, err
 }
 
-func (h *hookBackend2) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+func (h *hookBackend2) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	h.mu.Lock()
 	h.writes++
 	n, hook := h.writes, h.writeHook
@@ -67,7 +69,7 @@ func TestReviewRefusedButLandedLeaver(t *testing.T) {
 	lctx, lcancel := context.WithCancel(ctx)
 	var armRead sync.Once
 	armed := make(chan struct{})
-	hb.writeHook = func(n int, wctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error, bool) {
+	hb.writeHook = func(n int, wctx context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
 		switch n {
 		case 2: // the solo caller's write: hold it until the batch has queued
 			<-gate
@@ -126,7 +128,7 @@ func advVeto(t *testing.T, maxAttempts, leavers int) {
 		t.Fatal(err)
 	}
 	gate := make(chan struct{})
-	hb.writeHook = func(n int, key string, w etagstore.Write) (etagstore.ETag, error, bool) {
+	hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
 		if n == 2 { // the solo caller's write
 			<-gate
 		}
@@ -189,7 +191,7 @@ func advLandedPlain412(t *testing.T, cache int) {
 	if _, err := s.Create(ctx, "k", counter{}); err != nil { // write 1 (cached)
 		t.Fatal(err)
 	}
-	hb.writeHook = func(n int, wctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error, bool) {
+	hb.writeHook = func(n int, wctx context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
 		if n == 2 {
 			if _, err := hb.Backend.Write(wctx, key, w); err != nil {
 				t.Errorf("inner: %v", err)

@@ -4,23 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"unicode/utf8"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
-// Codec turns documents into the bytes a Backend stores and back.
-// Marshal must be deterministic (the same value gives the same bytes): Update
-// skips the write when a mutation leaves the bytes unchanged.
-// A Codec must be safe for concurrent use.
-//
-// A codec that can encode values it cannot decode into T (a table entity
-// must be a struct) may also have a method CheckType(reflect.Type) error:
-// when T is an interface type, Marshal only sees the dynamic type of the
-// value, so the Store asks CheckType about T itself before encoding, and
-// sends nothing if it refuses.
-type Codec interface {
-	Marshal(v any) ([]byte, error)
-	Unmarshal(data []byte, v any) error
-}
+// Codec turns documents into the bytes a Backend stores and back (see
+// driver.Codec). JSON is the default; tablestore's EntityCodec maps struct
+// fields to typed entity properties.
+type Codec = driver.Codec
 
 // typeChecker is the optional CheckType method of a Codec.
 type typeChecker interface {
@@ -68,25 +59,6 @@ func (e *InvalidValueError) Error() string {
 // Unwrap makes the error match ErrInvalidInput.
 func (e *InvalidValueError) Unwrap() error { return ErrInvalidInput }
 
-// CheckKey is the validation every key passes before any backend's own
-// rules: it must be non-empty, valid UTF-8, and free of control characters
-// (U+0000–U+001F, U+007F–U+009F), which no Azure service accepts in a key.
-// It returns an error matching ErrInvalidKey.
-func CheckKey(key string) error {
-	if key == "" {
-		return errorf(ErrInvalidKey, "empty key")
-	}
-	if !utf8.ValidString(key) {
-		return errorf(ErrInvalidKey, "key %q is not valid UTF-8", key)
-	}
-	for _, r := range key {
-		if r <= 0x1f || (r >= 0x7f && r <= 0x9f) {
-			return errorf(ErrInvalidKey, "key %q contains control character %U", key, r)
-		}
-	}
-	return nil
-}
-
 // encode encodes v; a value the codec refuses (NaN under JSON, say)
 // matches ErrInvalidInput, unless the codec's error already matches one of
 // the package's sentinels. Nothing is sent.
@@ -112,7 +84,7 @@ func encodeError(key string, err error) error {
 	return fmt.Errorf("%w: encode %q: %v", ErrInvalidInput, key, err)
 }
 
-func (s *Store[T]) decode(it Item) (Doc[T], error) {
+func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
 	var v T
 	if err := s.codec.Unmarshal(it.Data, &v); err != nil {
 		return Doc[T]{}, decodeError(it.Key, err)

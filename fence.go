@@ -4,27 +4,15 @@ import (
 	"context"
 
 	"github.com/etagstore/etagstore/internal/meta"
+
+	"github.com/etagstore/etagstore/driver"
 )
-
-// ungroupedKey marks a context whose writes must not be combined with
-// other callers' (see Ungrouped).
-type ungroupedKey struct{}
-
-// Ungrouped returns a context whose Updates are not committed together with
-// other callers' (group commit), because it carries write state of its own
-// that a shared write would not honour for everyone — a lease id, say.
-// blobstore.WithLease uses it; fenced contexts (WithFence) are never grouped
-// either.
-func Ungrouped(ctx context.Context) context.Context {
-	return context.WithValue(ctx, ungroupedKey{}, true)
-}
 
 func isUngrouped(ctx context.Context) bool {
 	if _, fenced := FenceFrom(ctx); fenced {
 		return true
 	}
-	v, _ := ctx.Value(ungroupedKey{}).(bool)
-	return v
+	return driver.IsUngrouped(ctx)
 }
 
 // fenceKey is the context key of a fencing token.

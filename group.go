@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore/internal/meta"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // Group commit: concurrent Updates of one key in one Store share one read
@@ -281,7 +283,7 @@ func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *reques
 func (s *Store[T]) takeTurn(r *request[T], t turn) {
 	a := answer{err: errPanicked}
 	defer func() { r.answer <- a }()
-	v, baseline, err := s.startFrom(version{Item: Item{Key: r.batch.key, Data: t.data}, exists: t.data != nil, canonical: t.canonical})
+	v, baseline, err := s.startFrom(version{Item: driver.Item{Key: r.batch.key, Data: t.data}, exists: t.data != nil, canonical: t.canonical})
 	if err == nil {
 		err = r.mutate(v)
 	}

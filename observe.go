@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // This file makes what the Store does visible to the people who run an app:
@@ -136,7 +138,7 @@ type observer struct {
 	spanStart        []trace.SpanStartOption
 }
 
-func newObserver(o Options, b Backend) *observer {
+func newObserver(o Options, b driver.Backend) *observer {
 	tp, mp, log := o.TracerProvider, o.MeterProvider, o.Logger
 	if tp == nil {
 		tp = otel.GetTracerProvider()
@@ -199,7 +201,7 @@ func newObserver(o Options, b Backend) *observer {
 
 // backendName is the short name of b's package: memstore, tablestore,
 // blobstore, or a wrapper's.
-func backendName(b Backend) string {
+func backendName(b driver.Backend) string {
 	name := strings.TrimPrefix(fmt.Sprintf("%T", b), "*")
 	name, _, _ = strings.Cut(name, ".")
 	return name

@@ -16,6 +16,8 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/memstore"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // telemetry is an OpenTelemetry SDK set up in memory for one test.
@@ -149,7 +151,7 @@ func TestTelemetryOfConflictsLostResponsesAndCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	hb.writes = 0
-	hb.writeHook = func(n int, key string, w etagstore.Write) (etagstore.ETag, error, bool) {
+	hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
 		switch n {
 		case 1: // the cached copy is current; another writer comes first
 			interfere(t, hb.Backend, key)

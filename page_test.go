@@ -15,6 +15,8 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/memstore"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // countingBackend counts the ListPage calls that reach the backend.
@@ -23,7 +25,7 @@ type countingBackend struct {
 	calls atomic.Int64
 }
 
-func (c *countingBackend) ListPage(ctx context.Context, prefix, after string, limit int) ([]etagstore.Item, bool, error) {
+func (c *countingBackend) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
 	c.calls.Add(1)
 	return c.Backend.ListPage(ctx, prefix, after, limit)
 }
@@ -87,7 +89,7 @@ func TestPageInvalidSendsNothing(t *testing.T) {
 	}{
 		{"limit 0", "p-", "", 0},
 		{"limit -1", "p-", "", -1},
-		{"limit above MaxPageLimit", "p-", "", etagstore.MaxPageLimit + 1},
+		{"limit above MaxPageLimit", "p-", "", driver.MaxPageLimit + 1},
 		{"garbage", "p-", "garbage!", 1},
 		{"another prefix", "q-", token("list\x00p-", "p-1"), 1},
 		{"another scope", "p-", token("tablestore.query\x00p-", "p-1"), 1},
@@ -127,7 +129,7 @@ func TestPageCanceled(t *testing.T) {
 // silent end of the listing.
 type lyingBackend struct{ *memstore.Backend }
 
-func (lyingBackend) ListPage(context.Context, string, string, int) ([]etagstore.Item, bool, error) {
+func (lyingBackend) ListPage(context.Context, string, string, int) ([]driver.Item, bool, error) {
 	return nil, true, nil
 }
 
@@ -153,7 +155,7 @@ func TestCompareKeys(t *testing.T) {
 		{"😀", "😁", -1},
 		{"é", "z", 1},
 	} {
-		if got := etagstore.CompareKeys(tc.a, tc.b); got != tc.want {
+		if got := driver.CompareKeys(tc.a, tc.b); got != tc.want {
 			t.Errorf("CompareKeys(%+q, %+q) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
 	}
@@ -169,7 +171,7 @@ func TestCompareKeys(t *testing.T) {
 	}
 	for _, a := range keys[:50] {
 		for _, b := range keys {
-			if got, want := etagstore.CompareKeys(a, b), slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b))); got != want {
+			if got, want := driver.CompareKeys(a, b), slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b))); got != want {
 				t.Fatalf("CompareKeys(%+q, %+q) = %d, want %d", a, b, got, want)
 			}
 		}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/outcome"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // This file connects the Store's write paths to the one outcome resolver
@@ -16,14 +18,14 @@ import (
 // sentWrite is a write or delete as sent to the backend.
 type sentWrite struct {
 	del  bool // a Delete (meta is then empty)
-	w    Write
+	w    driver.Write
 	meta meta.Meta // the bookkeeping w.Meta holds: its last id is this write's
 }
 
 // observed is what a read found.
 type observed = outcome.Observed
 
-func observe(it Item, err error) observed {
+func observe(it driver.Item, err error) observed {
 	if err != nil {
 		return observed{}
 	}
@@ -46,7 +48,7 @@ const (
 // write path (backends that write on their own use it too).
 func resolve(s sentWrite, o observed) verdict {
 	sent := outcome.Sent{Delete: s.del, Meta: s.meta}
-	if s.w.Cond.Kind == CondIfMatch {
+	if s.w.Cond.Kind == driver.CondIfMatch {
 		sent.IfMatch = string(s.w.Cond.ETag)
 	}
 	return outcome.Resolve(sent, o)
@@ -58,7 +60,7 @@ func ambiguous(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrAmbiguous) {
+	if errors.Is(err, driver.ErrAmbiguous) {
 		return true
 	}
 	return sentinelOf(err) == nil // transport failure, timeout, cancellation, 5xx

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/etagstore/etagstore/internal/meta"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // TestResolve checks the outcome resolver row by row: what a read made
@@ -12,13 +14,13 @@ func TestResolve(t *testing.T) {
 	// The version an update was conditioned on: lineage L, seq 5, window
 	// of 3 ids.
 	base := meta.Meta{IDs: "a,b,c", Lineage: "L", Seq: 5}
-	upd := sentWrite{w: Write{Cond: IfMatch(`"e5"`)}, meta: base.Then("mine", 3, 0)} // seq 6
-	create := sentWrite{w: Write{Cond: Cond{Kind: CondCreate}}, meta: meta.Fresh("mine", 0)}
-	replace := sentWrite{w: Write{Cond: IfMatch(`"e5"`)}, meta: meta.Fresh("mine", 0)}
-	replaceAny := sentWrite{w: Write{Cond: IfMatch(ETagAny)}, meta: meta.Fresh("mine", 0)}
-	upsert := sentWrite{w: Write{Cond: Cond{Kind: CondNone}}, meta: meta.Fresh("mine", 0)}
-	del := sentWrite{del: true, w: Write{Cond: IfMatch(`"e5"`)}}
-	delAny := sentWrite{del: true, w: Write{Cond: IfMatch(ETagAny)}}
+	upd := sentWrite{w: driver.Write{Cond: driver.IfMatch(`"e5"`)}, meta: base.Then("mine", 3, 0)} // seq 6
+	create := sentWrite{w: driver.Write{Cond: driver.Cond{Kind: driver.CondCreate}}, meta: meta.Fresh("mine", 0)}
+	replace := sentWrite{w: driver.Write{Cond: driver.IfMatch(`"e5"`)}, meta: meta.Fresh("mine", 0)}
+	replaceAny := sentWrite{w: driver.Write{Cond: driver.IfMatch(ETagAny)}, meta: meta.Fresh("mine", 0)}
+	upsert := sentWrite{w: driver.Write{Cond: driver.Cond{Kind: driver.CondNone}}, meta: meta.Fresh("mine", 0)}
+	del := sentWrite{del: true, w: driver.Write{Cond: driver.IfMatch(`"e5"`)}}
+	delAny := sentWrite{del: true, w: driver.Write{Cond: driver.IfMatch(ETagAny)}}
 
 	at := func(etag ETag, m meta.Meta) observed { return observed{Found: true, ETag: string(etag), Meta: m} }
 	gone := observed{}

@@ -2,7 +2,6 @@ package etagstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -10,15 +9,17 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // ETag is an opaque version token. Compare ETags only for equality: table
 // ETags are weak (W/"datetime'…'") and blob ETags are quoted hex.
-type ETag string
+type ETag = driver.ETag
 
 // ETagAny matches any existing version (If-Match: *). Passing it is the
 // explicit last-writer-wins opt-out.
-const ETagAny ETag = "*"
+const ETagAny = driver.ETagAny
 
 // Doc is a document with its key and the ETag of the version it came from.
 //
@@ -35,43 +36,44 @@ type Doc[T any] struct {
 	ETag  ETag
 }
 
-// Sentinel errors. Every failure of the package matches exactly one of them
-// with errors.Is, with three exceptions passed through as they are: the
+// Sentinel errors (the same values as package driver's, which backends
+// return). Every failure of the package matches exactly one of them with
+// errors.Is, with three exceptions passed through as they are: the
 // context's error when nothing was sent (or nothing for this call is in
 // flight), the error a mutate or merge function returned, and a transport
 // or service failure of a read, where nothing was written.
 var (
 	// ErrNotFound: the key does not exist (HTTP 404).
-	ErrNotFound = errors.New("etagstore: not found")
+	ErrNotFound = driver.ErrNotFound
 	// ErrExists: a create found the key already present (HTTP 409).
-	ErrExists = errors.New("etagstore: already exists")
+	ErrExists = driver.ErrExists
 	// ErrConflict: the document changed since the caller read it (HTTP
 	// 412). The error is a *ConflictError[T] when it comes from a Store.
-	ErrConflict = errors.New("etagstore: conflict")
+	ErrConflict = driver.ErrConflict
 	// ErrETagRequired: a conditional write or delete was given no ETag.
 	// Nothing was sent. Use ETagAny to overwrite deliberately.
-	ErrETagRequired = errors.New("etagstore: etag required")
+	ErrETagRequired = driver.ErrETagRequired
 	// ErrInvalidKey: the key cannot be stored by the backend. Nothing was sent.
-	ErrInvalidKey = errors.New("etagstore: invalid key")
+	ErrInvalidKey = driver.ErrInvalidKey
 	// ErrTooLarge: the document exceeds the backend's limits. Nothing was sent.
-	ErrTooLarge = errors.New("etagstore: too large")
+	ErrTooLarge = driver.ErrTooLarge
 	// ErrInvalidInput: an argument is out of range (for example a lease
 	// duration). Nothing was sent.
-	ErrInvalidInput = errors.New("etagstore: invalid input")
+	ErrInvalidInput = driver.ErrInvalidInput
 	// ErrFenced: the document was written under a newer fencing token than
 	// the one this write carries (see WithFence). Nothing was written.
-	ErrFenced = errors.New("etagstore: fenced")
+	ErrFenced = driver.ErrFenced
 	// ErrLocked: another holder has the lease or lock (HTTP 409
 	// LeaseAlreadyPresent, or 412 LeaseIdMissing on a write).
-	ErrLocked = errors.New("etagstore: locked")
+	ErrLocked = driver.ErrLocked
 	// ErrLockLost: a lease or lock this caller held is gone (expired,
 	// broken or taken over); work done under it must stop.
-	ErrLockLost = errors.New("etagstore: lock lost")
+	ErrLockLost = driver.ErrLockLost
 	// ErrOutcomeUnknown: a write's response was lost and no read can tell
 	// whether it was applied (see the package documentation's
 	// "Exactly once"). The error is an *OutcomeUnknownError naming the
 	// operation, the key and the failure that lost the response.
-	ErrOutcomeUnknown = errors.New("etagstore: outcome unknown")
+	ErrOutcomeUnknown = driver.ErrOutcomeUnknown
 )
 
 // errorf returns an error that matches sentinel and says more.
@@ -120,9 +122,9 @@ type Options struct {
 }
 
 // Store is a typed document store with optimistic concurrency over a
-// Backend. A Store is safe for concurrent use by multiple goroutines.
+// driver.Backend. A Store is safe for concurrent use by multiple goroutines.
 type Store[T any] struct {
-	b        Backend
+	b        driver.Backend
 	codec    Codec
 	retry    RetryPolicy
 	clock    Clock
@@ -136,26 +138,26 @@ type Store[T any] struct {
 	gmu    sync.Mutex
 	groups map[groupKey]*group[T]
 	spare  *group[T] // an ended group, kept for reuse
+
+	abilities driver.Abilities
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the
 // defaults.
-func New[T any](b Backend, opts *Options) *Store[T] {
+func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	s := &Store[T]{b: b, codec: o.Codec, clock: o.Clock, keepIDs: o.KeepWriteIDs, grouped: !o.DisableGroupCommit, groups: map[groupKey]*group[T]{}, cache: newItemCache(o.CacheSize), obs: newObserver(o, b)}
+	s.abilities = b.Abilities()
 	if s.codec == nil {
-		if cp, ok := b.(CodecProvider); ok {
-			s.codec = cp.Codec()
-		} else {
-			s.codec = JSON
-		}
+		s.codec = s.abilities.Codec
 	}
-	if v, ok := b.(Verbatim); ok {
-		s.verbatim = v.VerbatimData()
+	if s.codec == nil {
+		s.codec = JSON
 	}
+	s.verbatim = s.abilities.Verbatim
 	if o.Retry != nil {
 		s.retry = o.Retry.withDefaults()
 	} else {
@@ -164,7 +166,7 @@ func New[T any](b Backend, opts *Options) *Store[T] {
 	if s.clock == nil {
 		s.clock = SystemClock
 	}
-	s.keepIDs = min(s.keepIDs, 40) // 40 ids and the rest fit in MaxMetaLen
+	s.keepIDs = min(s.keepIDs, 40) // 40 ids and the rest fit in driver.MaxMetaLen
 	if s.keepIDs <= 0 {
 		s.keepIDs = 16
 	}
@@ -172,13 +174,13 @@ func New[T any](b Backend, opts *Options) *Store[T] {
 }
 
 // Backend returns the backend the Store uses.
-func (s *Store[T]) Backend() Backend { return s.b }
+func (s *Store[T]) Backend() driver.Backend { return s.b }
 
 // Codec returns the codec the Store encodes documents with.
 func (s *Store[T]) Codec() Codec { return s.codec }
 
 func (s *Store[T]) checkKey(key string) error {
-	if err := CheckKey(key); err != nil {
+	if err := driver.CheckKey(key); err != nil {
 		return err
 	}
 	return s.b.ValidateKey(key)
@@ -200,8 +202,8 @@ func (s *Store[T]) get(ctx context.Context, key string, st *opStats) (Doc[T], er
 		return Doc[T]{}, err
 	}
 	if cached, ok := s.cache.get(key); ok {
-		if rv, ok := s.b.(Revalidator); ok {
-			it, changed, err := rv.ReadIfChanged(ctx, key, cached.ETag)
+		if revalidate := s.abilities.ReadIfChanged; revalidate != nil {
+			it, changed, err := revalidate(ctx, key, cached.ETag)
 			switch {
 			case err == nil && !changed:
 				st.cacheHit = true

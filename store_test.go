@@ -14,6 +14,8 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/memstore"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 type counter struct{ N int }
@@ -56,10 +58,10 @@ type hookBackend struct {
 	afterRead func(n int) // runs after the n-th read (1-based)
 	// writeHook, if set, runs instead of the write; returning handled=false
 	// forwards the write.
-	writeHook func(n int, key string, w etagstore.Write) (etag etagstore.ETag, err error, handled bool)
+	writeHook func(n int, key string, w driver.Write) (etag etagstore.ETag, err error, handled bool)
 }
 
-func (h *hookBackend) Read(ctx context.Context, key string) (etagstore.Item, error) {
+func (h *hookBackend) Read(ctx context.Context, key string) (driver.Item, error) {
 	it, err := h.Backend.Read(ctx, key)
 	h.mu.Lock()
 	h.reads++
@@ -71,7 +73,7 @@ func (h *hookBackend) Read(ctx context.Context, key string) (etagstore.Item, err
 	return it, err
 }
 
-func (h *hookBackend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+func (h *hookBackend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	h.mu.Lock()
 	h.writes++
 	n, hook := h.writes, h.writeHook
@@ -92,7 +94,7 @@ func newTestStore(t *testing.T, p etagstore.RetryPolicy) (*etagstore.Store[count
 }
 
 // interfere bumps the counter behind the Store's back, as another process would.
-func interfere(t *testing.T, b etagstore.Backend, key string) {
+func interfere(t *testing.T, b driver.Backend, key string) {
 	t.Helper()
 	other := etagstore.New[counter](b, nil)
 	if _, err := other.Update(context.Background(), key, func(c *counter) error { c.N += 100; return nil }); err != nil {
@@ -262,7 +264,7 @@ func TestUpdateRecognisesOwnCommittedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	hb.writes = 0
-	hb.writeHook = func(n int, key string, w etagstore.Write) (etagstore.ETag, error, bool) {
+	hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
 		if n != 1 {
 			return "", nil, false
 		}
@@ -407,7 +409,7 @@ func TestCacheWritesWithoutReading(t *testing.T) {
 }
 
 // opaque hides a backend's optional interfaces (Verbatim among them).
-type opaque struct{ etagstore.Backend }
+type opaque struct{ driver.Backend }
 
 // A mutation through a map or pointer that the decoded value shares must
 // still be written, whether or not the backend hands data back verbatim.
@@ -416,7 +418,7 @@ func TestUpdateThroughSharedReferences(t *testing.T) {
 		Tags map[string]int
 		Ptr  *int
 	}
-	for name, b := range map[string]etagstore.Backend{"verbatim": memstore.New(nil), "relayout": opaque{memstore.New(nil)}} {
+	for name, b := range map[string]driver.Backend{"verbatim": memstore.New(nil), "relayout": opaque{memstore.New(nil)}} {
 		t.Run(name, func(t *testing.T) {
 			s := etagstore.New[doc](b, nil)
 			one := 1
@@ -476,11 +478,11 @@ func TestBackoffAdaptsToContention(t *testing.T) {
 // slowBackend makes every write take a while, so that group-commit batches
 // form and callers wait in the queue.
 type slowBackend struct {
-	etagstore.Backend
+	driver.Backend
 	delay time.Duration
 }
 
-func (s slowBackend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+func (s slowBackend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	time.Sleep(s.delay)
 	return s.Backend.Write(ctx, key, w)
 }
@@ -553,7 +555,7 @@ func TestLostWriteJudgedByTheDocumentsWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	hb.writes = 0
-	hb.writeHook = func(n int, key string, w etagstore.Write) (etagstore.ETag, error, bool) {
+	hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
 		if n != 1 {
 			return "", nil, false
 		}
@@ -621,7 +623,7 @@ type gateBackend struct {
 	release chan struct{}
 }
 
-func (g gateBackend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+func (g gateBackend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	<-g.release
 	return g.Backend.Write(ctx, key, w)
 }
@@ -682,12 +684,12 @@ func newStepBackend() *stepBackend {
 	return &stepBackend{Backend: memstore.New(nil), arrived: make(chan int, 16), pass: make(chan struct{})}
 }
 
-func (b *stepBackend) Read(ctx context.Context, key string) (etagstore.Item, error) {
+func (b *stepBackend) Read(ctx context.Context, key string) (driver.Item, error) {
 	b.reads.Add(1)
 	return b.Backend.Read(ctx, key)
 }
 
-func (b *stepBackend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+func (b *stepBackend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	b.arrived <- int(b.writes.Add(1))
 	<-b.pass
 	return b.Backend.Write(ctx, key, w)

@@ -6,6 +6,8 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/internal/meta"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // UpdateOption changes how Update behaves.
@@ -141,7 +143,7 @@ func (s *Store[T]) startFrom(b version) (v *T, baseline []byte, err error) {
 
 // version is the base an attempt of a read-modify-write starts from.
 type version struct {
-	Item
+	driver.Item
 	meta      meta.Meta
 	exists    bool
 	verified  bool  // read during this call: current at some instant of it
@@ -152,8 +154,8 @@ type version struct {
 
 // ended is how a read-modify-write ended well.
 type ended struct {
-	etag ETag // of the version holding the change; "" when later writes followed it
-	item Item // the version stored, when etag is set
+	etag ETag        // of the version holding the change; "" when later writes followed it
+	item driver.Item // the version stored, when etag is set
 }
 
 // rmw is one read-modify-write — an Update, a Save, a fenced Replace or a
@@ -320,7 +322,7 @@ func (e *rmw[T]) base(ctx context.Context) (version, error) {
 	case err == nil:
 		return version{Item: it, meta: meta.Parse(it.Meta), exists: true, verified: true, metaKnown: true, canonical: e.s.verbatim}, nil
 	case errors.Is(err, ErrNotFound):
-		return version{Item: Item{Key: e.key}, verified: true, metaKnown: true, missing: err}, nil
+		return version{Item: driver.Item{Key: e.key}, verified: true, metaKnown: true, missing: err}, nil
 	}
 	return version{}, err
 }
@@ -349,11 +351,11 @@ func (e *rmw[T]) confirm(ctx context.Context, b version) (next, error) {
 func (e *rmw[T]) write(b version, data []byte) sentWrite {
 	switch {
 	case !b.exists:
-		return newSentWrite(Cond{Kind: CondCreate}, data, meta.Fresh(meta.NewID(), e.fence))
+		return newSentWrite(driver.Cond{Kind: driver.CondCreate}, data, meta.Fresh(meta.NewID(), e.fence))
 	case !b.metaKnown:
-		return newSentWrite(IfMatch(b.ETag), data, meta.Fresh(meta.NewID(), e.fence))
+		return newSentWrite(driver.IfMatch(b.ETag), data, meta.Fresh(meta.NewID(), e.fence))
 	}
-	return newSentWrite(IfMatch(b.ETag), data, b.meta.Then("", e.s.keepIDs, e.fence))
+	return newSentWrite(driver.IfMatch(b.ETag), data, b.meta.Then("", e.s.keepIDs, e.fence))
 }
 
 // send sends w. A lost answer (or any failure of a write sent again after
@@ -368,7 +370,7 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 	switch {
 	case err == nil:
 		e.lost = nil
-		e.out = ended{etag: etag, item: Item{Key: e.key, Data: w.w.Data, Meta: w.w.Meta, ETag: etag}}
+		e.out = ended{etag: etag, item: driver.Item{Key: e.key, Data: w.w.Data, Meta: w.w.Meta, ETag: etag}}
 		e.cachedWon = !verified
 		return stop, nil
 	case e.lost != nil || ambiguous(err):
@@ -394,7 +396,7 @@ func (e *rmw[T]) refusal(ctx context.Context, w sentWrite, verified bool, err er
 			e.s.obs.absorbedConflict(ctx)
 		}
 		return now, err // the copy was stale: read and try again at once
-	case conflict, errors.Is(err, ErrExists), errors.Is(err, ErrNotFound) && e.create && w.w.Cond.Kind != CondCreate:
+	case conflict, errors.Is(err, ErrExists), errors.Is(err, ErrNotFound) && e.create && w.w.Cond.Kind != driver.CondCreate:
 		// Refused; the next read also checks that the refusal was not the
 		// answer to a lower layer's retry of this very write (the batch's
 		// write counts as in flight until then).
@@ -409,7 +411,7 @@ func (e *rmw[T]) refusal(ctx context.Context, w sentWrite, verified bool, err er
 
 // found is the outcome of w, found committed in it: it itself when w made
 // it, otherwise no ETag, for later writes followed w.
-func (e *rmw[T]) found(w sentWrite, it Item, stored meta.Meta) ended {
+func (e *rmw[T]) found(w sentWrite, it driver.Item, stored meta.Meta) ended {
 	if stored.LastID() == w.meta.LastID() {
 		return ended{etag: it.ETag, item: it}
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/internal/meta"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // This file holds the single-request writes — Create, Replace, Upsert and
@@ -32,7 +34,7 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 		return Doc[T]{}, err
 	}
 	fence, _ := FenceFrom(ctx)
-	etag, err := s.send(ctx, "Create", key, newSentWrite(Cond{Kind: CondCreate}, data, meta.Fresh(meta.NewID(), fence)))
+	etag, err := s.send(ctx, "Create", key, newSentWrite(driver.Cond{Kind: driver.CondCreate}, data, meta.Fresh(meta.NewID(), fence)))
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -69,7 +71,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	etag, err := s.send(ctx, "Replace", d.Key, newSentWrite(IfMatch(d.ETag), data, meta.Fresh(meta.NewID(), 0)))
+	etag, err := s.send(ctx, "Replace", d.Key, newSentWrite(driver.IfMatch(d.ETag), data, meta.Fresh(meta.NewID(), 0)))
 	if errors.Is(err, ErrConflict) {
 		return Doc[T]{}, s.refused(ctx, d.Key, d.ETag, d.Value)
 	}
@@ -121,7 +123,7 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	etag, err := s.send(ctx, "Upsert", key, newSentWrite(Cond{Kind: CondNone}, data, meta.Fresh(meta.NewID(), 0)))
+	etag, err := s.send(ctx, "Upsert", key, newSentWrite(driver.Cond{Kind: driver.CondNone}, data, meta.Fresh(meta.NewID(), 0)))
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -165,15 +167,15 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 		held = it.ETag // atomic with the check
 	}
 	s.cache.drop(key)
-	_, err := s.send(ctx, "Delete", key, sentWrite{del: true, w: Write{Cond: IfMatch(held)}})
+	_, err := s.send(ctx, "Delete", key, sentWrite{del: true, w: driver.Write{Cond: driver.IfMatch(held)}})
 	if errors.Is(err, ErrConflict) {
 		return s.refused(ctx, key, etag, *new(T))
 	}
 	return err
 }
 
-func newSentWrite(c Cond, data []byte, m meta.Meta) sentWrite {
-	return sentWrite{w: Write{Data: data, Cond: c, Meta: m.String()}, meta: m}
+func newSentWrite(c driver.Cond, data []byte, m meta.Meta) sentWrite {
+	return sentWrite{w: driver.Write{Data: data, Cond: c, Meta: m.String()}, meta: m}
 }
 
 // send sends w until its fate is known and returns the ETag of the version
@@ -189,7 +191,7 @@ func (s *Store[T]) send(ctx context.Context, op, key string, w sentWrite) (ETag,
 	_, err := retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
 		var err error
 		if w.del {
-			err = s.b.Delete(ctx, key, w.w.Cond)
+			err = s.b.Delete(ctx, key, w.w.Cond.ETag)
 		} else {
 			etag, err = s.b.Write(ctx, key, w.w)
 		}
@@ -233,7 +235,7 @@ func (s *Store[T]) cacheWrite(key string, w sentWrite, etag ETag) {
 		s.cache.drop(key)
 		return
 	}
-	s.cache.put(key, Item{Key: key, Data: w.w.Data, Meta: w.w.Meta, ETag: etag})
+	s.cache.put(key, driver.Item{Key: key, Data: w.w.Data, Meta: w.w.Meta, ETag: etag})
 }
 
 // refused is the error of a Replace or Delete holding held that was
@@ -263,7 +265,7 @@ func (s *Store[T]) conflictNow(ctx context.Context, key string, held ETag, mine 
 
 // conflictWith builds the *ConflictError for a write holding ETag held that
 // found it, the current version.
-func (s *Store[T]) conflictWith(it Item, held ETag, mine T, attempts int) error {
+func (s *Store[T]) conflictWith(it driver.Item, held ETag, mine T, attempts int) error {
 	theirs, err := s.decode(it)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-// Package blobstore is the etagstore.Backend on Azure Blob storage
+// Package blobstore is the driver.Backend on Azure Blob storage
 // (sdk/storage/azblob): each document is a block blob holding its encoded
 // bytes (JSON by default), written in one Put Blob request that always
 // carries its access conditions.
@@ -31,6 +31,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
 )
@@ -58,14 +59,14 @@ type Options struct {
 	MaxDocSize int
 }
 
-// Backend is an etagstore.Backend on one blob container. It is safe for
+// Backend is an driver.Backend on one blob container. It is safe for
 // concurrent use.
 type Backend struct {
 	c    *container.Client
 	opts Options
 }
 
-var _ etagstore.Backend = (*Backend)(nil)
+var _ driver.Backend = (*Backend)(nil)
 
 // New returns a Backend that keeps documents in the container c points to.
 // The container must exist. Nil opts means the defaults.
@@ -93,17 +94,27 @@ func NewStore[T any](c *container.Client, opts *Options, storeOpts *etagstore.Op
 // Container returns the container client the Backend uses.
 func (b *Backend) Container() *container.Client { return b.c }
 
-// VerbatimData reports that Read returns documents byte for byte as
-// written (see etagstore.Verbatim).
-func (b *Backend) VerbatimData() bool { return true }
+// Abilities reports that Read returns documents byte for byte as written,
+// and that a cached copy can be revalidated with If-None-Match.
+func (b *Backend) Abilities() driver.Abilities {
+	return driver.Abilities{Verbatim: true, ReadIfChanged: b.readIfChanged}
+}
+
+// As sets a **blobstore.Backend target to b: how GetIf reaches b through a
+// wrapper.
+func (b *Backend) As(target any) bool {
+	if p, ok := target.(**Backend); ok {
+		*p = b
+		return true
+	}
+	return false
+}
 
 // ValidateKey checks that prefix+key is a valid blob name: 1 to 1024
 // characters, at most 254 path segments, no empty segment, not ending in
-// '.' or '/', no control characters. Errors match etagstore.ErrInvalidKey.
+// '.' or '/', none of the code points Azure refuses. Errors match
+// etagstore.ErrInvalidKey. (The Store has applied driver.CheckKey.)
 func (b *Backend) ValidateKey(key string) error {
-	if err := etagstore.CheckKey(key); err != nil {
-		return err
-	}
 	return checkBlobName(b.opts.Prefix + key)
 }
 
@@ -125,7 +136,7 @@ func checkBlobName(name string) error {
 			return fmt.Errorf("%w: blob name %q contains %U, which Azure does not accept in blob names", etagstore.ErrInvalidKey, name, r)
 		}
 	}
-	return etagstore.CheckKey(name)
+	return driver.CheckKey(name)
 }
 
 // notForBlobNames reports whether r is one of the code points Azure's
@@ -152,7 +163,7 @@ type leaseKey struct{}
 func WithLease(ctx context.Context, leaseID string) context.Context {
 	// A grouped write carries one caller's context: never let a caller
 	// without the lease ride on one with it, or the other way round.
-	return etagstore.Ungrouped(context.WithValue(ctx, leaseKey{}, leaseID))
+	return driver.Ungrouped(context.WithValue(ctx, leaseKey{}, leaseID))
 }
 
 func leaseConditions(ctx context.Context) *blob.LeaseAccessConditions {
@@ -164,43 +175,40 @@ func leaseConditions(ctx context.Context) *blob.LeaseAccessConditions {
 
 // Read downloads the blob under key, or returns an error matching
 // etagstore.ErrNotFound.
-func (b *Backend) Read(ctx context.Context, key string) (etagstore.Item, error) {
+func (b *Backend) Read(ctx context.Context, key string) (driver.Item, error) {
 	it, err := b.read(ctx, key, nil)
 	if errors.Is(err, ErrNotModified) { // cannot happen without conditions
-		return etagstore.Item{}, fmt.Errorf("blobstore: read %q: unexpected 304", key)
+		return driver.Item{}, fmt.Errorf("blobstore: read %q: unexpected 304", key)
 	}
 	return it, err
 }
 
-func (b *Backend) read(ctx context.Context, key string, mac *blob.ModifiedAccessConditions) (etagstore.Item, error) {
-	if err := b.ValidateKey(key); err != nil {
-		return etagstore.Item{}, err
-	}
+func (b *Backend) read(ctx context.Context, key string, mac *blob.ModifiedAccessConditions) (driver.Item, error) {
 	resp, err := b.blob(key).DownloadStream(ctx, &blob.DownloadStreamOptions{
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: mac, LeaseAccessConditions: leaseConditions(ctx)},
 	})
 	if err != nil {
-		return etagstore.Item{}, mapError("read", etagstore.CondNone, key, err)
+		return driver.Item{}, mapError("read", driver.CondNone, key, err)
 	}
 	if resp.ETag == nil || resp.Body == nil {
 		// The SDK answers 304 Not Modified with no error and an empty response.
-		return etagstore.Item{}, fmt.Errorf("%w: %q", ErrNotModified, key)
+		return driver.Item{}, fmt.Errorf("%w: %q", ErrNotModified, key)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(b.opts.MaxDocSize)+1))
 	if err != nil {
-		return etagstore.Item{}, mapError("read", etagstore.CondNone, key, err)
+		return driver.Item{}, mapError("read", driver.CondNone, key, err)
 	}
-	return etagstore.Item{Key: key, Data: data, Meta: metaOf(resp.Metadata), ETag: etagstore.ETag(*resp.ETag)}, nil
+	return driver.Item{Key: key, Data: data, Meta: metaOf(resp.Metadata), ETag: etagstore.ETag(*resp.ETag)}, nil
 }
 
-// ReadIfChanged reads the blob under key only if its ETag is no longer
+// readIfChanged reads the blob under key only if its ETag is no longer
 // etag (If-None-Match); changed is false, and nothing is downloaded, when it
-// still is. See etagstore.Revalidator.
-func (b *Backend) ReadIfChanged(ctx context.Context, key string, etag etagstore.ETag) (etagstore.Item, bool, error) {
+// still is. See driver.Abilities.
+func (b *Backend) readIfChanged(ctx context.Context, key string, etag etagstore.ETag) (driver.Item, bool, error) {
 	it, err := b.read(ctx, key, &blob.ModifiedAccessConditions{IfNoneMatch: to(azcore.ETag(etag))})
 	if errors.Is(err, ErrNotModified) {
-		return etagstore.Item{}, false, nil
+		return driver.Item{}, false, nil
 	}
 	return it, err == nil, err
 }
@@ -249,9 +257,15 @@ func (c ReadConditions) azure() *blob.ModifiedAccessConditions {
 // downloaded); a failed If-Match or If-Unmodified-Since gives
 // etagstore.ErrConflict; a missing blob etagstore.ErrNotFound.
 func GetIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond ReadConditions) (etagstore.Doc[T], error) {
-	b, ok := s.Backend().(*Backend)
-	if !ok {
+	var b *Backend
+	if !s.Backend().As(&b) {
 		return etagstore.Doc[T]{}, fmt.Errorf("%w: blobstore: GetIf needs a Store on a blobstore Backend, not %T", etagstore.ErrInvalidInput, s.Backend())
+	}
+	if err := driver.CheckKey(key); err != nil {
+		return etagstore.Doc[T]{}, err
+	}
+	if err := b.ValidateKey(key); err != nil {
+		return etagstore.Doc[T]{}, err
 	}
 	it, err := b.read(ctx, key, cond.azure())
 	if err != nil {
@@ -270,18 +284,12 @@ func GetIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond R
 // missing blob matches etagstore.ErrConflict), CondNone sends none. A lease
 // id from WithLease is sent along; a leased blob written without it matches
 // etagstore.ErrLocked, never ErrConflict.
-func (b *Backend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
-	if err := b.ValidateKey(key); err != nil {
-		return "", err
-	}
+func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	if err := w.Cond.Check(); err != nil {
 		return "", err
 	}
 	if len(w.Data) > b.opts.MaxDocSize {
 		return "", fmt.Errorf("%w: document %q is %d bytes, the limit is %d", etagstore.ErrTooLarge, key, len(w.Data), b.opts.MaxDocSize)
-	}
-	if len(w.Meta) > etagstore.MaxMetaLen {
-		return "", fmt.Errorf("%w: meta of %q is %d bytes", etagstore.ErrTooLarge, key, len(w.Meta))
 	}
 	opts := &blockblob.UploadOptions{
 		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: &b.opts.ContentType},
@@ -301,11 +309,11 @@ func (b *Backend) Write(ctx context.Context, key string, w etagstore.Write) (eta
 	return etagstore.ETag(*resp.ETag), nil
 }
 
-func writeConditions(c etagstore.Cond) *blob.ModifiedAccessConditions {
+func writeConditions(c driver.Cond) *blob.ModifiedAccessConditions {
 	switch c.Kind {
-	case etagstore.CondCreate:
+	case driver.CondCreate:
 		return &blob.ModifiedAccessConditions{IfNoneMatch: to(azcore.ETagAny)}
-	case etagstore.CondIfMatch:
+	case driver.CondIfMatch:
 		return &blob.ModifiedAccessConditions{IfMatch: to(azcore.ETag(c.ETag))}
 	}
 	return nil
@@ -317,19 +325,14 @@ type nopCloser struct{ *bytes.Reader }
 
 func (nopCloser) Close() error { return nil }
 
-// Delete deletes the blob under key with If-Match of cond.ETag (ETagAny:
-// any version). A missing blob matches etagstore.ErrNotFound, a different
-// ETag etagstore.ErrConflict; without an ETag nothing is sent
+// Delete deletes the blob under key with If-Match of etag (ETagAny: any
+// version). A missing blob matches etagstore.ErrNotFound, a different ETag
+// etagstore.ErrConflict; without an ETag nothing is sent
 // (etagstore.ErrETagRequired).
-func (b *Backend) Delete(ctx context.Context, key string, cond etagstore.Cond) error {
-	if err := b.ValidateKey(key); err != nil {
-		return err
-	}
+func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) error {
+	cond := driver.IfMatch(etag)
 	if err := cond.Check(); err != nil {
 		return err
-	}
-	if cond.Kind != etagstore.CondIfMatch {
-		return fmt.Errorf("%w: delete needs If-Match, got %s", etagstore.ErrETagRequired, cond.Kind)
 	}
 	ctx = azretry.NoRetry(ctx)
 	_, err := b.blob(key).Delete(ctx, &blob.DeleteOptions{
@@ -344,14 +347,14 @@ func (b *Backend) Delete(ctx context.Context, key string, cond etagstore.Cond) e
 // List yields the documents whose key starts with prefix, in key order:
 // it lists the blob names, then downloads each (a blob deleted in between is
 // skipped).
-func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.Item, error] {
-	return func(yield func(etagstore.Item, error) bool) {
+func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
+	return func(yield func(driver.Item, error) bool) {
 		full := b.opts.Prefix + prefix
 		pager := b.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full, Include: container.ListBlobsInclude{Metadata: true}})
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
 			if err != nil {
-				yield(etagstore.Item{}, mapError("list", etagstore.CondNone, prefix, err))
+				yield(driver.Item{}, mapError("list", driver.CondNone, prefix, err))
 				return
 			}
 			for _, bi := range page.Segment.BlobItems {
@@ -359,7 +362,7 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.I
 					continue
 				}
 				key := strings.TrimPrefix(*bi.Name, b.opts.Prefix)
-				if b.ValidateKey(key) != nil || isLockBlob(bi.Metadata) {
+				if driver.CheckKey(key) != nil || b.ValidateKey(key) != nil || isLockBlob(bi.Metadata) {
 					continue // not a document of this Backend
 				}
 				it, err := b.Read(ctx, key)
@@ -376,13 +379,13 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.I
 
 // ListPage returns up to limit documents whose key starts with prefix and
 // sorts after the key after, in key order, and whether more follow; see
-// etagstore.Backend. The listing starts at the blob name after (StartFrom,
+// driver.Backend. The listing starts at the blob name after (StartFrom,
 // inclusive; names up to after are skipped, so a service that ignored it
 // would only be slower), never at a stored marker, so a page resumes
 // correctly however the container changed. The page's documents are
 // downloaded, pageReaders at a time; one deleted in between is left out
 // and the page filled from the names after it.
-func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]etagstore.Item, bool, error) {
+func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
 	full := b.opts.Prefix + prefix
 	maxResults := int32(min(limit+2, 5000)) // the page, after itself, and one to tell "more"
 	opts := &container.ListBlobsFlatOptions{Prefix: &full, MaxResults: &maxResults, Include: container.ListBlobsInclude{Metadata: true}}
@@ -391,22 +394,22 @@ func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int)
 		opts.StartFrom = &from
 	}
 	pager := b.c.NewListBlobsFlatPager(opts)
-	var items []etagstore.Item
+	var items []driver.Item
 	var keys []string // listed, not yet downloaded
 	for {
 		need := limit - len(items)
 		for len(keys) <= need && pager.More() {
 			page, err := pager.NextPage(ctx)
 			if err != nil {
-				return nil, false, mapError("list", etagstore.CondNone, prefix, err)
+				return nil, false, mapError("list", driver.CondNone, prefix, err)
 			}
 			for _, bi := range page.Segment.BlobItems {
 				if bi.Name == nil {
 					continue
 				}
 				key, ok := strings.CutPrefix(*bi.Name, b.opts.Prefix)
-				if ok && strings.HasPrefix(key, prefix) && etagstore.CompareKeys(key, after) > 0 &&
-					b.ValidateKey(key) == nil && !isLockBlob(bi.Metadata) {
+				if ok && strings.HasPrefix(key, prefix) && driver.CompareKeys(key, after) > 0 &&
+					driver.CheckKey(key) == nil && b.ValidateKey(key) == nil && !isLockBlob(bi.Metadata) {
 					keys = append(keys, key)
 				}
 			}
@@ -429,10 +432,10 @@ const pageReaders = 8
 // readMany reads the documents under keys, pageReaders at a time, and
 // returns them in the order of keys without those that are gone. The
 // first failure stops the others and is returned.
-func (b *Backend) readMany(ctx context.Context, keys []string) ([]etagstore.Item, error) {
+func (b *Backend) readMany(ctx context.Context, keys []string) ([]driver.Item, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	items := make([]etagstore.Item, len(keys))
+	items := make([]driver.Item, len(keys))
 	found := make([]bool, len(keys))
 	var (
 		mu       sync.Mutex
@@ -478,7 +481,7 @@ func (b *Backend) readMany(ctx context.Context, keys []string) ([]etagstore.Item
 // mapError is the one place where Blob service errors become etagstore's
 // sentinels, by ErrorCode (falling back on the HTTP status). cond says what
 // the request was: a 412 on a create means the blob exists.
-func mapError(op string, cond etagstore.CondKind, key string, err error) error {
+func mapError(op string, cond driver.CondKind, key string, err error) error {
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -489,7 +492,7 @@ func mapError(op string, cond etagstore.CondKind, key string, err error) error {
 	var sentinel error
 	switch bloberror.Code(re.ErrorCode) {
 	case bloberror.ConditionNotMet:
-		sentinel = azerr.PreconditionFailed(cond == etagstore.CondCreate)
+		sentinel = azerr.PreconditionFailed(cond == driver.CondCreate)
 	case bloberror.BlobAlreadyExists:
 		sentinel = etagstore.ErrExists
 	case bloberror.BlobNotFound:
@@ -509,7 +512,7 @@ func mapError(op string, cond etagstore.CondKind, key string, err error) error {
 	default:
 		if re.StatusCode == http.StatusNotModified {
 			sentinel = ErrNotModified
-		} else if sentinel = azerr.ByStatus(re.StatusCode, cond == etagstore.CondCreate); sentinel == nil {
+		} else if sentinel = azerr.ByStatus(re.StatusCode, cond == driver.CondCreate); sentinel == nil {
 			return fmt.Errorf("blobstore: %s %q: %w", op, key, err)
 		}
 	}

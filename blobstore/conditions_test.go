@@ -95,7 +95,7 @@ func TestCachedGetRevalidates(t *testing.T) {
 			t.Fatalf("Get = %+v, %v; want %+v", got, err, d)
 		}
 	}
-	if _, changed, err := blobstore.New(c, nil).ReadIfChanged(ctx, "n", d.ETag); err != nil || changed {
+	if _, changed, err := blobstore.New(c, nil).Abilities().ReadIfChanged(ctx, "n", d.ETag); err != nil || changed {
 		t.Fatalf("ReadIfChanged(current) = changed %v, %v", changed, err)
 	}
 	d2, err := other.Update(ctx, "n", func(n *Note) error { n.Text = "v2"; return nil })

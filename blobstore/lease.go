@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // Infinite is the duration of a lease that lasts until it is released or
@@ -141,7 +142,7 @@ func (l *Lease) wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return mapError(op+" lease", etagstore.CondNone, l.name, err)
+	return mapError(op+" lease", driver.CondNone, l.name, err)
 }
 
 type blobLease struct{ c *lease.BlobClient }

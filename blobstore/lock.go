@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/azretry"
 )
 
@@ -148,7 +149,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (*Lock, error) {
 // TryLock takes the lock for key if it is free, or fails at once with
 // etagstore.ErrLocked.
 func (l *Locker) TryLock(ctx context.Context, key string) (*Lock, error) {
-	if err := etagstore.CheckKey(key); err != nil {
+	if err := driver.CheckKey(key); err != nil {
 		return nil, err
 	}
 	name := l.opts.Prefix + key
@@ -196,12 +197,12 @@ func createLockBlob(ctx context.Context, bc *blockblob.Client, name string) erro
 	zero := "0"
 	_, err := bc.Upload(ctx, nopCloser{bytes.NewReader(nil)}, &blockblob.UploadOptions{
 		Metadata:         map[string]*string{tokenKey: &zero},
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(etagstore.Cond{Kind: etagstore.CondCreate})},
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(driver.Cond{Kind: driver.CondCreate})},
 	})
 	if err == nil {
 		return nil
 	}
-	if err = mapError("create lock", etagstore.CondCreate, name, err); errors.Is(err, etagstore.ErrExists) {
+	if err = mapError("create lock", driver.CondCreate, name, err); errors.Is(err, etagstore.ErrExists) {
 		return nil // another creator won: fine
 	}
 	return err
@@ -224,7 +225,7 @@ func bumpToken(ctx context.Context, bc *blockblob.Client, name, leaseID string) 
 	lac := &blob.LeaseAccessConditions{LeaseID: &leaseID}
 	props, err := bc.GetProperties(ctx, &blob.GetPropertiesOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: lac}})
 	if err != nil {
-		return 0, mapError("read lock token", etagstore.CondNone, name, err)
+		return 0, mapError("read lock token", driver.CondNone, name, err)
 	}
 	var token int64
 	for k, v := range props.Metadata {
@@ -249,7 +250,7 @@ func bumpToken(ctx context.Context, bc *blockblob.Client, name, leaseID string) 
 		}
 	}
 	if err != nil {
-		return 0, mapError("write lock token", etagstore.CondIfMatch, name, err)
+		return 0, mapError("write lock token", driver.CondIfMatch, name, err)
 	}
 	return token, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/etaghttp"
 	"github.com/etagstore/etagstore/memstore"
 )
@@ -38,7 +39,7 @@ type Inner struct {
 	N int64
 }
 
-func newRecServer(t *testing.T, b etagstore.Backend) (*httptest.Server, *etagstore.Store[Rec]) {
+func newRecServer(t *testing.T, b driver.Backend) (*httptest.Server, *etagstore.Store[Rec]) {
 	t.Helper()
 	if b == nil {
 		b = memstore.New(nil)
@@ -212,13 +213,13 @@ func nonCanonical(t *testing.T, tag string) string {
 // lose their response, after which no read answers: the Store cannot tell
 // whether the write was applied (etagstore.ErrOutcomeUnknown).
 type lossy struct {
-	etagstore.Backend
+	driver.Backend
 	armed, blind atomic.Bool
 }
 
 var errReset = errors.New("test: connection reset")
 
-func (l *lossy) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+func (l *lossy) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	etag, err := l.Backend.Write(ctx, key, w)
 	if l.armed.Load() {
 		l.blind.Store(true)
@@ -227,7 +228,7 @@ func (l *lossy) Write(ctx context.Context, key string, w etagstore.Write) (etags
 	return etag, err
 }
 
-func (l *lossy) Delete(ctx context.Context, key string, c etagstore.Cond) error {
+func (l *lossy) Delete(ctx context.Context, key string, c driver.ETag) error {
 	err := l.Backend.Delete(ctx, key, c)
 	if l.armed.Load() {
 		l.blind.Store(true)
@@ -236,9 +237,9 @@ func (l *lossy) Delete(ctx context.Context, key string, c etagstore.Cond) error 
 	return err
 }
 
-func (l *lossy) Read(ctx context.Context, key string) (etagstore.Item, error) {
+func (l *lossy) Read(ctx context.Context, key string) (driver.Item, error) {
 	if l.blind.Load() {
-		return etagstore.Item{}, errReset
+		return driver.Item{}, errReset
 	}
 	return l.Backend.Read(ctx, key)
 }
@@ -304,9 +305,9 @@ func TestConflictProblemBody(t *testing.T) {
 // slow delays writes so that concurrent Updates are committed together
 // (group commit): all but the last of a batch get an empty ETag from the
 // Store.
-type slow struct{ etagstore.Backend }
+type slow struct{ driver.Backend }
 
-func (s slow) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+func (s slow) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	time.Sleep(3 * time.Millisecond)
 	return s.Backend.Write(ctx, key, w)
 }

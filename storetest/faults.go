@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // Faults configures fault injection, for the HTTP FaultProxy in front of
@@ -233,14 +234,14 @@ func reset(w http.ResponseWriter) {
 // the way the Azure SDK pipeline would surface them: a response dropped
 // after commit comes back either as a transport error or — as after the
 // SDK's retry of the request — as the answer to a second try, marked
-// etagstore.ErrAmbiguous; a 503 or 500 leaves the write undone.
+// driver.ErrAmbiguous; a 503 or 500 leaves the write undone.
 type FaultyBackend struct {
-	etagstore.Backend
+	driver.Backend
 	dice *dice
 }
 
 // NewFaultyBackend wraps b with faults f.
-func NewFaultyBackend(b etagstore.Backend, f Faults) *FaultyBackend {
+func NewFaultyBackend(b driver.Backend, f Faults) *FaultyBackend {
 	return &FaultyBackend{Backend: b, dice: newDice(f)}
 }
 
@@ -250,7 +251,7 @@ func (f *FaultyBackend) Counts() map[string]int { return f.dice.snapshot() }
 var errInjected = errors.New("storetest: injected transport failure (connection reset)")
 
 // Write applies a fault to the write.
-func (f *FaultyBackend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+func (f *FaultyBackend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	switch f.dice.roll(true) {
 	case faultUnavailable, faultServerError:
 		return "", fmt.Errorf("storetest: injected 5xx, not applied: %w", errInjected)
@@ -261,7 +262,7 @@ func (f *FaultyBackend) Write(ctx context.Context, key string, w etagstore.Write
 		}
 		etag, err := f.Backend.Write(ctx, key, w) // the SDK's retry
 		if err != nil {
-			return "", fmt.Errorf("%w (after 2 tries): %w", etagstore.ErrAmbiguous, err)
+			return "", fmt.Errorf("%w (after 2 tries): %w", driver.ErrAmbiguous, err)
 		}
 		return etag, nil
 	}
@@ -269,21 +270,21 @@ func (f *FaultyBackend) Write(ctx context.Context, key string, w etagstore.Write
 }
 
 // Delete applies a fault to the delete.
-func (f *FaultyBackend) Delete(ctx context.Context, key string, cond etagstore.Cond) error {
+func (f *FaultyBackend) Delete(ctx context.Context, key string, etag driver.ETag) error {
 	switch f.dice.roll(true) {
 	case faultUnavailable, faultServerError:
 		return fmt.Errorf("storetest: injected 5xx, not applied: %w", errInjected)
 	case faultDrop, faultHang, faultMidBody:
-		_ = f.Backend.Delete(ctx, key, cond)
-		if f.dice.coin() || !retrySafe(cond) {
+		_ = f.Backend.Delete(ctx, key, etag)
+		if f.dice.coin() || !retrySafe(driver.IfMatch(etag)) {
 			return errInjected
 		}
-		if err := f.Backend.Delete(ctx, key, cond); err != nil {
-			return fmt.Errorf("%w (after 2 tries): %w", etagstore.ErrAmbiguous, err)
+		if err := f.Backend.Delete(ctx, key, etag); err != nil {
+			return fmt.Errorf("%w (after 2 tries): %w", driver.ErrAmbiguous, err)
 		}
 		return nil
 	}
-	return f.Backend.Delete(ctx, key, cond)
+	return f.Backend.Delete(ctx, key, etag)
 }
 
 // retrySafe reports whether an SDK-style blind retry of a request with
@@ -291,12 +292,12 @@ func (f *FaultyBackend) Delete(ctx context.Context, key string, cond etagstore.C
 // landed). The Azure backends turn the SDK's retries off, so an
 // unconditional or If-Match: * request whose answer is lost comes back as
 // a transport error, never as a second try that could apply it twice.
-func retrySafe(c etagstore.Cond) bool {
-	return c.Kind == etagstore.CondCreate || c.Kind == etagstore.CondIfMatch && c.ETag != etagstore.ETagAny
+func retrySafe(c driver.Cond) bool {
+	return c.Kind == driver.CondCreate || c.Kind == driver.CondIfMatch && c.ETag != etagstore.ETagAny
 }
 
 // List passes through (it only reads).
-func (f *FaultyBackend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.Item, error] {
+func (f *FaultyBackend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
 	return f.Backend.List(ctx, prefix)
 }
 

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // NewFaultyBackend returns an empty backend for one test whose writes pass
 // through faults f, and a function reporting the faults injected so far.
-type NewFaultyBackendFunc func(t *testing.T, f Faults) (etagstore.Backend, func() map[string]int)
+type NewFaultyBackendFunc func(t *testing.T, f Faults) (driver.Backend, func() map[string]int)
 
 // DefaultFaults are the faults of the exactly-once suite: 10% of write
 // responses dropped after the server committed them, 5% of writes answered

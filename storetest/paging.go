@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // pagingTests are the cases of Store.Page (Backend.ListPage).
@@ -94,7 +95,7 @@ func walk(t *testing.T, s *etagstore.Store[Page], prefix string, limit int, betw
 			if d.Value.Title != d.Key || d.ETag == "" {
 				t.Fatalf("Page(%q, %d): document %q decoded as %+v with ETag %q", prefix, limit, d.Key, d.Value, d.ETag)
 			}
-			if last != "" && etagstore.CompareKeys(d.Key, last) <= 0 {
+			if last != "" && driver.CompareKeys(d.Key, last) <= 0 {
 				t.Fatalf("Page(%q, %d) #%d: %q came after %q", prefix, limit, len(pages)+1, d.Key, last)
 			}
 			last = d.Key
@@ -149,7 +150,7 @@ func testPageSizes(t *testing.T, s *etagstore.Store[Page]) {
 			wantPages(t, walk(t, s, prefix, limit, nil), limit, numbered(prefix+"%02d", n))
 		})
 	}
-	slices.SortFunc(all, etagstore.CompareKeys)
+	slices.SortFunc(all, driver.CompareKeys)
 	wantPages(t, walk(t, s, "", 7, nil), 7, all)
 }
 
@@ -203,12 +204,12 @@ func testPageUnicodeOrder(t *testing.T, s *etagstore.Store[Page]) {
 func testPageInvalid(t *testing.T, s *etagstore.Store[Page]) {
 	ctx := t.Context()
 	createMany(t, s, []string{"p-1", "p-2", "p-3"})
-	for _, limit := range []int{0, -1, etagstore.MaxPageLimit + 1} {
+	for _, limit := range []int{0, -1, driver.MaxPageLimit + 1} {
 		if _, err := s.Page(ctx, "p-", limit, ""); !errors.Is(err, etagstore.ErrInvalidInput) {
 			t.Errorf("Page(limit %d) = %v, want ErrInvalidInput", limit, err)
 		}
 	}
-	if p, err := s.Page(ctx, "p-", etagstore.MaxPageLimit, ""); err != nil || len(p.Docs) != 3 || p.Next != "" {
+	if p, err := s.Page(ctx, "p-", driver.MaxPageLimit, ""); err != nil || len(p.Docs) != 3 || p.Next != "" {
 		t.Errorf("Page(limit MaxPageLimit) = %+v, %v; want 3 documents and no Next", p, err)
 	}
 	p, err := s.Page(ctx, "p-", 1, "")
@@ -331,7 +332,7 @@ func testPageConcurrentChanges(t *testing.T, s *etagstore.Store[Page]) {
 			got = append(got, k)
 		}
 	}
-	if !slices.IsSortedFunc(got, etagstore.CompareKeys) {
+	if !slices.IsSortedFunc(got, driver.CompareKeys) {
 		t.Errorf("keys out of order across pages: %+q", got)
 	}
 	for k, c := range seen {
@@ -371,7 +372,7 @@ func testPageMany(t *testing.T, s *etagstore.Store[Page]) {
 func testPageAboveServiceMax(t *testing.T, s *etagstore.Store[Page]) {
 	keys := numbered("x-%04d", 1100)
 	createMany(t, s, keys)
-	for _, limit := range []int{1050, etagstore.MaxPageLimit} {
+	for _, limit := range []int{1050, driver.MaxPageLimit} {
 		wantPages(t, walk(t, s, "x-", limit, nil), limit, keys)
 	}
 }

@@ -1,9 +1,9 @@
-// Package storetest is the conformance suite every etagstore.Backend passes.
+// Package storetest is the conformance suite every driver.Backend passes.
 //
 // A backend's test file is a harness and one call:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) etagstore.Backend { return newEmptyBackend(t) })
+//		storetest.Run(t, func(t *testing.T) driver.Backend { return newEmptyBackend(t) })
 //	}
 //
 // The suite checks every rule of the design's rules table through the typed
@@ -24,11 +24,12 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // NewBackend returns an empty backend for one test; it registers its own
 // clean-up with t.Cleanup.
-type NewBackend func(t *testing.T) etagstore.Backend
+type NewBackend func(t *testing.T) driver.Backend
 
 // Page is the document type of the suite. Its fields map onto every
 // backend's encoding (JSON, typed table properties).
@@ -82,20 +83,31 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"TimeRange", testTimeRange},
 		{"DocumentTypes", testDocumentTypes},
 	}
-	// Every case runs on the default Store and on one with the version
-	// cache on, whose first write of an Update goes against a copy.
+	// Every case runs on the default Store, on one with the version cache
+	// on (whose first write of an Update goes against a copy), and on a
+	// backend behind a pass-through wrapper (abilities must survive it).
 	for _, cfg := range []struct {
 		name string
 		opts etagstore.Options
+		wrap bool
 	}{
-		{"Default", etagstore.Options{Retry: &contended}},
-		{"Cached", etagstore.Options{Retry: &contended, CacheSize: 64}},
+		{"Default", etagstore.Options{Retry: &contended}, false},
+		{"Cached", etagstore.Options{Retry: &contended, CacheSize: 64}, false},
+		{"Wrapped", etagstore.Options{Retry: &contended, CacheSize: 64}, true},
 	} {
 		t.Run(cfg.name, func(t *testing.T) {
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
 					opts := cfg.opts
-					tc.fn(t, etagstore.New[Page](newBackend(t), &opts))
+					b := newBackend(t)
+					if cfg.wrap {
+						want := b.Abilities()
+						b = Wrap(b)
+						if got := b.Abilities(); got.Verbatim != want.Verbatim || (got.Codec == nil) != (want.Codec == nil) || (got.ReadIfChanged == nil) != (want.ReadIfChanged == nil) {
+							t.Fatalf("abilities lost to a wrapper: %+v, want %+v", got, want)
+						}
+					}
+					tc.fn(t, etagstore.New[Page](b, &opts))
 				})
 			}
 		})
@@ -272,7 +284,7 @@ func testReplaceWithoutETag(t *testing.T, s *etagstore.Store[Page]) {
 	}
 	wantStored(t, s, d)
 	// The same rule holds at the Backend contract: no condition, no write.
-	_, err = s.Backend().Write(t.Context(), "p", etagstore.Write{Data: []byte("{}"), Cond: etagstore.Cond{Kind: etagstore.CondIfMatch}})
+	_, err = s.Backend().Write(t.Context(), "p", driver.Write{Data: []byte("{}"), Cond: driver.Cond{Kind: driver.CondIfMatch}})
 	if !errors.Is(err, etagstore.ErrETagRequired) {
 		t.Fatalf("Backend.Write(IfMatch \"\") = %v, want ErrETagRequired", err)
 	}
@@ -692,3 +704,12 @@ func testFencing(t *testing.T, s *etagstore.Store[Page]) {
 	}
 	wantMissing(t, s, "p")
 }
+
+// Wrap returns b behind a pass-through wrapper, as a user's logging or
+// metrics wrapper would put it: a struct embedding the Backend. The suite
+// runs every case through it, and backends' tests run their extras
+// (queries, merges, conditional reads) through it, so no ability depends
+// on the concrete type.
+func Wrap(b driver.Backend) driver.Backend { return passthrough{b} }
+
+type passthrough struct{ driver.Backend }

@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/azretry"
 	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/outcome"
@@ -65,11 +66,7 @@ type batchAction[T any] struct {
 // Backend (otherwise Submit fails with etagstore.ErrInvalidInput).
 func NewBatch[T any](s *etagstore.Store[T]) *Batch[T] {
 	b := &Batch[T]{store: s}
-	if tb, ok := s.Backend().(*Backend); ok {
-		b.backend = tb
-	} else {
-		b.err = fmt.Errorf("%w: tablestore: NewBatch needs a Store on a tablestore Backend, not %T", etagstore.ErrInvalidInput, s.Backend())
-	}
+	b.backend, b.err = tableOf(s, "NewBatch")
 	return b
 }
 
@@ -176,7 +173,7 @@ func (b *Batch[T]) Submit(ctx context.Context) error {
 	rows := map[string]bool{}
 	for i, a := range b.actions {
 		fail := func(err error) error { return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: err} }
-		if err := etagstore.CheckKey(a.key); err != nil {
+		if err := driver.CheckKey(a.key); err != nil {
 			return fail(err)
 		}
 		pk, rk, err := b.backend.split(a.key)
@@ -234,7 +231,7 @@ func (b *Batch[T]) Submit(ctx context.Context) error {
 		case a.op == opReplace, a.op == opUpsert:
 			sa.meta, sa.hasMeta = meta.Fresh(meta.NewID(), 0), true
 		}
-		if len(sa.meta.String()) > etagstore.MaxMetaLen {
+		if len(sa.meta.String()) > driver.MaxMetaLen {
 			return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: fmt.Errorf("%w: bookkeeping of %d bytes", etagstore.ErrTooLarge, len(sa.meta.String()))}
 		}
 	}
@@ -343,7 +340,7 @@ func (b *Batch[T]) settle(ctx context.Context, sent []sentAction) (batchVerdict,
 }
 
 // observed is what the resolver needs of a read.
-func observed(it etagstore.Item, err error) outcome.Observed {
+func observed(it driver.Item, err error) outcome.Observed {
 	if err != nil {
 		return outcome.Observed{}
 	}

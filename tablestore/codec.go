@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // Azure Table limits (Understanding the Table service data model).
@@ -31,7 +32,7 @@ const (
 	MaxEntitySize = 1 << 20
 	// reserveForKeys is kept free of MaxEntitySize for the PartitionKey and
 	// RowKey (at most 1 KiB each) and the bookkeeping property.
-	reserveForKeys = 4 + 2*maxKeyBytes + 8 + 2*len(MetaProperty) + 4 + 2*etagstore.MaxMetaLen
+	reserveForKeys = 4 + 2*maxKeyBytes + 8 + 2*len(MetaProperty) + 4 + 2*driver.MaxMetaLen
 )
 
 // MetaProperty is the entity property in which etagstore keeps the ids of

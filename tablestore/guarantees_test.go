@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/azuritetest"
 	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/tablestore"
@@ -131,19 +132,19 @@ func TestBatchKeepsBookkeeping(t *testing.T) {
 
 // racing is a Backend whose first write lets another writer commit first
 // and then reports the write's refusal as an answer that may be to a retry
-// of itself (etagstore.ErrAmbiguous), as a transport's retry would.
+// of itself (driver.ErrAmbiguous), as a transport's retry would.
 type racing struct {
 	*tablestore.Backend
 	once  sync.Once
 	other func()
 }
 
-func (r *racing) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+func (r *racing) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	raced := false
 	r.once.Do(func() { r.other(); raced = true })
 	etag, err := r.Backend.Write(ctx, key, w)
 	if raced && err != nil {
-		return "", fmt.Errorf("%w: %w", etagstore.ErrAmbiguous, err)
+		return "", fmt.Errorf("%w: %w", driver.ErrAmbiguous, err)
 	}
 	return etag, err
 }

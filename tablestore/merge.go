@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/azretry"
 	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/outcome"
@@ -68,7 +69,7 @@ func refused(err error) bool {
 // or Merge Entity (CondNone), with the SDK's retries off. Its errors are
 // those of the request alone (mapped by mapError): the key, the properties
 // and the bookkeeping are checked before (prepareMerge, Merge).
-func (b *Backend) mergeEntity(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+func (b *Backend) mergeEntity(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	pk, rk, _ := b.split(key)
 	body, err := entity(pk, rk, w.Meta, w.Data)
 	if err != nil {
@@ -76,7 +77,7 @@ func (b *Backend) mergeEntity(ctx context.Context, key string, w etagstore.Write
 	}
 	ctx = azretry.NoRetry(ctx)
 	var etag azcore.ETag
-	if w.Cond.Kind == etagstore.CondIfMatch {
+	if w.Cond.Kind == driver.CondIfMatch {
 		ifMatch := azcore.ETag(w.Cond.ETag) // never nil: nil would mean "*"
 		var resp aztables.UpdateEntityResponse
 		resp, err = b.client.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &ifMatch, UpdateMode: aztables.UpdateModeMerge})
@@ -122,7 +123,7 @@ func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T]
 		return "", err
 	}
 	fence, fenced := etagstore.FenceFrom(ctx)
-	var base etagstore.Item
+	var base driver.Item
 	read := true
 	for attempt := 1; ; attempt++ {
 		if read {
@@ -138,10 +139,10 @@ func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T]
 			return "", fmt.Errorf("%w: %q carries fencing token %d, the merge only %d", etagstore.ErrFenced, d.Key, stored.Fence, fence)
 		}
 		m := extend(stored, fence)
-		if len(m.String()) > etagstore.MaxMetaLen {
+		if len(m.String()) > driver.MaxMetaLen {
 			return "", fmt.Errorf("%w: %q: bookkeeping of %d bytes", etagstore.ErrTooLarge, d.Key, len(m.String()))
 		}
-		w := etagstore.Write{Data: data, Cond: etagstore.IfMatch(base.ETag), Meta: m.String()}
+		w := driver.Write{Data: data, Cond: driver.IfMatch(base.ETag), Meta: m.String()}
 		etag, moved, err := sendMerge(ctx, b, d.Key, w, m)
 		switch {
 		case err == nil:
@@ -167,7 +168,7 @@ func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T]
 // version read (moved) with an error matching etagstore.ErrConflict; or a
 // refusal of the first try as the service gave it; or an
 // *etagstore.OutcomeUnknownError.
-func sendMerge(ctx context.Context, b *Backend, key string, w etagstore.Write, m meta.Meta) (etag etagstore.ETag, moved *etagstore.Item, err error) {
+func sendMerge(ctx context.Context, b *Backend, key string, w driver.Write, m meta.Meta) (etag etagstore.ETag, moved *driver.Item, err error) {
 	var lost error // the failure that left a try unsettled
 	for try := 1; ; try++ {
 		if err := ctx.Err(); err != nil { // nothing sent now
@@ -228,7 +229,7 @@ func UpsertMerge[T any](ctx context.Context, s *etagstore.Store[T], key string, 
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	etag, err := b.mergeEntity(ctx, key, etagstore.Write{Data: data, Cond: etagstore.Cond{Kind: etagstore.CondNone}})
+	etag, err := b.mergeEntity(ctx, key, driver.Write{Data: data, Cond: driver.Cond{Kind: driver.CondNone}})
 	if err != nil && !refused(err) {
 		return "", &etagstore.OutcomeUnknownError{Op: "UpsertMerge", Key: key, Cause: err}
 	}
@@ -238,11 +239,11 @@ func UpsertMerge[T any](ctx context.Context, s *etagstore.Store[T], key string, 
 // prepareMerge checks everything a merge of v under key can fail on before
 // it is sent, and returns the table Backend and the properties to send.
 func prepareMerge[T any](s *etagstore.Store[T], key string, v T, properties []string) (*Backend, []byte, error) {
-	b, ok := s.Backend().(*Backend)
-	if !ok {
-		return nil, nil, fmt.Errorf("%w: tablestore: merge needs a Store on a tablestore Backend, not %T", etagstore.ErrInvalidInput, s.Backend())
+	b, err := tableOf(s, "merge")
+	if err != nil {
+		return nil, nil, err
 	}
-	if err := etagstore.CheckKey(key); err != nil {
+	if err := driver.CheckKey(key); err != nil {
 		return nil, nil, err
 	}
 	pk, rk, err := b.split(key)
@@ -277,7 +278,7 @@ func conflict[T any](ctx context.Context, s *etagstore.Store[T], key string, hel
 
 // conflictWith is the *etagstore.ConflictError[T] of a write holding held
 // that found it, the current version.
-func conflictWith[T any](s *etagstore.Store[T], it etagstore.Item, held etagstore.ETag, mine T, attempts int) error {
+func conflictWith[T any](s *etagstore.Store[T], it driver.Item, held etagstore.ETag, mine T, attempts int) error {
 	theirs := etagstore.Doc[T]{Key: it.Key, ETag: it.ETag}
 	if err := s.Codec().Unmarshal(it.Data, &theirs.Value); err != nil {
 		return fmt.Errorf("tablestore: decode %q: %w", it.Key, err)

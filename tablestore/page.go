@@ -8,22 +8,24 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/pagetoken"
 )
 
 // ListPage returns up to limit entities whose key starts with prefix and
 // comes after the key after in table order (PartitionKey, then RowKey),
-// and whether more follow; see etagstore.Backend. The bound is part of the
+// and whether more follow; see driver.Backend. The bound is part of the
 // query's filter, so a page resumes correctly however the table changed;
 // the service's own continuation (NextPartitionKey, NextRowKey) is used
 // only within one page, to fill it when the service answers with less
 // than asked (at most 1000 entities, or what it found within its time
 // limit).
-func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]etagstore.Item, bool, error) {
+func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
 	return b.page(ctx, b.prefixFilter(prefix).And(b.afterFilter(after)), limit)
 }
 
 // QueryPage is ListPage for the entities matching filter (see Query).
-func (b *Backend) QueryPage(ctx context.Context, filter Filter, after string, limit int) ([]etagstore.Item, bool, error) {
+func (b *Backend) QueryPage(ctx context.Context, filter Filter, after string, limit int) ([]driver.Item, bool, error) {
 	if b.opts.Partition != "" {
 		filter = Eq("PartitionKey", b.opts.Partition).And(filter)
 	}
@@ -32,22 +34,51 @@ func (b *Backend) QueryPage(ctx context.Context, filter Filter, after string, li
 
 // QueryPage returns one page of the typed documents of s (a Store on a
 // table Backend) matching filter, in table order, as Store.Page does for a
-// prefix: limit from 1 to etagstore.MaxPageLimit, token "" for the first
+// prefix: limit from 1 to driver.MaxPageLimit, token "" for the first
 // page and the previous page's Next after that. A token is bound to the
 // filter it was made for. A limit out of range, a token altered or made
 // for another filter, a filter that cannot be expressed, or a Store on
 // another backend match etagstore.ErrInvalidInput, and nothing is sent.
 func QueryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, limit int, token string) (etagstore.Page[T], error) {
-	b, ok := s.Backend().(*Backend)
-	if !ok {
-		return etagstore.Page[T]{}, fmt.Errorf("%w: tablestore: QueryPage needs a Store on a tablestore Backend, not %T", etagstore.ErrInvalidInput, s.Backend())
+	b, err := tableOf(s, "QueryPage")
+	if err != nil {
+		return etagstore.Page[T]{}, err
 	}
 	if err := filter.Err(); err != nil {
 		return etagstore.Page[T]{}, fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, err)
 	}
-	return etagstore.PageOf(ctx, s, "tablestore.query\x00"+filter.String(), limit, token, func(ctx context.Context, after string, limit int) ([]etagstore.Item, bool, error) {
-		return b.QueryPage(ctx, filter, after, limit)
-	})
+	if limit < 1 || limit > driver.MaxPageLimit {
+		return etagstore.Page[T]{}, fmt.Errorf("%w: page limit %d is not between 1 and %d", etagstore.ErrInvalidInput, limit, driver.MaxPageLimit)
+	}
+	scope := "tablestore.query\x00" + filter.String()
+	after, err := pagetoken.Decode(scope, token)
+	if err != nil {
+		return etagstore.Page[T]{}, err
+	}
+	if after != "" {
+		if err := b.ValidateKey(after); err != nil {
+			return etagstore.Page[T]{}, fmt.Errorf("%w: page token holds no key of this table: %v", etagstore.ErrInvalidInput, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return etagstore.Page[T]{}, err
+	}
+	items, more, err := b.QueryPage(ctx, filter, after, limit)
+	if err != nil {
+		return etagstore.Page[T]{}, err
+	}
+	p := etagstore.Page[T]{Docs: make([]etagstore.Doc[T], 0, len(items))}
+	for _, it := range items {
+		d := etagstore.Doc[T]{Key: it.Key, ETag: it.ETag}
+		if err := s.Codec().Unmarshal(it.Data, &d.Value); err != nil {
+			return etagstore.Page[T]{}, fmt.Errorf("tablestore: decode %q: %w", it.Key, err)
+		}
+		p.Docs = append(p.Docs, d)
+	}
+	if more && len(items) > 0 {
+		p.Next = pagetoken.Encode(scope, items[len(items)-1].Key)
+	}
+	return p, nil
 }
 
 // afterFilter matches the keys after key in table order: a greater RowKey
@@ -68,12 +99,12 @@ func (b *Backend) afterFilter(key string) Filter {
 
 // page runs the query filter until it has limit entities and knows whether
 // one more exists, asking each request for no more than it still needs.
-func (b *Backend) page(ctx context.Context, filter Filter, limit int) ([]etagstore.Item, bool, error) {
+func (b *Backend) page(ctx context.Context, filter Filter, limit int) ([]driver.Item, bool, error) {
 	if err := filter.Err(); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, err)
 	}
 	f := filter.String()
-	var items []etagstore.Item
+	var items []driver.Item
 	var nextPK, nextRK *string
 	for {
 		top := int32(min(limit+1-len(items), int(b.opts.PageSize)))

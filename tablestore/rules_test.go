@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/azuritetest"
 	"github.com/etagstore/etagstore/tablestore"
 )
@@ -71,10 +72,10 @@ func TestStaleReplaceNeverOverwrites(t *testing.T) {
 	}
 	// Empty ETags are refused at every entry point.
 	b := tablestore.New(client, &tablestore.Options{Partition: "p"})
-	if _, err := b.Write(ctx, "k", etagstore.Write{Data: []byte(`{"Title":"blind"}`), Cond: etagstore.Cond{Kind: etagstore.CondIfMatch}}); !errors.Is(err, etagstore.ErrETagRequired) {
+	if _, err := b.Write(ctx, "k", driver.Write{Data: []byte(`{"Title":"blind"}`), Cond: driver.Cond{Kind: driver.CondIfMatch}}); !errors.Is(err, etagstore.ErrETagRequired) {
 		t.Errorf("Backend.Write(IfMatch \"\") = %v", err)
 	}
-	if err := b.Delete(ctx, "k", etagstore.Cond{Kind: etagstore.CondIfMatch}); !errors.Is(err, etagstore.ErrETagRequired) {
+	if err := b.Delete(ctx, "k", ""); !errors.Is(err, etagstore.ErrETagRequired) {
 		t.Errorf("Backend.Delete(IfMatch \"\") = %v", err)
 	}
 	if _, err := tablestore.Merge(ctx, s, etagstore.Doc[Task]{Key: "k", Value: Task{Title: "blind"}}, "Title"); !errors.Is(err, etagstore.ErrETagRequired) {

@@ -1,4 +1,4 @@
-// Package tablestore is the etagstore.Backend on Azure Table storage
+// Package tablestore is the driver.Backend on Azure Table storage
 // (sdk/data/aztables). Documents are entities: a struct's fields become
 // typed entity properties (see EntityCodec).
 //
@@ -30,6 +30,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
 )
@@ -47,17 +48,14 @@ type Options struct {
 	PageSize int32
 }
 
-// Backend is an etagstore.Backend on one Azure table. It is safe for
+// Backend is an driver.Backend on one Azure table. It is safe for
 // concurrent use.
 type Backend struct {
 	client *aztables.Client
 	opts   Options
 }
 
-var (
-	_ etagstore.Backend       = (*Backend)(nil)
-	_ etagstore.CodecProvider = (*Backend)(nil)
-)
+var _ driver.Backend = (*Backend)(nil)
 
 // New returns a Backend that keeps documents in the table client points
 // to. The table must exist. Nil opts means the defaults.
@@ -81,8 +79,28 @@ func NewStore[T any](client *aztables.Client, opts *Options, storeOpts *etagstor
 // Client returns the aztables client the Backend uses.
 func (b *Backend) Client() *aztables.Client { return b.client }
 
-// Codec returns EntityCodec: struct fields as typed entity properties.
-func (b *Backend) Codec() etagstore.Codec { return EntityCodec{} }
+// Abilities declares the entity codec: struct fields become typed entity
+// properties (Read hands back entities in its own layout, not verbatim).
+func (b *Backend) Abilities() driver.Abilities { return driver.Abilities{Codec: EntityCodec{}} }
+
+// As sets a **tablestore.Backend target to b: how Query, Merge, Batch and
+// the other extras reach b through a wrapper.
+func (b *Backend) As(target any) bool {
+	if p, ok := target.(**Backend); ok {
+		*p = b
+		return true
+	}
+	return false
+}
+
+// tableOf finds the table Backend under any wrappers of s's backend.
+func tableOf[T any](s *etagstore.Store[T], what string) (*Backend, error) {
+	var b *Backend
+	if !s.Backend().As(&b) {
+		return nil, fmt.Errorf("%w: tablestore: %s needs a Store on a tablestore Backend, not %T", etagstore.ErrInvalidInput, what, s.Backend())
+	}
+	return b, nil
+}
 
 // ValidateKey checks key against Azure's key rules without sending
 // anything: each part non-empty, at most 1 KiB (as UTF-16), with no '/',
@@ -142,18 +160,18 @@ func (b *Backend) key(pk, rk string) string {
 
 // Read returns the entity under key, or an error matching
 // etagstore.ErrNotFound.
-func (b *Backend) Read(ctx context.Context, key string) (etagstore.Item, error) {
+func (b *Backend) Read(ctx context.Context, key string) (driver.Item, error) {
 	pk, rk, err := b.split(key)
 	if err != nil {
-		return etagstore.Item{}, err
+		return driver.Item{}, err
 	}
 	resp, err := b.client.GetEntity(ctx, pk, rk, nil)
 	if err != nil {
-		return etagstore.Item{}, mapError("read", key, err)
+		return driver.Item{}, mapError("read", key, err)
 	}
 	it, err := b.item(resp.Value)
 	if err != nil {
-		return etagstore.Item{}, err
+		return driver.Item{}, err
 	}
 	it.ETag = etagstore.ETag(resp.ETag)
 	return it, nil
@@ -161,12 +179,12 @@ func (b *Backend) Read(ctx context.Context, key string) (etagstore.Item, error) 
 
 // item turns an entity as the service returns it into an Item: the system
 // properties are removed from Data, the bookkeeping goes to Meta.
-func (b *Backend) item(entity []byte) (etagstore.Item, error) {
+func (b *Backend) item(entity []byte) (driver.Item, error) {
 	var props map[string]json.RawMessage
 	if err := json.Unmarshal(entity, &props); err != nil {
-		return etagstore.Item{}, fmt.Errorf("tablestore: entity is not a JSON object: %w", err)
+		return driver.Item{}, fmt.Errorf("tablestore: entity is not a JSON object: %w", err)
 	}
-	var it etagstore.Item
+	var it driver.Item
 	var pk, rk string
 	_ = json.Unmarshal(props["PartitionKey"], &pk)
 	_ = json.Unmarshal(props["RowKey"], &rk)
@@ -187,7 +205,7 @@ func (b *Backend) item(entity []byte) (etagstore.Item, error) {
 	}
 	data, err := json.Marshal(props)
 	if err != nil {
-		return etagstore.Item{}, err
+		return driver.Item{}, err
 	}
 	it.Data = data
 	return it, nil
@@ -223,21 +241,18 @@ func entity(pk, rk, meta string, data []byte) ([]byte, error) {
 // etagstore.ErrConflict, a missing entity → etagstore.ErrNotFound), CondNone
 // is Insert or Replace Entity. An IfMatch without an ETag matches
 // etagstore.ErrETagRequired and nothing is sent.
-func (b *Backend) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	return b.write(ctx, key, w, aztables.UpdateModeReplace)
 }
 
 // write is Write with a choice of replace or merge semantics.
-func (b *Backend) write(ctx context.Context, key string, w etagstore.Write, mode aztables.UpdateMode) (etagstore.ETag, error) {
+func (b *Backend) write(ctx context.Context, key string, w driver.Write, mode aztables.UpdateMode) (etagstore.ETag, error) {
 	pk, rk, err := b.split(key)
 	if err != nil {
 		return "", err
 	}
 	if err := w.Cond.Check(); err != nil {
 		return "", err
-	}
-	if len(w.Meta) > etagstore.MaxMetaLen {
-		return "", fmt.Errorf("%w: meta is %d bytes", etagstore.ErrTooLarge, len(w.Meta))
 	}
 	body, err := entity(pk, rk, w.Meta, w.Data)
 	if err != nil {
@@ -246,14 +261,14 @@ func (b *Backend) write(ctx context.Context, key string, w etagstore.Write, mode
 	ctx = azretry.NoRetry(ctx)
 	var etag azcore.ETag
 	switch w.Cond.Kind {
-	case etagstore.CondCreate:
+	case driver.CondCreate:
 		if mode != aztables.UpdateModeReplace {
 			return "", fmt.Errorf("%w: tablestore: create cannot merge", etagstore.ErrInvalidInput)
 		}
 		var resp aztables.AddEntityResponse
 		resp, err = b.client.AddEntity(ctx, body, nil)
 		etag = resp.ETag
-	case etagstore.CondIfMatch:
+	case driver.CondIfMatch:
 		if err := checkETag(w.Cond.ETag); err != nil {
 			return "", err
 		}
@@ -261,7 +276,7 @@ func (b *Backend) write(ctx context.Context, key string, w etagstore.Write, mode
 		var resp aztables.UpdateEntityResponse
 		resp, err = b.client.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &ifMatch, UpdateMode: mode})
 		etag = resp.ETag
-	case etagstore.CondNone:
+	case driver.CondNone:
 		var resp aztables.UpsertEntityResponse
 		resp, err = b.client.UpsertEntity(ctx, body, &aztables.UpsertEntityOptions{UpdateMode: mode})
 		etag = resp.ETag
@@ -272,25 +287,22 @@ func (b *Backend) write(ctx context.Context, key string, w etagstore.Write, mode
 	return etagstore.ETag(etag), nil
 }
 
-// Delete removes the entity under key with If-Match of cond.ETag (ETagAny
+// Delete removes the entity under key with If-Match of etag (ETagAny
 // allowed). A stale ETag matches etagstore.ErrConflict, a missing entity
 // etagstore.ErrNotFound; without an ETag nothing is sent
 // (etagstore.ErrETagRequired).
-func (b *Backend) Delete(ctx context.Context, key string, cond etagstore.Cond) error {
+func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) error {
 	pk, rk, err := b.split(key)
 	if err != nil {
 		return err
 	}
-	if err := cond.Check(); err != nil {
+	if err := driver.IfMatch(etag).Check(); err != nil {
 		return err
 	}
-	if cond.Kind != etagstore.CondIfMatch {
-		return fmt.Errorf("%w: delete needs If-Match, got %s", etagstore.ErrETagRequired, cond.Kind)
-	}
-	if err := checkETag(cond.ETag); err != nil {
+	if err := checkETag(etag); err != nil {
 		return err
 	}
-	ifMatch := azcore.ETag(cond.ETag) // never nil: nil would mean "*"
+	ifMatch := azcore.ETag(etag) // never nil: nil would mean "*"
 	ctx = azretry.NoRetry(ctx)
 	if _, err := b.client.DeleteEntity(ctx, pk, rk, &aztables.DeleteEntityOptions{IfMatch: &ifMatch}); err != nil {
 		return mapError("delete", key, err)
@@ -302,7 +314,7 @@ func (b *Backend) Delete(ctx context.Context, key string, cond etagstore.Cond) e
 // (PartitionKey, then RowKey), fetching pages of Options.PageSize. With
 // "PartitionKey/RowKey" keys, a prefix without '/' selects a range of
 // partitions and one with '/' a range of rows in one partition.
-func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[etagstore.Item, error] {
+func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
 	return b.query(ctx, b.prefixFilter(prefix))
 }
 
@@ -319,7 +331,7 @@ func (b *Backend) prefixFilter(prefix string) Filter {
 
 // Query yields the entities matching filter (see Filter) in table order.
 // Entities outside Options.Partition are skipped when it is set.
-func (b *Backend) Query(ctx context.Context, filter Filter) iter.Seq2[etagstore.Item, error] {
+func (b *Backend) Query(ctx context.Context, filter Filter) iter.Seq2[driver.Item, error] {
 	if b.opts.Partition != "" {
 		filter = Eq("PartitionKey", b.opts.Partition).And(filter)
 	}
@@ -332,9 +344,9 @@ func (b *Backend) Query(ctx context.Context, filter Filter) iter.Seq2[etagstore.
 // etagstore.ErrInvalidInput.
 func Query[T any](ctx context.Context, s *etagstore.Store[T], filter Filter) iter.Seq2[etagstore.Doc[T], error] {
 	return func(yield func(etagstore.Doc[T], error) bool) {
-		b, ok := s.Backend().(*Backend)
-		if !ok {
-			yield(etagstore.Doc[T]{}, fmt.Errorf("%w: tablestore: Query needs a Store on a tablestore Backend, not %T", etagstore.ErrInvalidInput, s.Backend()))
+		b, err := tableOf(s, "Query")
+		if err != nil {
+			yield(etagstore.Doc[T]{}, err)
 			return
 		}
 		for it, err := range b.Query(ctx, filter) {
@@ -352,10 +364,10 @@ func Query[T any](ctx context.Context, s *etagstore.Store[T], filter Filter) ite
 	}
 }
 
-func (b *Backend) query(ctx context.Context, filter Filter) iter.Seq2[etagstore.Item, error] {
-	return func(yield func(etagstore.Item, error) bool) {
+func (b *Backend) query(ctx context.Context, filter Filter) iter.Seq2[driver.Item, error] {
+	return func(yield func(driver.Item, error) bool) {
 		if err := filter.Err(); err != nil {
-			yield(etagstore.Item{}, fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, err))
+			yield(driver.Item{}, fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, err))
 			return
 		}
 		opts := &aztables.ListEntitiesOptions{Top: &b.opts.PageSize}
@@ -366,13 +378,13 @@ func (b *Backend) query(ctx context.Context, filter Filter) iter.Seq2[etagstore.
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
 			if err != nil {
-				yield(etagstore.Item{}, mapError("list", "", err))
+				yield(driver.Item{}, mapError("list", "", err))
 				return
 			}
 			for _, e := range page.Entities {
 				it, err := b.item(e)
 				if err != nil {
-					yield(etagstore.Item{}, err)
+					yield(driver.Item{}, err)
 					return
 				}
 				if !yield(it, nil) {

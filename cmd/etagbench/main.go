@@ -54,6 +54,7 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/blobstore"
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/memstore"
 	"github.com/etagstore/etagstore/storetest"
 	"github.com/etagstore/etagstore/tablestore"
@@ -258,7 +259,7 @@ func open(backend, conn, resource string) (*env, error) {
 				_ = json.Unmarshal(it.Data, &c)
 				c.N++
 				data, _ := json.Marshal(c)
-				_, err = mem.Write(ctx, space+"/"+key, etagstore.Write{Data: data, Cond: etagstore.IfMatch(it.ETag)})
+				_, err = mem.Write(ctx, space+"/"+key, driver.Write{Data: data, Cond: driver.IfMatch(it.ETag)})
 				return conflictOK(err)
 			}
 		}
@@ -661,21 +662,21 @@ type prefixed struct {
 	prefix string
 }
 
-func (p prefixed) Read(ctx context.Context, key string) (etagstore.Item, error) {
+func (p prefixed) Read(ctx context.Context, key string) (driver.Item, error) {
 	it, err := p.Backend.Read(ctx, p.prefix+key)
 	it.Key = strings.TrimPrefix(it.Key, p.prefix)
 	return it, err
 }
 
-func (p prefixed) Write(ctx context.Context, key string, w etagstore.Write) (etagstore.ETag, error) {
+func (p prefixed) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	return p.Backend.Write(ctx, p.prefix+key, w)
 }
 
-func (p prefixed) Delete(ctx context.Context, key string, c etagstore.Cond) error {
-	return p.Backend.Delete(ctx, p.prefix+key, c)
+func (p prefixed) Delete(ctx context.Context, key string, etag driver.ETag) error {
+	return p.Backend.Delete(ctx, p.prefix+key, etag)
 }
 
-func (p prefixed) ListPage(ctx context.Context, prefix, after string, limit int) ([]etagstore.Item, bool, error) {
+func (p prefixed) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
 	if after != "" {
 		after = p.prefix + after
 	}
@@ -686,8 +687,8 @@ func (p prefixed) ListPage(ctx context.Context, prefix, after string, limit int)
 	return items, more, err
 }
 
-func (p prefixed) List(ctx context.Context, prefix string) iter.Seq2[etagstore.Item, error] {
-	return func(yield func(etagstore.Item, error) bool) {
+func (p prefixed) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
+	return func(yield func(driver.Item, error) bool) {
 		for it, err := range p.Backend.List(ctx, p.prefix+prefix) {
 			it.Key = strings.TrimPrefix(it.Key, p.prefix)
 			if !yield(it, err) {

@@ -1,0 +1,338 @@
+// Package driver is the contract between etagstore and its backends: the
+// Backend interface, the items, writes and conditions a backend handles,
+// the abilities it declares, the key rules and order, and the errors it
+// reports. Application code should use package etagstore; this package is
+// for writing a backend.
+package driver
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"unicode/utf8"
+)
+
+// ETag is an opaque version token. Compare ETags only for equality: table
+// ETags are weak (W/"datetime'…'") and blob ETags are quoted hex.
+type ETag string
+
+// ETagAny matches any existing version (If-Match: *). Passing it is the
+// explicit last-writer-wins opt-out.
+const ETagAny ETag = "*"
+
+// Sentinel errors, re-exported by package etagstore. Every failure of a Store matches exactly one of them
+// with errors.Is, with three exceptions passed through as they are: the
+// context's error when nothing was sent (or nothing for this call is in
+// flight), the error a mutate or merge function returned, and a transport
+// or service failure of a read, where nothing was written.
+var (
+	// ErrNotFound: the key does not exist (HTTP 404).
+	ErrNotFound = errors.New("etagstore: not found")
+	// ErrExists: a create found the key already present (HTTP 409).
+	ErrExists = errors.New("etagstore: already exists")
+	// ErrConflict: the document changed since the caller read it (HTTP
+	// 412). The error is a *ConflictError[T] when it comes from a Store.
+	ErrConflict = errors.New("etagstore: conflict")
+	// ErrETagRequired: a conditional write or delete was given no ETag.
+	// Nothing was sent. Use ETagAny to overwrite deliberately.
+	ErrETagRequired = errors.New("etagstore: etag required")
+	// ErrInvalidKey: the key cannot be stored by the backend. Nothing was sent.
+	ErrInvalidKey = errors.New("etagstore: invalid key")
+	// ErrTooLarge: the document exceeds the backend's limits. Nothing was sent.
+	ErrTooLarge = errors.New("etagstore: too large")
+	// ErrInvalidInput: an argument is out of range (for example a lease
+	// duration). Nothing was sent.
+	ErrInvalidInput = errors.New("etagstore: invalid input")
+	// ErrFenced: the document was written under a newer fencing token than
+	// the one this write carries (see WithFence). Nothing was written.
+	ErrFenced = errors.New("etagstore: fenced")
+	// ErrLocked: another holder has the lease or lock (HTTP 409
+	// LeaseAlreadyPresent, or 412 LeaseIdMissing on a write).
+	ErrLocked = errors.New("etagstore: locked")
+	// ErrLockLost: a lease or lock this caller held is gone (expired,
+	// broken or taken over); work done under it must stop.
+	ErrLockLost = errors.New("etagstore: lock lost")
+	// ErrOutcomeUnknown: a write's response was lost and no read can tell
+	// whether it was applied (see the package documentation's
+	// "Exactly once"). The error is an *OutcomeUnknownError naming the
+	// operation, the key and the failure that lost the response.
+	ErrOutcomeUnknown = errors.New("etagstore: outcome unknown")
+)
+
+// Backend is the storage contract every backend implements: keys, encoded
+// bytes, ETags and conditions. It knows nothing of the document type T; the
+// typed API lives in etagstore.Store.
+//
+// A Backend must be safe for concurrent use by multiple goroutines.
+//
+// Failures are reported with the package's sentinel errors so callers can use
+// errors.Is; a backend maps its service's error codes to them in exactly one
+// place:
+//
+//   - ErrNotFound: the key does not exist (HTTP 404).
+//   - ErrExists: a [CondCreate] write found the key present (HTTP 409, or 412
+//     on If-None-Match: *).
+//   - ErrConflict: a [CondIfMatch] write or delete found a different ETag
+//     (HTTP 412). The backend returns the bare sentinel (or an error wrapping
+//     it); the Store builds the typed [ConflictError].
+//   - ErrInvalidKey: ValidateKey refused the key. Nothing was sent.
+//   - ErrTooLarge: the document exceeds the backend's limits. Nothing was sent.
+//   - ErrETagRequired: an IfMatch condition with an empty ETag. Nothing was
+//     sent. (The Store checks this first; backends check again.)
+//
+// Any other error (transport, throttling after the SDK's own retries, auth)
+// is returned wrapped and unclassified: the Store treats a write or delete
+// that failed so as possibly applied. A backend that can see that a 412,
+// 409 or 404 answered a retry of a request whose earlier try got no
+// response marks the error with ErrAmbiguous as well: that answer may be to
+// its own success.
+type Backend interface {
+	// ValidateKey reports whether key can be stored by this backend, by its
+	// own rules beyond CheckKey's (which the Store has applied); it returns
+	// an error matching ErrInvalidKey when it cannot. It sends no request.
+	// The Store calls it once before every operation: Read, Write, Delete
+	// and List get keys that passed, and need not check them again.
+	ValidateKey(key string) error
+
+	// Read returns the item stored under key with its current ETag, or an
+	// error matching ErrNotFound.
+	Read(ctx context.Context, key string) (Item, error)
+
+	// Write stores w.Data and w.Meta under key if w.Cond holds and returns
+	// the new ETag, which differs from every ETag the key had before.
+	//
+	//   - CondIfMatch with ETagAny: writes if the key exists, else ErrNotFound.
+	//   - CondIfMatch with an ETag: writes if the current ETag equals it; a
+	//     different ETag is ErrConflict; a missing key is ErrNotFound or
+	//     ErrConflict (Azure blobs answer 412 for both; the Store tells them
+	//     apart by reading).
+	//   - CondCreate: writes if the key does not exist, else ErrExists.
+	//   - CondNone: writes unconditionally (insert or replace).
+	Write(ctx context.Context, key string, w Write) (ETag, error)
+
+	// Delete removes key if its ETag is etag (If-Match; ETagAny matches any
+	// version): a missing key is ErrNotFound, a different ETag is
+	// ErrConflict (or, as for Write, ErrConflict when the key is gone).
+	// etag is never empty (the Store refuses that with ErrETagRequired).
+	Delete(ctx context.Context, key string, etag ETag) error
+
+	// List yields the items whose key starts with prefix, in ascending key
+	// order by UTF-16 code units (the order of Azure's tables and blob
+	// listings; it puts characters above U+FFFF before U+E000–U+FFFF). A
+	// failure is yielded once as the error, after which iteration stops.
+	List(ctx context.Context, prefix string) iter.Seq2[Item, error]
+
+	// ListPage returns, in List's order, the first limit items whose key
+	// starts with prefix and sorts after the key after ("" means from the
+	// start), and whether more such items existed when it looked. It
+	// returns fewer than limit items only when the listing ends, or when
+	// items were deleted while the page was read (it leaves them out, as
+	// List does); it loops over service pages to fill the page, and more
+	// is true only after a full page. limit is between 1 and MaxPageLimit
+	// (the Store checks). after is "" or a key a ListPage of the same
+	// prefix returned (the Store checks that it starts with prefix and
+	// passes ValidateKey); the item may be gone since. The bound is
+	// exclusive and in List's order, never a continuation token of the
+	// service: that keeps pages exact while keys come and go. Errors are
+	// classified as for List.
+	ListPage(ctx context.Context, prefix, after string, limit int) (items []Item, more bool, err error)
+
+	// Abilities declares what the backend can do beyond this contract.
+	Abilities() Abilities
+
+	// As sets target, a pointer to a backend type (such as
+	// **tablestore.Backend), to the backend under any wrappers and reports
+	// whether it could: how a backend's extras (table queries and merges,
+	// conditional blob reads) reach it through a wrapper that embeds it.
+	As(target any) bool
+}
+
+// MaxPageLimit is the largest page ListPage is asked for (the largest blob
+// listing page).
+const MaxPageLimit = 5000
+
+// ErrAmbiguous marks a backend's write or delete error after which the
+// request may or may not have been applied (see Backend). It is wrapped
+// together with the sentinel that classifies the answer.
+var ErrAmbiguous = errors.New("etagstore: the request may have been applied")
+
+// Abilities is what a backend can do beyond the contract, declared by its
+// Abilities method: a wrapper that embeds a Backend forwards it, so no
+// ability is lost to a logging or fault-injecting wrapper.
+type Abilities struct {
+	// Verbatim: Read returns Item.Data exactly as written (memstore,
+	// blobstore). The Store then tells an unchanged document by its bytes
+	// alone; for other backends (tablestore hands back entity properties in
+	// its own layout) it encodes the value read once more first.
+	Verbatim bool
+	// Codec is the encoding the backend prefers (tablestore: typed entity
+	// properties); nil means JSON. A Store uses it when Options.Codec is
+	// nil.
+	Codec Codec
+	// ReadIfChanged, when set, reads key only if its ETag is no longer etag
+	// (blobstore: If-None-Match, answered 304 with no body); changed is
+	// false, with no Item, when etag is still current. With the version
+	// cache on, Store.Get revalidates its copy with it.
+	ReadIfChanged func(ctx context.Context, key string, etag ETag) (it Item, changed bool, err error)
+}
+
+// Codec turns documents into the bytes a Backend stores and back.
+// Marshal must be deterministic (the same value gives the same bytes): Update
+// skips the write when a mutation leaves the bytes unchanged.
+// A Codec must be safe for concurrent use.
+//
+// A codec that can encode values it cannot decode into T (a table entity
+// codec and a non-struct T, say) may also have a method
+// CheckType(reflect.Type) error; the Store calls it for an interface T,
+// whose Marshal sees only the concrete value inside.
+type Codec interface {
+	Marshal(v any) ([]byte, error)
+	Unmarshal(data []byte, v any) error
+}
+
+// Item is one stored document as a backend sees it.
+type Item struct {
+	Key  string
+	Data []byte // the encoded document, as produced by the Store's Codec
+	Meta string // the Store's bookkeeping (write ids), stored verbatim
+	ETag ETag
+}
+
+// CondKind says which precondition a write or delete carries.
+type CondKind uint8
+
+const (
+	// CondNone writes unconditionally: Azure's insert-or-replace. It is the
+	// documented last-writer-wins bypass and is only used by Upsert.
+	CondNone CondKind = iota
+	// CondIfMatch requires the stored ETag to equal Cond.ETag (If-Match).
+	// Cond.ETag may be ETagAny ("*"), which matches any existing document.
+	CondIfMatch
+	// CondCreate requires that the key does not exist (If-None-Match: *,
+	// or Insert Entity on tables).
+	CondCreate
+)
+
+// String returns the condition's name.
+func (k CondKind) String() string {
+	switch k {
+	case CondNone:
+		return "none"
+	case CondIfMatch:
+		return "if-match"
+	case CondCreate:
+		return "create"
+	}
+	return "invalid"
+}
+
+// Cond is the precondition of a write or delete.
+type Cond struct {
+	Kind CondKind
+	ETag ETag // with CondIfMatch: the ETag that must be current, or ETagAny
+}
+
+// IfMatch returns the condition "the stored ETag equals etag".
+func IfMatch(etag ETag) Cond { return Cond{Kind: CondIfMatch, ETag: etag} }
+
+// Check reports whether the condition is well-formed: an IfMatch without an
+// ETag matches ErrETagRequired. Backends call it before sending anything.
+func (c Cond) Check() error {
+	switch c.Kind {
+	case CondNone, CondCreate:
+		return nil
+	case CondIfMatch:
+		if c.ETag == "" {
+			return ErrETagRequired
+		}
+		return nil
+	}
+	return errorf(ErrInvalidInput, "unknown condition kind %d", c.Kind)
+}
+
+// Write is one write request to a Backend.
+type Write struct {
+	Data []byte
+	Cond Cond
+	// Meta is stored with the document and returned verbatim by Read and
+	// List. It holds printable ASCII only (it may travel as an HTTP header)
+	// and is at most MaxMetaLen bytes.
+	Meta string
+}
+
+// MaxMetaLen bounds Item.Meta so that every backend can keep it in one
+// property or metadata header.
+const MaxMetaLen = 1024
+
+func errorf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
+}
+
+// CheckKey is the validation every key passes before any backend's own
+// rules (the Store applies it, then Backend.ValidateKey): it must be
+// non-empty, valid UTF-8, and free of control characters (U+0000–U+001F,
+// U+007F–U+009F), which no Azure service accepts in a key. It returns an
+// error matching ErrInvalidKey.
+func CheckKey(key string) error {
+	if key == "" {
+		return errorf(ErrInvalidKey, "empty key")
+	}
+	if !utf8.ValidString(key) {
+		return errorf(ErrInvalidKey, "key %q is not valid UTF-8", key)
+	}
+	for _, r := range key {
+		if r <= 0x1f || (r >= 0x7f && r <= 0x9f) {
+			return errorf(ErrInvalidKey, "key %q contains control character %U", key, r)
+		}
+	}
+	return nil
+}
+
+// ungroupedKey marks a context whose writes must not be combined with
+// other callers' (see Ungrouped).
+type ungroupedKey struct{}
+
+// Ungrouped returns a context whose Updates are not committed together with
+// other callers' (group commit), because it carries write state of its own
+// that a shared write would not honour for everyone — a lease id, say
+// (blobstore.WithLease uses it).
+func Ungrouped(ctx context.Context) context.Context {
+	return context.WithValue(ctx, ungroupedKey{}, true)
+}
+
+// IsUngrouped reports whether ctx came from Ungrouped.
+func IsUngrouped(ctx context.Context) bool {
+	v, _ := ctx.Value(ungroupedKey{}).(bool)
+	return v
+}
+
+// CompareKeys compares keys in the order List and Page yield them, the
+// order of Azure's tables and blob listings: by UTF-16 code units. It
+// differs from Go's string (code point) order in that characters above
+// U+FFFF, encoded as surrogate pairs (U+D800–U+DFFF), sort before
+// U+E000–U+FFFF. The result is -1, 0 or +1.
+func CompareKeys(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			return cmp.Compare(utf16Rank(ra), utf16Rank(rb))
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// utf16Rank maps r to a number that orders runes as their UTF-16 encodings
+// order.
+func utf16Rank(r rune) int {
+	switch {
+	case r >= 0x10000: // a surrogate pair, between U+D7FF and U+E000
+		return 0xD800 + int(r-0x10000)
+	case r >= 0xE000:
+		return 0x110000 + int(r)
+	}
+	return int(r)
+}
