@@ -24,8 +24,8 @@ import (
 // attention. The library uses the OpenTelemetry API only; with no SDK
 // installed every call is a no-op. Names are listed in the README.
 
-// InstrumentationName is the name of the tracer and meter the Store uses.
-const InstrumentationName = "github.com/etagstore/etagstore"
+// instrumentationName is the name of the tracer and meter the Store uses.
+const instrumentationName = "github.com/etagstore/etagstore"
 
 // opKind is a Store operation, as spans and metrics name it.
 type opKind uint8
@@ -149,12 +149,12 @@ func newObserver(o Options, b driver.Backend) *observer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := mp.Meter(InstrumentationName)
+	m := mp.Meter(instrumentationName)
 	ob := &observer{
 		global:  o.TracerProvider == nil,
 		gmeter:  o.MeterProvider == nil,
 		logs:    o.Logger != nil,
-		tracer:  tp.Tracer(InstrumentationName),
+		tracer:  tp.Tracer(instrumentationName),
 		log:     log,
 		keys:    o.RecordKeys,
 		backend: attrBackend.String(backendName(b)),

@@ -29,8 +29,8 @@ type RetryPolicy struct {
 	MaxElapsedTime time.Duration
 }
 
-// DefaultRetryPolicy is the policy used when Options.Retry is nil.
-var DefaultRetryPolicy = RetryPolicy{
+// defaultRetryPolicy is the policy used when Options.Retry is nil.
+var defaultRetryPolicy = RetryPolicy{
 	MaxAttempts:     10,
 	InitialInterval: 4 * time.Millisecond,
 	MaxInterval:     250 * time.Millisecond,
@@ -38,7 +38,7 @@ var DefaultRetryPolicy = RetryPolicy{
 }
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
-	d := DefaultRetryPolicy
+	d := defaultRetryPolicy
 	if p.MaxAttempts > 0 {
 		d.MaxAttempts = p.MaxAttempts
 	}
@@ -65,8 +65,7 @@ type Clock interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
-// SystemClock is the real clock, the default Options.Clock.
-var SystemClock Clock = systemClock{}
+// systemClock is the real clock, the default Options.Clock.
 
 type systemClock struct{}
 

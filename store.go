@@ -86,9 +86,9 @@ type Options struct {
 	// Codec encodes documents. Default: the backend's own codec if it
 	// implements CodecProvider, otherwise JSON.
 	Codec Codec
-	// Retry bounds Update's and Save's retries. Default: DefaultRetryPolicy.
+	// Retry bounds Update's and Save's retries. Default: RetryPolicy's defaults.
 	Retry *RetryPolicy
-	// Clock drives retry delays. Default: SystemClock.
+	// Clock drives retry delays. Default: the system clock.
 	Clock Clock
 	// CacheSize, when positive, keeps the last version this Store read or
 	// wrote of up to CacheSize keys: an Update then writes against it at
@@ -161,10 +161,10 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	if o.Retry != nil {
 		s.retry = o.Retry.withDefaults()
 	} else {
-		s.retry = DefaultRetryPolicy
+		s.retry = defaultRetryPolicy
 	}
 	if s.clock == nil {
-		s.clock = SystemClock
+		s.clock = systemClock{}
 	}
 	s.keepIDs = min(s.keepIDs, 40) // 40 ids and the rest fit in driver.MaxMetaLen
 	if s.keepIDs <= 0 {

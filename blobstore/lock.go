@@ -81,7 +81,7 @@ func newLockEvents(mp metric.MeterProvider, log *slog.Logger) lockEvents {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c, _ := mp.Meter(etagstore.InstrumentationName).Int64Counter("etagstore.lock.events", metric.WithUnit("{event}"),
+	c, _ := mp.Meter("github.com/etagstore/etagstore/blobstore").Int64Counter("etagstore.lock.events", metric.WithUnit("{event}"),
 		metric.WithDescription("Lease lock events: acquired, renewed, lost (the lease expired, was broken or taken over), released."))
 	event := func(name string) []metric.AddOption {
 		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("etagstore.event", name)))}

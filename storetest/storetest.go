@@ -178,7 +178,7 @@ func testGroupCommit(t *testing.T, s *etagstore.Store[Page]) {
 
 // contended lets writers on one hot key keep trying: the suite checks
 // exactness, not the default attempt limit.
-var contended = etagstore.RetryPolicy{MaxAttempts: 100000, MaxElapsedTime: -1, InitialInterval: etagstore.DefaultRetryPolicy.InitialInterval, MaxInterval: etagstore.DefaultRetryPolicy.MaxInterval}
+var contended = etagstore.RetryPolicy{MaxAttempts: 100000, MaxElapsedTime: -1}
 
 // ignoreETag compares documents without their ETags.
 var ignoreETag = cmpopts.IgnoreFields(etagstore.Doc[Page]{}, "ETag")
