@@ -72,7 +72,10 @@
 //
 // # Backends
 //
-// A Backend stores bytes, ETags and conditions and knows nothing of T.
+// A Backend (package driver: the contract for backend authors) stores
+// bytes, ETags and conditions and knows nothing of T; it declares what it
+// can do beyond the contract in Abilities, and wrappers that embed it keep
+// those abilities.
 // Package memstore keeps documents in memory with Azure's semantics,
 // tablestore keeps them as Azure Table entities (typed properties, merges,
 // batches) and blobstore as Azure blobs (conditional reads, leases, a

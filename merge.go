@@ -1,0 +1,180 @@
+package etagstore
+
+// Save, the wiki-style write, and MergeFields, its default three-way merge.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/etagstore/etagstore/driver"
+)
+
+// MergeFunc combines two edits of base: mine (the caller's) and theirs (the
+// stored version). It returns the merged value, or an error matching
+// ErrConflict (such as a *MergeError) when the edits overlap.
+type MergeFunc[T any] func(base, mine, theirs T) (T, error)
+
+// MergeError is returned by a MergeFunc whose inputs changed the same
+// fields to different values. It matches ErrConflict.
+type MergeError struct {
+	Fields []string // paths such as "Body" or "Meta.Title"
+}
+
+func (e *MergeError) Error() string {
+	return "etagstore: both sides changed " + strings.Join(e.Fields, ", ")
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *MergeError) Is(target error) bool { return target == ErrConflict }
+
+// Save writes edited, the caller's edit of base, the way a wiki saves a page:
+// if base.ETag is still current it is a plain If-Match write; otherwise it
+// reads the stored version (theirs), calls merge(base.Value, edited, theirs)
+// and writes the result with If-Match of theirs, retrying per the
+// RetryPolicy. A nil merge means MergeFields. An edit that changes nothing
+// writes nothing, but Save still confirms by a read that the document is
+// there and returns its current version.
+//
+// Overlapping edits (merge returned an error) give a *ConflictError[T]
+// holding Base, Mine (edited), Theirs and the Fields that overlap; nothing is
+// written. An empty base.ETag matches ErrETagRequired; a deleted document
+// ErrNotFound; a merge error that does not match ErrConflict is returned as
+// is; a lost answer no read can settle, an *OutcomeUnknownError.
+func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T]) (Doc[T], error) {
+	ctx, sp := s.obs.begin(ctx, opSave, base.Key)
+	defer sp.endOnPanic()
+	d, err := s.save(ctx, base, edited, merge, &sp.stats)
+	sp.end(err)
+	return d, err
+}
+
+func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T], st *opStats) (Doc[T], error) {
+	if err := s.checkKey(base.Key); err != nil {
+		return Doc[T]{}, err
+	}
+	if base.ETag == "" {
+		return Doc[T]{}, errorf(ErrETagRequired, "Save %q", base.Key)
+	}
+	if merge == nil {
+		merge = MergeFields[T]
+	}
+	data, err := s.encode(base.Key, base.Value)
+	if err != nil {
+		return Doc[T]{}, err
+	}
+	var mine T
+	reads := 0
+	var e *rmw[T]
+	e = s.newRMW(ctx, "Save", base.Key, false, func(b version) ([]byte, bool, error) {
+		reads++
+		theirs, baseline, err := s.startFrom(b)
+		if err != nil {
+			return nil, false, err
+		}
+		mine = edited
+		if b.ETag != base.ETag {
+			if mine, err = merge(base.Value, edited, *theirs); err != nil {
+				return nil, false, s.mergeConflict(base, edited, Doc[T]{Key: b.Key, Value: *theirs, ETag: b.ETag}, reads-1, err)
+			}
+		}
+		e.mine = mine
+		data, err := s.encode(base.Key, mine)
+		return data, !bytes.Equal(data, baseline), err
+	})
+	// The first attempt writes on base itself, whose bookkeeping is unknown.
+	e.setNext(version{Item: driver.Item{Key: base.Key, Data: data, ETag: base.ETag}, exists: true, canonical: true})
+	out, err := e.run(ctx)
+	st.attempts = e.attempts
+	var ce *ConflictError[T]
+	if errors.As(err, &ce) {
+		ce.Base = base.Value
+	}
+	if err != nil {
+		return Doc[T]{}, err
+	}
+	return Doc[T]{Key: base.Key, Value: mine, ETag: out.etag}, nil
+}
+
+// mergeConflict turns a merge error into Save's error: a *ConflictError
+// when the edits overlap, the error as is otherwise.
+func (s *Store[T]) mergeConflict(base Doc[T], edited T, theirs Doc[T], attempts int, err error) error {
+	if !errors.Is(err, ErrConflict) {
+		return err
+	}
+	ce := &ConflictError[T]{Key: base.Key, ETag: base.ETag, Base: base.Value, Mine: edited, Theirs: theirs, Attempts: attempts}
+	var me *MergeError
+	if errors.As(err, &me) {
+		ce.Fields = me.Fields
+	}
+	return ce
+}
+
+// MergeFields is the default three-way merge: field by field, recursing into
+// nested structs, a field changed on one side only takes that side's value;
+// a field changed on both sides to the same value keeps it; a field changed
+// on both sides to different values is a conflict, reported as a
+// *MergeError naming every such field path. Values that are not structs
+// (slices, maps, pointers) and structs with unexported fields (time.Time)
+// are compared whole.
+func MergeFields[T any](base, mine, theirs T) (T, error) {
+	var out T
+	rv := reflect.ValueOf(&out).Elem()
+	var paths []string
+	mergeValue("", reflect.ValueOf(&base).Elem(), reflect.ValueOf(&mine).Elem(), reflect.ValueOf(&theirs).Elem(), rv, &paths)
+	if len(paths) > 0 {
+		return out, &MergeError{Fields: paths}
+	}
+	return out, nil
+}
+
+// allExported reports whether t is a struct whose fields are all exported:
+// only such structs are merged field by field.
+func allExported(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		if !t.Field(i).IsExported() {
+			return false
+		}
+	}
+	return true
+}
+
+func mergeValue(path string, base, mine, theirs, out reflect.Value, conflicts *[]string) {
+	t := out.Type()
+	if allExported(t) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			p := f.Name
+			if path != "" {
+				p = path + "." + f.Name
+			}
+			mergeValue(p, base.Field(i), mine.Field(i), theirs.Field(i), out.Field(i), conflicts)
+		}
+		return
+	}
+	mineChanged := !equal(base, mine)
+	theirsChanged := !equal(base, theirs)
+	switch {
+	case mineChanged && theirsChanged && !equal(mine, theirs):
+		if path == "" {
+			path = "(value)"
+		}
+		*conflicts = append(*conflicts, path)
+		out.Set(theirs)
+	case mineChanged:
+		out.Set(mine)
+	default:
+		out.Set(theirs)
+	}
+}
+
+func equal(a, b reflect.Value) bool {
+	return cmp.Equal(a.Interface(), b.Interface(), exportAll)
+}
