@@ -19,47 +19,13 @@ import (
 
 type logDoc struct{ Log []string }
 
-type hookBackend2 struct {
-	*memstore.Backend
-	mu        sync.Mutex
-	reads     int
-	writes    int
-	afterRead func(n int)
-	writeHook func(n int, ctx context.Context, key string, w driver.Write) (etagstore.ETag, error, bool)
-}
-
-func (h *hookBackend2) Read(ctx context.Context, key string) (driver.Item, error) {
-	it, err := h.Backend.Read(ctx, key)
-	h.mu.Lock()
-	h.reads++
-	n, hook := h.reads, h.afterRead
-	h.mu.Unlock()
-	if hook != nil {
-		hook(n)
-	}
-	return it, err
-}
-
-func (h *hookBackend2) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
-	h.mu.Lock()
-	h.writes++
-	n, hook := h.writes, h.writeHook
-	h.mu.Unlock()
-	if hook != nil {
-		if etag, err, handled := hook(n, ctx, key, w); handled {
-			return etag, err
-		}
-	}
-	return h.Backend.Write(ctx, key, w)
-}
-
 // The batch write lands but the answer is a plain 412 (a retry below the
 // Store got it), which the engine itself handles via refusedLanded. In the
 // window between the 412 and the read that finds the write, a member whose
 // mutation the write holds gives up: it gets ctx.Err() (sending(false)
 // cleared inFlight) although its mutation is committed.
 func TestReviewRefusedButLandedLeaver(t *testing.T) {
-	hb := &hookBackend2{Backend: memstore.New(nil)}
+	hb := &hookBackend{Backend: memstore.New(nil)}
 	s := etagstore.New[logDoc](hb, nil)
 	ctx := context.Background()
 	if _, err := s.Create(ctx, "k", logDoc{}); err != nil { // write 1
@@ -69,12 +35,12 @@ func TestReviewRefusedButLandedLeaver(t *testing.T) {
 	lctx, lcancel := context.WithCancel(ctx)
 	var armRead sync.Once
 	armed := make(chan struct{})
-	hb.writeHook = func(n int, wctx context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
+	hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
 		switch n {
 		case 2: // the solo caller's write: hold it until the batch has queued
 			<-gate
 		case 3: // the batch's write: it lands, the answer is a 412 to a retry
-			if _, err := hb.Backend.Write(wctx, key, w); err != nil {
+			if _, err := hb.Backend.Write(context.Background(), key, w); err != nil {
 				t.Errorf("inner write: %v", err)
 			}
 			armRead.Do(func() { close(armed) })
@@ -185,15 +151,15 @@ func TestReviewVetoDefault(t *testing.T)      { advVeto(t, 0, 10) }
 // Store) is recognised by refusedLanded when the base was read — but not when
 // the base was a cached (or chained) copy: the mutation is applied twice.
 func advLandedPlain412(t *testing.T, cache int) {
-	hb := &hookBackend2{Backend: memstore.New(nil)}
+	hb := &hookBackend{Backend: memstore.New(nil)}
 	s := etagstore.New[counter](hb, &etagstore.Options{CacheSize: cache, DisableGroupCommit: false})
 	ctx := context.Background()
 	if _, err := s.Create(ctx, "k", counter{}); err != nil { // write 1 (cached)
 		t.Fatal(err)
 	}
-	hb.writeHook = func(n int, wctx context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
+	hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
 		if n == 2 {
-			if _, err := hb.Backend.Write(wctx, key, w); err != nil {
+			if _, err := hb.Backend.Write(context.Background(), key, w); err != nil {
 				t.Errorf("inner: %v", err)
 			}
 			return "", etagstore.ErrConflict, true // the answer to the layer's retry

@@ -83,8 +83,8 @@ func errorf(sentinel error, format string, args ...any) error {
 
 // Options configure a Store. The zero value and nil mean the defaults.
 type Options struct {
-	// Codec encodes documents. Default: the backend's own codec if it
-	// implements CodecProvider, otherwise JSON.
+	// Codec encodes documents. Default: the backend's own codec
+	// (driver.Abilities.Codec: tablestore's entity codec), otherwise JSON.
 	Codec Codec
 	// Retry bounds Update's and Save's retries. Default: RetryPolicy's defaults.
 	Retry *RetryPolicy

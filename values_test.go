@@ -213,9 +213,23 @@ func TestJSONCheckAllocatesNothing(t *testing.T) {
 		Any         any
 	}
 	v := doc{Title: "t", Body: "some body text", N: 3, Tags: []string{"a", "b"}, Attrs: map[string]string{"k": "v"}, Any: map[string]any{"x": "y"}}
-	plain := testing.AllocsPerRun(100, func() { _, _ = json.Marshal(v) })
-	checked := testing.AllocsPerRun(100, func() { _, _ = etagstore.JSON.Marshal(v) })
-	if checked > plain {
+	// The least of several runs: under the race detector sync.Pool drops
+	// items at random, so encoding/json's own count varies from run to run.
+	least := func(f func()) float64 {
+		n := testing.AllocsPerRun(100, f)
+		for range 9 {
+			n = min(n, testing.AllocsPerRun(100, f))
+		}
+		return n
+	}
+	var boxed any = v // boxed once: the race detector's build boxes at each call otherwise
+	plain := least(func() { _, _ = json.Marshal(boxed) })
+	checked := least(func() { _, _ = etagstore.JSON.Marshal(boxed) })
+	slack := 0.0
+	if raceBuild {
+		slack = 1 // the race detector's build moves an iterator or two to the heap
+	}
+	if checked > plain+slack {
 		t.Errorf("JSON.Marshal allocates %v times, encoding/json %v", checked, plain)
 	}
 }

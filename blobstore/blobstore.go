@@ -59,7 +59,7 @@ type Options struct {
 	MaxDocSize int
 }
 
-// Backend is an driver.Backend on one blob container. It is safe for
+// Backend is a driver.Backend on one blob container. It is safe for
 // concurrent use.
 type Backend struct {
 	c    *container.Client

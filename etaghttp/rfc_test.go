@@ -203,7 +203,7 @@ func nonCanonical(t *testing.T, tag string) string {
 	inner := tag[1 : len(tag)-1]
 	unused := map[int]int{2: 4, 3: 2}[len(inner)%4] // bits of the last character that carry nothing
 	if unused == 0 {
-		t.Skipf("tag %s has no unused bits", tag)
+		t.Fatalf("tag %s has no unused bits: pick a document whose tag has", tag)
 	}
 	last := strings.IndexByte(alphabet, inner[len(inner)-1])
 	return `"` + inner[:len(inner)-1] + string(alphabet[last|1]) + `"`

@@ -48,7 +48,7 @@ type Options struct {
 	PageSize int32
 }
 
-// Backend is an driver.Backend on one Azure table. It is safe for
+// Backend is a driver.Backend on one Azure table. It is safe for
 // concurrent use.
 type Backend struct {
 	client *aztables.Client

@@ -1,0 +1,5 @@
+//go:build !race
+
+package etagstore_test
+
+const raceBuild = false
