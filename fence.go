@@ -3,9 +3,8 @@ package etagstore
 import (
 	"context"
 
-	"github.com/etagstore/etagstore/internal/meta"
-
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/meta"
 )
 
 func isUngrouped(ctx context.Context) bool {

@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/etagstore/etagstore/internal/meta"
-
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // Group commit: concurrent Updates of one key in one Store share one read

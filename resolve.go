@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/outcome"
-
-	"github.com/etagstore/etagstore/driver"
 )
 
 // This file connects the Store's write paths to the one outcome resolver

@@ -3,9 +3,8 @@ package etagstore
 import (
 	"testing"
 
-	"github.com/etagstore/etagstore/internal/meta"
-
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // TestResolve checks the outcome resolver row by row: what a read made

@@ -5,9 +5,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/etagstore/etagstore/internal/meta"
-
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // UpdateOption changes how Update behaves.
@@ -47,10 +46,11 @@ func CreateIfMissing() UpdateOption {
 // commit): one read, then each caller's mutate runs in its own goroutine,
 // in arrival order, on the state the one before it left, and one
 // conditional write commits them all. Each caller gets the state right after
-// its own mutation. Only the last caller of such a batch gets the ETag of
-// the version written; the others get an empty ETag, because the state they
-// hold was never stored as a version of its own (Get the document to write
-// on from it; an empty ETag can never overwrite the mutations that followed).
+// its own mutation. A caller whose state is the version written (the last
+// to change the document, and any after it that changed nothing) gets that
+// version's ETag; the others get an empty ETag, because the state they hold
+// was never stored as a version of its own (Get the document to write on
+// from it; an empty ETag can never overwrite the mutations that followed).
 // A failing, panicking or slow mutate fails or delays only its own caller: a
 // caller whose mutate has not returned within a few milliseconds is left
 // out of the batch and runs on its own afterwards, which also makes an

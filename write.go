@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/etagstore/etagstore/internal/meta"
-
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // This file holds the single-request writes — Create, Replace, Upsert and
