@@ -62,6 +62,9 @@ func ambiguous(err error) bool {
 	if errors.Is(err, driver.ErrAmbiguous) {
 		return true
 	}
+	if errors.Is(err, driver.ErrNotApplied) {
+		return false
+	}
 	return sentinelOf(err) == nil // transport failure, timeout, cancellation, 5xx
 }
 

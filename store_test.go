@@ -3,6 +3,7 @@ package etagstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -777,5 +778,60 @@ func TestChainedBatchLosesToAnotherStore(t *testing.T) {
 	}
 	if d, _ := other.Get(t.Context(), "k"); d.Value.N != 107 {
 		t.Errorf("N = %d, want 107", d.Value.N)
+	}
+}
+
+// busyBackend refuses the first write and the first delete of each key
+// unapplied (Azure's 503 ServerBusy, driver.ErrNotApplied).
+type busyBackend struct {
+	*memstore.Backend
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (b *busyBackend) busy(op, key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.seen[op+key] {
+		return false
+	}
+	b.seen[op+key] = true
+	return true
+}
+
+func (b *busyBackend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
+	if b.busy("w", key) {
+		return "", fmt.Errorf("%w: server busy", driver.ErrNotApplied)
+	}
+	return b.Backend.Write(ctx, key, w)
+}
+
+func (b *busyBackend) Delete(ctx context.Context, key string, etag etagstore.ETag) error {
+	if b.busy("d", key) {
+		return fmt.Errorf("%w: server busy", driver.ErrNotApplied)
+	}
+	return b.Backend.Delete(ctx, key, etag)
+}
+
+// A write refused unapplied (throttled) is sent again after a pause: even
+// writes whose lost answer could never be settled (a create, an upsert, a
+// delete of whatever is there) succeed, once.
+func TestThrottledWritesAreRetried(t *testing.T) {
+	ctx := t.Context()
+	s := etagstore.New[counter](&busyBackend{Backend: memstore.New(nil), seen: map[string]bool{}}, nil)
+	if _, err := s.Create(ctx, "c", counter{N: 1}); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if _, err := s.Upsert(ctx, "u", counter{N: 2}); err != nil {
+		t.Fatalf("Upsert: %v", err)
+	}
+	if d, err := s.Update(ctx, "n", func(c *counter) error { c.N++; return nil }, etagstore.CreateIfMissing()); err != nil || d.Value.N != 1 {
+		t.Fatalf("Update(CreateIfMissing) = %+v, %v", d, err)
+	}
+	if err := s.Delete(ctx, "c", etagstore.ETagAny); err != nil {
+		t.Fatalf("Delete(*): %v", err)
+	}
+	if _, err := s.Get(ctx, "c"); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Fatalf("Get after Delete = %v", err)
 	}
 }

@@ -239,7 +239,11 @@ func (e *rmw[T]) attempt(ctx context.Context, n int) (next, error) {
 	}
 	if e.resending {
 		e.resending = false
-		return e.send(ctx, e.resend, true)
+		// A write whose answer was lost goes again as it is; one refused
+		// unapplied goes again unless a group member it holds has left.
+		if e.lost != nil || e.sending == nil || e.sending(true) {
+			return e.send(ctx, e.resend, true)
+		}
 	}
 	b, err := e.base(ctx)
 	if err != nil {
@@ -389,6 +393,14 @@ func (e *rmw[T]) send(ctx context.Context, w sentWrite, verified bool) (next, er
 func (e *rmw[T]) refusal(ctx context.Context, w sentWrite, verified bool, err error) (next, error) {
 	conflict := errors.Is(err, ErrConflict)
 	switch {
+	case errors.Is(err, driver.ErrNotApplied):
+		// Refused unapplied (throttled): the same write again after a
+		// pause; nothing changed, so it needs no new read.
+		if e.sending != nil {
+			e.sending(false)
+		}
+		e.resend, e.resending = w, true
+		return afterPause, err
 	case !verified && (conflict || errors.Is(err, ErrNotFound)):
 		e.s.cache.drop(e.key)
 		e.refused, e.checkRefused = w, true

@@ -199,6 +199,8 @@ func (s *Store[T]) send(ctx context.Context, op, key string, w sentWrite) (ETag,
 			lost = nil
 			s.cacheWrite(key, w, etag)
 			return stop, nil
+		case lost == nil && errors.Is(err, driver.ErrNotApplied):
+			return afterPause, err // refused unapplied (throttled): the same again, after a pause
 		case lost == nil && !ambiguous(err):
 			return stop, err // a definite answer to the only try
 		}

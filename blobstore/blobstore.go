@@ -513,7 +513,7 @@ func mapError(op string, cond driver.CondKind, key string, err error) error {
 		if re.StatusCode == http.StatusNotModified {
 			sentinel = ErrNotModified
 		} else if sentinel = azerr.ByStatus(re.StatusCode, cond == driver.CondCreate); sentinel == nil {
-			return fmt.Errorf("blobstore: %s %q: %w", op, key, err)
+			return fmt.Errorf("blobstore: %s %q: %w", op, key, azerr.ServerBusy(re.StatusCode, re.ErrorCode, err))
 		}
 	}
 	return fmt.Errorf("%w: blobstore: %s %q: %w", sentinel, op, key, err)

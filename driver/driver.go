@@ -158,6 +158,13 @@ const MaxPageLimit = 5000
 // together with the sentinel that classifies the answer.
 var ErrAmbiguous = errors.New("etagstore: the request may have been applied")
 
+// ErrNotApplied marks a backend's error that proves the request was not
+// applied and may be sent again as it is: the service refused it before
+// processing it (Azure's 503 ServerBusy, its throttling answer). The Store
+// retries such a write with backoff instead of treating it as a possibly
+// applied one.
+var ErrNotApplied = errors.New("etagstore: the service refused the request without applying it; retry it")
+
 // Abilities is what a backend can do beyond the contract, declared by its
 // Abilities method: a wrapper that embeds a Backend forwards it, so no
 // ability is lost to a logging or fault-injecting wrapper.

@@ -160,7 +160,9 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch fault {
 	case faultUnavailable:
-		http.Error(w, "injected 503", http.StatusServiceUnavailable)
+		// Azure's throttling answer: refused before it was processed.
+		w.Header().Set("x-ms-error-code", "ServerBusy")
+		http.Error(w, "injected 503 ServerBusy", http.StatusServiceUnavailable)
 		return
 	case faultServerError:
 		http.Error(w, "injected 500", http.StatusInternalServerError)
@@ -253,8 +255,10 @@ var errInjected = errors.New("storetest: injected transport failure (connection 
 // Write applies a fault to the write.
 func (f *FaultyBackend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	switch f.dice.roll(true) {
-	case faultUnavailable, faultServerError:
-		return "", fmt.Errorf("storetest: injected 5xx, not applied: %w", errInjected)
+	case faultUnavailable:
+		return "", fmt.Errorf("%w: storetest: injected 503 ServerBusy", driver.ErrNotApplied)
+	case faultServerError:
+		return "", fmt.Errorf("storetest: injected 500: %w", errInjected)
 	case faultDrop, faultHang, faultMidBody:
 		_, _ = f.Backend.Write(ctx, key, w)
 		if f.dice.coin() || !retrySafe(w.Cond) {
@@ -272,8 +276,10 @@ func (f *FaultyBackend) Write(ctx context.Context, key string, w driver.Write) (
 // Delete applies a fault to the delete.
 func (f *FaultyBackend) Delete(ctx context.Context, key string, etag driver.ETag) error {
 	switch f.dice.roll(true) {
-	case faultUnavailable, faultServerError:
-		return fmt.Errorf("storetest: injected 5xx, not applied: %w", errInjected)
+	case faultUnavailable:
+		return fmt.Errorf("%w: storetest: injected 503 ServerBusy", driver.ErrNotApplied)
+	case faultServerError:
+		return fmt.Errorf("storetest: injected 500: %w", errInjected)
 	case faultDrop, faultHang, faultMidBody:
 		_ = f.Backend.Delete(ctx, key, etag)
 		if f.dice.coin() || !retrySafe(driver.IfMatch(etag)) {

@@ -443,7 +443,7 @@ func mapError(op, key string, err error) error {
 		return fmt.Errorf("%w: tablestore: %s %q: the table does not exist: %w", etagstore.ErrNotFound, op, key, err)
 	default:
 		if sentinel = azerr.ByStatus(re.StatusCode, false); sentinel == nil {
-			return fmt.Errorf("tablestore: %s %q: %w", op, key, err)
+			return fmt.Errorf("tablestore: %s %q: %w", op, key, azerr.ServerBusy(re.StatusCode, re.ErrorCode, err))
 		}
 	}
 	return fmt.Errorf("%w: tablestore: %s %q: %w", sentinel, op, key, err)

@@ -4,9 +4,11 @@
 package azerr
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // PreconditionFailed is the sentinel of a 412: ErrExists for a create
@@ -16,6 +18,17 @@ func PreconditionFailed(create bool) error {
 		return etagstore.ErrExists
 	}
 	return etagstore.ErrConflict
+}
+
+// ServerBusy marks err as refused unapplied when the service answered 503
+// with the error code ServerBusy (Azure Storage's throttling answer, given
+// before the request is processed): the Store then sends it again after a
+// pause. Any other error is returned as it is.
+func ServerBusy(status int, code string, err error) error {
+	if status == http.StatusServiceUnavailable && code == "ServerBusy" {
+		return fmt.Errorf("%w: %w", driver.ErrNotApplied, err)
+	}
+	return err
 }
 
 // ByStatus returns the sentinel for an HTTP status, or nil when the status
