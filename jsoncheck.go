@@ -252,34 +252,11 @@ func (p *valuePlan) suspect(v reflect.Value, depth int) bool {
 	case pkText:
 		return textSuspect(v)
 	case pkStruct:
-		for i := range p.fields {
-			f := &p.fields[i]
-			if f.plan.check && f.plan.suspect(v.Field(f.index), depth) {
-				return true
-			}
-		}
+		return p.suspectStruct(v, depth)
 	case pkPointer:
-		if v.IsNil() || !p.elem.check {
-			return false
-		}
-		if depth++; depth > cycleDepth {
-			return p.suspectDeep(v, depth, seenKey{v.UnsafePointer(), 0})
-		}
-		return p.elem.suspect(v.Elem(), depth)
+		return p.suspectPointer(v, depth)
 	case pkList:
-		if !p.elem.check || v.Len() == 0 {
-			return false
-		}
-		if v.Kind() == reflect.Slice {
-			if depth++; depth > cycleDepth {
-				return p.suspectDeep(v, depth, seenKey{v.UnsafePointer(), v.Len()})
-			}
-		}
-		for i := range v.Len() {
-			if p.elem.suspect(v.Index(i), depth) {
-				return true
-			}
-		}
+		return p.suspectList(v, depth)
 	case pkMap:
 		if v.Len() == 0 {
 			return false
@@ -295,6 +272,43 @@ func (p *valuePlan) suspect(v reflect.Value, depth int) bool {
 		e := v.Elem()
 		q := planOf(e.Type())
 		return q.check && q.suspect(e, depth)
+	}
+	return false
+}
+
+func (p *valuePlan) suspectStruct(v reflect.Value, depth int) bool {
+	for i := range p.fields {
+		f := &p.fields[i]
+		if f.plan.check && f.plan.suspect(v.Field(f.index), depth) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *valuePlan) suspectPointer(v reflect.Value, depth int) bool {
+	if v.IsNil() || !p.elem.check {
+		return false
+	}
+	if depth++; depth > cycleDepth {
+		return p.suspectDeep(v, depth, seenKey{v.UnsafePointer(), 0})
+	}
+	return p.elem.suspect(v.Elem(), depth)
+}
+
+func (p *valuePlan) suspectList(v reflect.Value, depth int) bool {
+	if !p.elem.check || v.Len() == 0 {
+		return false
+	}
+	if v.Kind() == reflect.Slice {
+		if depth++; depth > cycleDepth {
+			return p.suspectDeep(v, depth, seenKey{v.UnsafePointer(), v.Len()})
+		}
+	}
+	for i := range v.Len() {
+		if p.elem.suspect(v.Index(i), depth) {
+			return true
+		}
 	}
 	return false
 }
@@ -490,29 +504,7 @@ func (p *valuePlan) locate(v reflect.Value, depth int) *InvalidValueError {
 			}
 		}
 	case pkMap:
-		for it := v.MapRange(); it.Next(); {
-			k := it.Key()
-			var name string
-			switch p.key {
-			case pkString:
-				name = k.String()
-				if !utf8.ValidString(name) {
-					return &InvalidValueError{Reason: "map key is not valid UTF-8" + badByte([]byte(name))}
-				}
-			case pkText:
-				if e := marshalerProblem(k, pkText); e != nil {
-					e.Reason = "map key: " + e.Reason
-					return e
-				}
-				name = fmt.Sprint(k)
-			default:
-				name = fmt.Sprint(k)
-			}
-			if e := p.elem.locate(it.Value(), depth+1); e != nil {
-				e.Field = joinPath(fmt.Sprintf("[%q]", name), e.Field)
-				return e
-			}
-		}
+		return p.locateMap(v, depth)
 	case pkInterface:
 		if !v.IsNil() {
 			e := v.Elem()
@@ -524,6 +516,40 @@ func (p *valuePlan) locate(v reflect.Value, depth int) *InvalidValueError {
 
 // marshalerProblem calls the MarshalJSON (kind pkMarshaler) or MarshalText
 // (pkText) of v and reports an error or output that is not valid UTF-8.
+// locateMap finds the first invalid key or value of map v.
+func (p *valuePlan) locateMap(v reflect.Value, depth int) *InvalidValueError {
+	for it := v.MapRange(); it.Next(); {
+		name, e := p.mapKeyName(it.Key())
+		if e != nil {
+			return e
+		}
+		if e := p.elem.locate(it.Value(), depth+1); e != nil {
+			e.Field = joinPath(fmt.Sprintf("[%q]", name), e.Field)
+			return e
+		}
+	}
+	return nil
+}
+
+// mapKeyName is how a map key appears in a field path, or the key's own
+// problem.
+func (p *valuePlan) mapKeyName(k reflect.Value) (string, *InvalidValueError) {
+	switch p.key {
+	case pkString:
+		name := k.String()
+		if !utf8.ValidString(name) {
+			return "", &InvalidValueError{Reason: "map key is not valid UTF-8" + badByte([]byte(name))}
+		}
+		return name, nil
+	case pkText:
+		if e := marshalerProblem(k, pkText); e != nil {
+			e.Reason = "map key: " + e.Reason
+			return "", e
+		}
+	}
+	return fmt.Sprint(k), nil
+}
+
 func marshalerProblem(v reflect.Value, kind planKind) *InvalidValueError {
 	if (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() || !v.CanInterface() {
 		return nil
