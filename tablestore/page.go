@@ -21,6 +21,9 @@ import (
 // than asked (at most 1000 entities, or what it found within its time
 // limit).
 func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
+	if b.spansPartitions(prefix) {
+		return b.listAcross(ctx, prefix, after, limit) // see order.go
+	}
 	return b.page(ctx, b.prefixFilter(prefix).And(b.afterFilter(after)), limit)
 }
 

@@ -310,11 +310,16 @@ func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) erro
 	return nil
 }
 
-// List yields the entities whose key starts with prefix in table order
-// (PartitionKey, then RowKey), fetching pages of Options.PageSize. With
-// "PartitionKey/RowKey" keys, a prefix without '/' selects a range of
-// partitions and one with '/' a range of rows in one partition.
+// List yields the entities whose key starts with prefix in key order (by
+// UTF-16 code units, like every backend), fetching pages of
+// Options.PageSize. With "PartitionKey/RowKey" keys, a prefix without '/'
+// selects a range of partitions, walked in key order (see order.go: a
+// partition's extensions by a character below '/' come first), and one
+// with '/' a range of rows in one partition.
 func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
+	if b.spansPartitions(prefix) {
+		return b.listAll(ctx, prefix) // see order.go
+	}
 	return b.query(ctx, b.prefixFilter(prefix))
 }
 
