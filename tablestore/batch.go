@@ -204,6 +204,11 @@ func (b *Batch[T]) Submit(ctx context.Context) error {
 		if _, err := entity(pk, rk, "", data); err != nil {
 			return fail(err)
 		}
+		if a.etag != "" && !fenced {
+			if err := checkETag(a.etag); err != nil {
+				return fail(err) // a conflict, refused before sending, as for Store.Replace
+			}
+		}
 		sent[i] = sentAction{key: a.key, pk: pk, rk: rk, data: data, ifMatch: a.etag}
 	}
 	// The bookkeeping, after every check that needs no request.

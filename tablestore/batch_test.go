@@ -151,6 +151,8 @@ func TestBatchInvalid(t *testing.T) {
 		{"two partitions", tablestore.NewBatch(s).Upsert("p/z", Task{}).Upsert("q/z", Task{}), etagstore.ErrInvalidInput},
 		{"one row twice", tablestore.NewBatch(s).Upsert("p/z", Task{}).Delete("p/z", etagstore.ETagAny), etagstore.ErrInvalidInput},
 		{"bad key", tablestore.NewBatch(s).Upsert("p/z#", Task{}), etagstore.ErrInvalidKey},
+		{"foreign ETag", tablestore.NewBatch(s).Upsert("p/z", Task{}).Replace(etagstore.Doc[Task]{Key: "p/a", ETag: `"0x8D1"`}), etagstore.ErrConflict},
+		{"garbage ETag", tablestore.NewBatch(s).Delete("p/a", "garbage"), etagstore.ErrConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.b.Submit(ctx); !errors.Is(err, tc.want) {
