@@ -168,7 +168,7 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 	s.cache.drop(key)
 	_, err := s.send(ctx, "Delete", key, sentWrite{del: true, w: driver.Write{Cond: driver.IfMatch(held)}})
 	if errors.Is(err, ErrConflict) {
-		return s.refused(ctx, key, etag, *new(T))
+		return s.refused(ctx, key, held, *new(T)) // held: the version a fenced delete checked
 	}
 	return err
 }
