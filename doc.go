@@ -82,6 +82,15 @@
 // distributed Lock). Every backend passes the conformance suite in package
 // storetest.
 //
+// # Pages and observability
+//
+// List iterates; Page returns one page and an opaque token for the next,
+// resuming after the last key so that pages stay exact while documents come
+// and go. Every operation is one OpenTelemetry span, with metrics of
+// attempts, batches, conflicts, lost responses and the cache
+// (Options.TracerProvider, MeterProvider; the global ones by default, no-ops
+// until an app installs an SDK), and warnings go to Options.Logger.
+//
 // # Fencing
 //
 // WithFence attaches a fencing token (blobstore's Lock hands one out with
