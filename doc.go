@@ -51,9 +51,10 @@
 // ErrOutcomeUnknown — for example a Delete whose document is gone, an
 // Upsert or ETagAny write whose value was overwritten, or an Update whose
 // write has left the window of ids the document holds. A write is never
-// sent again unless a read proved the earlier try had not landed. A write
-// found committed after later writes returns its own value with an empty
-// ETag.
+// sent again unless a read proved the earlier try had not landed; a write
+// the service refused unapplied (503 ServerBusy, its throttling answer) is
+// sent again after a pause. A write found committed after later writes
+// returns its own value with an empty ETag.
 //
 // Store, the backends and Codecs are safe for concurrent use by multiple
 // goroutines; ConflictError and Doc are plain values.
