@@ -101,7 +101,8 @@ func prefixRange(prop, prefix string) Filter {
 // It increments the last code unit, dropping trailing U+FFFF units, and
 // keeps the result valid UTF-16: a high surrogate gets its smallest low
 // half (U+D7FF is followed by U+10000), and a pair whose low half cannot
-// grow moves on to the next high surrogate, or is dropped at U+10FFFF.
+// grow moves on to the next high surrogate, or, at U+10FFFF, to U+E000,
+// which follows every pair.
 func successor(prefix string) (string, bool) {
 	u := utf16.Encode([]rune(prefix))
 	for len(u) > 0 {
@@ -118,7 +119,8 @@ func successor(prefix string) (string, bool) {
 				u[n-2], u[n-1] = high+1, 0xDC00
 				return string(utf16.Decode(u)), true
 			}
-			u = u[:n-2] // U+10FFFF: carry
+			// U+10FFFF, the last pair: U+E000 follows every pair.
+			return string(utf16.Decode(append(u[:n-2], 0xE000))), true
 		case last == 0xD7FF:
 			u[n-1] = 0xD800
 			return string(utf16.Decode(append(u, 0xDC00))), true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
 	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/outcome"
@@ -55,14 +56,19 @@ func extend(stored meta.Meta, fence int64) meta.Meta {
 }
 
 // refused reports whether the service answered a request with a refusal
-// (HTTP 4xx; a failed transaction's 202), so that it was not applied. No
-// answer, or a 5xx, may hide a request that was applied: the caller then
-// reads to find out. It is asked only of errors of a request that was
+// (HTTP 4xx; a failed transaction's 202; a 503 ServerBusy, marked
+// driver.ErrNotApplied), so that it was not applied. No answer, or another
+// 5xx, may hide a request that was applied: the caller then reads to find
+// out. It is asked only of errors of a request that was
 // sent (mergeEntity, SubmitTransaction): every check made before sending
 // is made, and answered, before.
 func refused(err error) bool {
+	if errors.Is(err, driver.ErrNotApplied) {
+		return true
+	}
 	var re *azcore.ResponseError
-	return errors.As(err, &re) && (re.StatusCode == http.StatusAccepted || re.StatusCode >= 400 && re.StatusCode < 500)
+	return errors.As(err, &re) && (re.StatusCode == http.StatusAccepted || re.StatusCode >= 400 && re.StatusCode < 500 ||
+		errors.Is(azerr.ServerBusy(re.StatusCode, re.ErrorCode, err), driver.ErrNotApplied))
 }
 
 // mergeEntity sends w to key as a Merge Entity (CondIfMatch) or an Insert

@@ -112,7 +112,8 @@ func (b *Backend) nextPartition(ctx context.Context, prefix, x string) (string, 
 }
 
 // ancestor returns the longest existing partition A, starting with prefix,
-// that x extends by a character below '/'.
+// that x extends by a character below '/' (longest first: one query per
+// candidate until one exists; names rarely hold many such characters).
 func (b *Backend) ancestor(ctx context.Context, prefix, x string) (string, bool, error) {
 	for i := len(x) - 1; i >= len(prefix) && i > 0; i-- {
 		if x[i] >= '/' { // the characters below '/' are ASCII: one byte each

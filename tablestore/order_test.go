@@ -1,11 +1,14 @@
 package tablestore_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
+	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/azuritetest"
+	"github.com/etagstore/etagstore/storetest"
 	"github.com/etagstore/etagstore/tablestore"
 )
 
@@ -58,5 +61,52 @@ func TestKeyOrderAcrossPartitions(t *testing.T) {
 				t.Errorf("pages of %d of %q = %q, want %q", limit, prefix, paged, want)
 			}
 		}
+	}
+}
+
+// A prefix ending in U+10FFFF selects only the keys that start with it:
+// in UTF-16 order U+E000–U+FFFF follow every surrogate pair.
+func TestPrefixEndingInTheLastCharacter(t *testing.T) {
+	ctx := t.Context()
+	for _, opts := range []*tablestore.Options{nil, {Partition: "p"}} {
+		s := tablestore.NewStore[Task](azuritetest.NewTable(t), opts, nil)
+		keys := []string{"a\U0010FFFF", "a\U0010FFFFz", "a\uE000", "a\uFFFD"}
+		if opts == nil {
+			for i := range keys {
+				keys[i] = "q/" + keys[i]
+			}
+		}
+		for _, k := range keys {
+			if _, err := s.Create(ctx, k, Task{}); err != nil {
+				t.Fatalf("Create(%+q): %v", k, err)
+			}
+		}
+		prefix := keys[0]
+		var got []string
+		for d, err := range s.List(ctx, prefix) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, d.Key)
+		}
+		if want := keys[:2]; !slices.Equal(got, want) {
+			t.Errorf("List(%+q) = %+q, want %+q", prefix, got, want)
+		}
+	}
+}
+
+// Throttled (503 ServerBusy) merges and batches were refused unapplied:
+// a definite answer, never an unknown outcome.
+func TestThrottledExtrasAreDefinite(t *testing.T) {
+	ctx := t.Context()
+	proxy := storetest.StartFaultProxy(t, azuritetest.Host(t, "Table"), storetest.Faults{Seed: 1, Unavailable: 1})
+	s := tablestore.NewStore[Task](azuritetest.NewTableVia(t, proxy.URL()), &tablestore.Options{Partition: "p"}, nil)
+	_, err := tablestore.UpsertMerge(ctx, s, "a", Task{Title: "t"}, "Title")
+	if errors.Is(err, etagstore.ErrOutcomeUnknown) || !errors.Is(err, driver.ErrNotApplied) {
+		t.Errorf("throttled UpsertMerge = %v, want a definite refusal (driver.ErrNotApplied)", err)
+	}
+	err = tablestore.NewBatch(s).Upsert("b", Task{}).Submit(ctx)
+	if errors.Is(err, etagstore.ErrOutcomeUnknown) || !errors.Is(err, driver.ErrNotApplied) {
+		t.Errorf("throttled batch = %v, want a definite refusal (driver.ErrNotApplied)", err)
 	}
 }

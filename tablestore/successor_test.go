@@ -18,7 +18,7 @@ func TestSuccessor(t *testing.T) {
 		{"k\U0001F600", "k\U0001F601", true},
 		{"k\U0001FBFF", "k\U0001FC00", true}, // low half grows
 		{"k\U000103FF", "k\U00010400", true}, // low half at its end: the next high
-		{"k\U0010FFFF", "l", true},           // the last pair: carry
+		{"k\U0010FFFF", "k\uE000", true},     // U+E000 follows every pair
 		{"k\uFFFF", "l", true},               // nothing follows U+FFFF
 		{"k\uE000", "k\uE001", true},
 		{"\uFFFF", "", false},
