@@ -21,11 +21,10 @@ import (
 // and the order of keys is the order of "P/" over partitions, then RowKey.)
 //
 // So listing walks partitions in that order, a partition at a time:
-// before a partition come its extensions below '/' (leftmost), and after a
-// partition X comes its nearest existing ancestor A (X extends A by a
+// before a partition come its extensions below '/' (descend), and after a
+// partition X comes its nearest pending ancestor A (X extends A by a
 // character below '/') unless another partition of A's range precedes it
-// (nextPartition). Each step is a one-entity query; rows are fetched as
-// before. Within one partition (a prefix holding '/', or Options.Partition)
+// (next). Each step is a one-entity query; rows are fetched as before. Within one partition (a prefix holding '/', or Options.Partition)
 // the table's order is already the key order.
 
 // spansPartitions reports whether listing prefix crosses partitions.
@@ -79,67 +78,89 @@ func (b *Backend) onePartition(ctx context.Context, filter Filter) (string, bool
 	}
 }
 
-// leftmost returns the first partition, in key order, of p and its
-// extensions below '/' (which sort before p).
-func (b *Backend) leftmost(ctx context.Context, prefix, p string) (string, error) {
+// walk is one pass over partitions in key order. pending holds the
+// partitions it descended from to reach the current one (each an extension
+// of the one before by a character below '/'), nearest last: they come
+// after the current partition's range.
+type walk struct {
+	b       *Backend
+	prefix  string
+	pending []string
+}
+
+// descend returns the first partition, in key order, of p and its
+// extensions below '/' (which sort before p), remembering p and the others
+// it passes as pending.
+func (w *walk) descend(ctx context.Context, p string) (string, error) {
 	for {
-		q, ok, err := b.firstPartition(ctx, prefix, p, false, p+"/")
+		q, ok, err := w.b.firstPartition(ctx, w.prefix, p, false, p+"/")
 		if err != nil || !ok {
 			return p, err
 		}
+		w.pending = append(w.pending, p)
 		p = q
 	}
 }
 
-// nextPartition returns the partition after x in key order.
-func (b *Backend) nextPartition(ctx context.Context, prefix, x string) (string, bool, error) {
-	after, found, err := b.firstPartition(ctx, prefix, x+"/", true, "")
+// next returns the partition after x in key order: the first partition
+// at or after x+"/" (descended into), unless x's nearest pending ancestor
+// comes first — when nothing of its range is left.
+func (w *walk) next(ctx context.Context, x string) (string, bool, error) {
+	after, found, err := w.b.firstPartition(ctx, w.prefix, x+"/", true, "")
 	if err != nil {
 		return "", false, err
 	}
-	anc, isAnc, err := b.ancestor(ctx, prefix, x)
-	if err != nil {
-		return "", false, err
-	}
-	if isAnc && (!found || driver.CompareKeys(after, anc+"/") > 0) {
-		return anc, true, nil // x's range within anc is done: anc itself is next
+	if n := len(w.pending); n > 0 {
+		if anc := w.pending[n-1]; !found || driver.CompareKeys(after, anc+"/") > 0 {
+			w.pending = w.pending[:n-1]
+			return anc, true, nil
+		}
 	}
 	if !found {
 		return "", false, nil
 	}
-	p, err := b.leftmost(ctx, prefix, after)
+	p, err := w.descend(ctx, after)
 	return p, err == nil, err
 }
 
-// ancestor returns the longest existing partition A, starting with prefix,
-// that x extends by a character below '/' (longest first: one query per
-// candidate until one exists; names rarely hold many such characters).
-func (b *Backend) ancestor(ctx context.Context, prefix, x string) (string, bool, error) {
-	for i := len(x) - 1; i >= len(prefix) && i > 0; i-- {
-		if x[i] >= '/' { // the characters below '/' are ASCII: one byte each
+// resume rebuilds pending for a walk that starts after partition x: the
+// existing partitions, starting with the prefix, that x extends by a
+// character below '/' (one query per candidate; once per page).
+func (w *walk) resume(ctx context.Context, x string) error {
+	for i := len(w.prefix); i < len(x); i++ {
+		if x[i] >= '/' || i == 0 { // the characters below '/' are ASCII: one byte each
 			continue
 		}
 		a := x[:i]
-		if _, ok, err := b.onePartition(ctx, Eq("PartitionKey", a)); err != nil || ok {
-			return a, ok, err
+		_, ok, err := w.b.onePartition(ctx, Eq("PartitionKey", a))
+		if err != nil {
+			return err
+		}
+		if ok {
+			w.pending = append(w.pending, a)
 		}
 	}
-	return "", false, nil
+	return nil
 }
 
-// listAcross is ListPage across partitions, in key order.
+// listAcross is ListPage across partitions, in key order: two one-entity
+// queries per partition besides its rows.
 func (b *Backend) listAcross(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
+	w := &walk{b: b, prefix: prefix}
 	var p, rowAfter string
 	if after == "" {
 		first, ok, err := b.firstPartition(ctx, prefix, "", false, "")
 		if err != nil || !ok {
 			return nil, false, err
 		}
-		if p, err = b.leftmost(ctx, prefix, first); err != nil {
+		if p, err = w.descend(ctx, first); err != nil {
 			return nil, false, err
 		}
 	} else {
 		p, rowAfter, _ = strings.Cut(after, "/")
+		if err := w.resume(ctx, p); err != nil {
+			return nil, false, err
+		}
 	}
 	var items []driver.Item
 	for {
@@ -155,7 +176,7 @@ func (b *Backend) listAcross(ctx context.Context, prefix, after string, limit in
 		if more {
 			return items, true, nil
 		}
-		next, ok, err := b.nextPartition(ctx, prefix, p)
+		next, ok, err := w.next(ctx, p)
 		if err != nil || !ok {
 			return items, false, err
 		}
