@@ -281,7 +281,7 @@ func (e *rmw[T]) refusedLanded(b version) bool {
 	}
 	e.checkRefused = false
 	if b.exists && resolve(e.refused, observe(b.Item, nil)) == committed {
-		e.out = e.found(e.refused, b.Item, b.meta)
+		e.out = foundIn(e.refused, b.Item, b.meta)
 		return true
 	}
 	if e.sending != nil {
@@ -421,29 +421,16 @@ func (e *rmw[T]) refusal(ctx context.Context, w sentWrite, verified bool, err er
 	return stop, err
 }
 
-// found is the outcome of w, found committed in it: it itself when w made
-// it, otherwise no ETag, for later writes followed w.
-func (e *rmw[T]) found(w sentWrite, it driver.Item, stored meta.Meta) ended {
-	if stored.LastID() == w.meta.LastID() {
-		return ended{etag: it.ETag, item: it}
-	}
-	return ended{}
-}
-
 // settle reads after w's answer was lost and acts on resolve's verdict.
 func (e *rmw[T]) settle(ctx context.Context, w sentWrite) (next, error) {
-	e.s.cache.drop(e.key)
-	it, err := e.s.b.Read(ctx, e.key)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return stop, outcomeUnknown(e.op, e.key, errors.Join(e.lost, err))
+	it, o, v, err := e.s.readAfterLoss(ctx, e.op, e.key, w, e.lost)
+	if err != nil {
+		return stop, err
 	}
-	o := observe(it, err)
-	v := resolve(w, o)
-	e.s.obs.lostResponse(ctx, e.op, e.key, v)
 	switch v {
 	case committed:
 		e.lost = nil
-		e.out = e.found(w, it, o.Meta)
+		e.out = foundIn(w, it, o.Meta)
 		return stop, nil
 	case notLanded:
 		e.resend, e.resending = w, true

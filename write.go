@@ -205,19 +205,13 @@ func (s *Store[T]) send(ctx context.Context, op, key string, w sentWrite) (ETag,
 			return stop, err // a definite answer to the only try
 		}
 		lost = err
-		it, rerr := s.b.Read(ctx, key)
-		s.cache.note(key, it, rerr)
-		if rerr != nil && !errors.Is(rerr, ErrNotFound) {
-			return stop, outcomeUnknown(op, key, errors.Join(err, rerr))
+		it, o, v, rerr := s.readAfterLoss(ctx, op, key, w, err)
+		if rerr != nil {
+			return stop, rerr
 		}
-		v := resolve(w, observe(it, rerr))
-		s.obs.lostResponse(ctx, op, key, v)
 		switch v {
 		case committed:
-			lost, etag = nil, ""
-			if meta.Parse(it.Meta).LastID() == w.meta.LastID() {
-				etag = it.ETag
-			}
+			lost, etag = nil, foundIn(w, it, o.Meta).etag
 			return stop, nil
 		case notLanded:
 			return now, outcomeUnknown(op, key, err) // send it again
@@ -228,6 +222,30 @@ func (s *Store[T]) send(ctx context.Context, op, key string, w sentWrite) (ETag,
 		err = outcomeUnknown(op, key, errors.Join(lost, err)) // the context ended with a try unsettled
 	}
 	return etag, err
+}
+
+// readAfterLoss reads key after the answer to w was lost (to lost) and
+// resolves w from what it finds; a read that fails otherwise than "not
+// found" leaves the outcome unknown.
+func (s *Store[T]) readAfterLoss(ctx context.Context, op, key string, w sentWrite, lost error) (driver.Item, observed, verdict, error) {
+	it, err := s.b.Read(ctx, key)
+	s.cache.note(key, it, err)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return it, observed{}, unknown, outcomeUnknown(op, key, errors.Join(lost, err))
+	}
+	o := observe(it, err)
+	v := resolve(w, o)
+	s.obs.lostResponse(ctx, op, key, v)
+	return it, o, v, nil
+}
+
+// foundIn is the outcome of w, found committed in it: it itself when w
+// made it, otherwise no ETag, for later writes followed w.
+func foundIn(w sentWrite, it driver.Item, stored meta.Meta) ended {
+	if stored.LastID() == w.meta.LastID() {
+		return ended{etag: it.ETag, item: it}
+	}
+	return ended{}
 }
 
 // cacheWrite records in the version cache what a write made of key.
