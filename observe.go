@@ -40,10 +40,17 @@ const (
 	opList
 	opSave
 	opPage
+	opMerge       // tablestore.Merge
+	opUpsertMerge // tablestore.UpsertMerge
+	opBatch       // tablestore.Batch.Submit
+	opQuery       // tablestore.Query
+	opQueryPage   // tablestore.QueryPage
+	opGetIf       // blobstore.GetIf
 	numOps
 )
 
-var opNames = [numOps]string{"Get", "Create", "Replace", "Upsert", "Update", "Delete", "List", "Save", "Page"}
+var opNames = [numOps]string{"Get", "Create", "Replace", "Upsert", "Update", "Delete", "List", "Save", "Page",
+	"Merge", "UpsertMerge", "Batch", "Query", "QueryPage", "GetIf"}
 
 var spanNames = func() (n [numOps]string) {
 	for op, name := range opNames {
