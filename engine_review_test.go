@@ -6,6 +6,7 @@ package etagstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -44,7 +45,9 @@ func TestReviewRefusedButLandedLeaver(t *testing.T) {
 				t.Errorf("inner write: %v", err)
 			}
 			armRead.Do(func() { close(armed) })
-			return "", errors.Join(etagstore.ErrConflict), true
+			// A backend that sees its retry marks the refusal ambiguous (the
+			// driver contract); a plain 412 is definite.
+			return "", fmt.Errorf("%w: %w", driver.ErrAmbiguous, etagstore.ErrConflict), true
 		}
 		return "", nil, false
 	}

@@ -50,7 +50,7 @@ const (
 )
 
 type group[T any] struct {
-	queue []*request[T]
+	queue []*member[T]
 	mode  groupMode
 	gen   uint64        // moves on when the solo caller's hold ends (see solo)
 	want  int           // a lingering runner waits for this many queued callers
@@ -71,7 +71,7 @@ const (
 	settled                     // its result is set and done closed
 )
 
-type request[T any] struct {
+type member[T any] struct {
 	ctx    context.Context
 	mutate func(*T) error
 	turns  chan turn     // runner → caller: apply your mutation to this state
@@ -213,7 +213,7 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 		defer o.done()
 		return s.updateAlone(ctx, key, create, mutate, o, st)
 	}
-	r := &request[T]{ctx: ctx, mutate: mutate, turns: make(chan turn, 1), answer: make(chan answer, 1), done: make(chan struct{})}
+	r := &member[T]{ctx: ctx, mutate: mutate, turns: make(chan turn, 1), answer: make(chan answer, 1), done: make(chan struct{})}
 	g.queue = append(g.queue, r)
 	switch {
 	case g.mode == soloMutating:
@@ -232,7 +232,7 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 }
 
 // await waits for r's turns and result, or for r's context to end.
-func (s *Store[T]) await(ctx context.Context, k groupKey, g *group[T], r *request[T]) result[T] {
+func (s *Store[T]) await(ctx context.Context, k groupKey, g *group[T], r *member[T]) result[T] {
 	for {
 		select {
 		case t := <-r.turns:
@@ -248,7 +248,7 @@ func (s *Store[T]) await(ctx context.Context, k groupKey, g *group[T], r *reques
 // leave returns r's caller on its context's end: ctx.Err() when nothing
 // holding its mutation was sent, unknown when a write holding it is in
 // flight.
-func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *request[T]) result[T] {
+func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *member[T]) result[T] {
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	gone := result[T]{err: ctx.Err()}
@@ -279,7 +279,7 @@ func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *reques
 
 // takeTurn applies r's mutation to t on the caller's goroutine and answers
 // the runner. A panic answers errPanicked and goes on up the caller's stack.
-func (s *Store[T]) takeTurn(r *request[T], t turn) {
+func (s *Store[T]) takeTurn(r *member[T], t turn) {
 	a := answer{err: errPanicked}
 	defer func() { r.answer <- a }()
 	v, baseline, err := s.startFrom(version{Item: driver.Item{Key: r.batch.key, Data: t.data}, exists: t.data != nil, canonical: t.canonical})
@@ -296,7 +296,7 @@ func (s *Store[T]) takeTurn(r *request[T], t turn) {
 // run commits k's queue in batches until it is empty. Each batch starts
 // from the version the previous one wrote, without reading.
 func (s *Store[T]) run(k groupKey, g *group[T]) {
-	var last *version
+	var last []version
 	want, took := 0, time.Duration(0) // the last batch's size and duration
 	for {
 		s.linger(g, want, took)
@@ -359,30 +359,27 @@ const maxLinger = 2 * time.Millisecond
 type batchRun[T any] struct {
 	s        *Store[T]
 	key      string
-	members  []*request[T]
-	applied  []*request[T] // the members whose mutations the last apply holds
-	inFlight bool          // a write holding applied is sent or being settled (guarded by Store.gmu)
+	members  []*member[T]
+	applied  []*member[T] // the members whose mutations the last apply holds
+	inFlight bool         // a write holding applied is sent or being settled (guarded by Store.gmu)
 	timer    *time.Timer
 }
 
 // commit runs the batch's read-modify-write from last (or a read) and
 // hands out the results. It returns the version it wrote, for chaining.
-func (b *batchRun[T]) commit(create bool, last *version) *version {
+func (b *batchRun[T]) commit(create bool, last []version) []version {
 	ctx, cancel := batchContext(b.members)
 	defer cancel()
 	b.timer = time.NewTimer(time.Hour)
 	defer b.timer.Stop()
-	e := b.s.newRMW(ctx, "Update", b.key, create, b.apply)
-	e.sending = b.sending
-	if last != nil {
-		e.setNext(*last)
-	}
-	out, err := e.run(ctx)
-	b.finish(e, out, err)
-	if err != nil || out.etag == "" {
+	var mine T // a batch's *ConflictError is given each member's own value in finish
+	e, err := b.s.modify(ctx, "Update", b.key, create, last, &mine, b.apply, b)
+	b.finish(e, err)
+	if err != nil || e.out[0].ETag == "" {
 		return nil
 	}
-	return &version{Item: out.item, meta: meta.Parse(out.item.Meta), exists: true, metaKnown: true, canonical: b.s.verbatim}
+	it := e.out[0]
+	return []version{{Item: it, meta: meta.Parse(it.Meta), exists: true, metaKnown: true, canonical: b.s.verbatim}}
 }
 
 // apply gives each member still in the batch a turn, in arrival order.
@@ -415,7 +412,7 @@ var errNoneApplied = errors.New("etagstore: no mutation in the batch applied")
 // turn gives r a turn on t and waits for its answer, at most turnTimeout.
 // It reports whether r's mutation applied; a member that failed or was
 // too slow is settled on the spot.
-func (b *batchRun[T]) turn(r *request[T], t turn) (answer, bool) {
+func (b *batchRun[T]) turn(r *member[T], t turn) (answer, bool) {
 	s := b.s
 	s.gmu.Lock()
 	if r.status != taken && r.status != applied {
@@ -451,26 +448,32 @@ func (b *batchRun[T]) turn(r *request[T], t turn) (answer, bool) {
 	return a, true
 }
 
-// sending marks the batch's write in flight, unless a member whose
-// mutation it holds has left: then the batch must be applied again.
-func (b *batchRun[T]) sending(on bool) bool {
+// hold marks the batch's write in flight, unless a member whose mutation
+// it holds has left: then the batch must be applied again (see flight).
+func (b *batchRun[T]) hold() bool {
 	b.s.gmu.Lock()
 	defer b.s.gmu.Unlock()
-	if on {
-		for _, r := range b.applied {
-			if r.status == left {
-				return false
-			}
+	for _, r := range b.applied {
+		if r.status == left {
+			return false
 		}
 	}
-	b.inFlight = on
+	b.inFlight = true
 	return true
+}
+
+// release marks the batch's write as not landed: no member's mutation is in
+// flight (see flight).
+func (b *batchRun[T]) release() {
+	b.s.gmu.Lock()
+	b.inFlight = false
+	b.s.gmu.Unlock()
 }
 
 // finish hands every member still waiting its result: its own state (the
 // version's ETag only if nothing after it changed the document), or the
 // batch's error.
-func (b *batchRun[T]) finish(e *rmw[T], out ended, err error) {
+func (b *batchRun[T]) finish(e *engine, err error) {
 	s := b.s
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
@@ -490,7 +493,7 @@ func (b *batchRun[T]) finish(e *rmw[T], out ended, err error) {
 		case err == nil:
 			d := Doc[T]{Key: b.key, Value: r.value}
 			if i >= tail {
-				d.ETag = out.etag
+				d.ETag = e.out[0].ETag
 			}
 			b.settle(r, result[T]{doc: d, attempts: e.attempts, batch: len(b.applied)})
 		case errors.As(err, &ce):
@@ -512,7 +515,7 @@ func (b *batchRun[T]) finish(e *rmw[T], out ended, err error) {
 }
 
 // settle sets r's result and wakes its caller. Store.gmu is held.
-func (b *batchRun[T]) settle(r *request[T], res result[T]) {
+func (b *batchRun[T]) settle(r *member[T], res result[T]) {
 	r.res, r.status = res, settled
 	close(r.done)
 }
@@ -520,7 +523,7 @@ func (b *batchRun[T]) settle(r *request[T], res result[T]) {
 // batchContext returns a context for a batch: done when every member's
 // context is done (one caller giving up does not stop the others' write),
 // carrying the values of the first.
-func batchContext[T any](batch []*request[T]) (context.Context, context.CancelFunc) {
+func batchContext[T any](batch []*member[T]) (context.Context, context.CancelFunc) {
 	if len(batch) == 1 {
 		return batch[0].ctx, func() {}
 	}

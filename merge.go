@@ -10,8 +10,6 @@ import (
 	"strings"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/etagstore/etagstore/driver"
 )
 
 // MergeFunc combines two edits of base: mine (the caller's) and theirs (the
@@ -63,14 +61,9 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	if merge == nil {
 		merge = MergeFields[T]
 	}
-	data, err := s.encode(base.Key, base.Value)
-	if err != nil {
-		return Doc[T]{}, err
-	}
 	var mine T
 	reads := 0
-	var e *rmw[T]
-	e = s.newRMW(ctx, "Save", base.Key, false, func(b version) ([]byte, bool, error) {
+	apply := func(b version) ([]byte, bool, error) {
 		reads++
 		theirs, baseline, err := s.startFrom(b)
 		if err != nil {
@@ -82,13 +75,13 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 				return nil, false, s.mergeConflict(base, edited, Doc[T]{Key: b.Key, Value: *theirs, ETag: b.ETag}, reads-1, err)
 			}
 		}
-		e.mine = mine
 		data, err := s.encode(base.Key, mine)
 		return data, !bytes.Equal(data, baseline), err
-	})
-	// The first attempt writes on base itself, whose bookkeeping is unknown.
-	e.setNext(version{Item: driver.Item{Key: base.Key, Data: data, ETag: base.ETag}, exists: true, canonical: true})
-	out, err := e.run(ctx)
+	}
+	// The first attempt starts from the cached copy of base's version when
+	// there is one, otherwise from a read: a write continues the stored
+	// bookkeeping (write ids, fencing token), which base does not carry.
+	e, err := s.modify(ctx, "Save", base.Key, false, s.cached(ctx, base.Key, base.ETag), &mine, apply, alone{})
 	st.attempts = e.attempts
 	var ce *ConflictError[T]
 	if errors.As(err, &ce) {
@@ -97,7 +90,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: base.Key, Value: mine, ETag: out.etag}, nil
+	return Doc[T]{Key: base.Key, Value: mine, ETag: e.out[0].ETag}, nil
 }
 
 // mergeConflict turns a merge error into Save's error: a *ConflictError

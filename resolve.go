@@ -5,31 +5,13 @@ import (
 	"fmt"
 
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/outcome"
 )
 
-// This file connects the Store's write paths to the one outcome resolver
+// This file connects the engine (engine.go) to the one outcome resolver
 // (package internal/outcome) and holds the error classes a failure is
 // judged by: ambiguous (the request may have been applied) or one of the
 // package's sentinels.
-
-// sentWrite is a write or delete as sent to the backend.
-type sentWrite struct {
-	del  bool // a Delete (meta is then empty)
-	w    driver.Write
-	meta meta.Meta // the bookkeeping w.Meta holds: its last id is this write's
-}
-
-// observed is what a read found.
-type observed = outcome.Observed
-
-func observe(it driver.Item, err error) observed {
-	if err != nil {
-		return observed{}
-	}
-	return observed{Found: true, ETag: string(it.ETag), Meta: meta.Parse(it.Meta)}
-}
 
 // verdict is what a read says of a write whose response was lost (see
 // package internal/outcome).
@@ -42,15 +24,25 @@ const (
 	notApplied = outcome.NotApplied
 )
 
-// resolve decides what became of s from o, a read made after s's response
-// was lost: outcome.Resolve, the one function that decides it for every
-// write path (backends that write on their own use it too).
-func resolve(s sentWrite, o observed) verdict {
-	sent := outcome.Sent{Delete: s.del, Meta: s.meta}
-	if s.w.Cond.Kind == driver.CondIfMatch {
-		sent.IfMatch = string(s.w.Cond.ETag)
+// resolveRequest decides what became of req from base, the versions of its
+// keys read after its answer was lost, with outcome.Resolve, the one
+// function that decides it. A request of several keys is atomic: the first
+// key whose read tells (committed, not landed, not applied) decides.
+func resolveRequest(req request, base []version) verdict {
+	for i, w := range req {
+		sent := outcome.Sent{Delete: w.Delete, Meta: w.meta}
+		if w.Write.Cond.Kind == driver.CondIfMatch {
+			sent.IfMatch = string(w.Write.Cond.ETag)
+		}
+		var o outcome.Observed
+		if b := base[i]; b.exists {
+			o = outcome.Observed{Found: true, ETag: string(b.ETag), Meta: b.meta}
+		}
+		if v := outcome.Resolve(sent, o); v != unknown {
+			return v
+		}
 	}
-	return outcome.Resolve(sent, o)
+	return unknown
 }
 
 // ambiguous reports whether a write or delete that failed with err may
@@ -89,7 +81,7 @@ func sentinelOf(err error) error {
 // and no other sentinel; Cause (not unwrapped) is what lost the response.
 // Get the document to see where it stands.
 type OutcomeUnknownError struct {
-	Op    string // "Create", "Replace", "Upsert", "Update", "Save" or "Delete"
+	Op    string // "Create", "Replace", "Upsert", "Update", "Save", "Delete", "Merge", "UpsertMerge" or "Batch"
 	Key   string
 	Cause error
 }

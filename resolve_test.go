@@ -13,16 +13,18 @@ func TestResolve(t *testing.T) {
 	// The version an update was conditioned on: lineage L, seq 5, window
 	// of 3 ids.
 	base := meta.Meta{IDs: "a,b,c", Lineage: "L", Seq: 5}
-	upd := sentWrite{w: driver.Write{Cond: driver.IfMatch(`"e5"`)}, meta: base.Then("mine", 3, 0)} // seq 6
-	create := sentWrite{w: driver.Write{Cond: driver.Cond{Kind: driver.CondCreate}}, meta: meta.Fresh("mine", 0)}
-	replace := sentWrite{w: driver.Write{Cond: driver.IfMatch(`"e5"`)}, meta: meta.Fresh("mine", 0)}
-	replaceAny := sentWrite{w: driver.Write{Cond: driver.IfMatch(ETagAny)}, meta: meta.Fresh("mine", 0)}
-	upsert := sentWrite{w: driver.Write{Cond: driver.Cond{Kind: driver.CondNone}}, meta: meta.Fresh("mine", 0)}
-	del := sentWrite{del: true, w: driver.Write{Cond: driver.IfMatch(`"e5"`)}}
-	delAny := sentWrite{del: true, w: driver.Write{Cond: driver.IfMatch(ETagAny)}}
+	upd := keyWrite{Action: driver.Action{Write: driver.Write{Cond: driver.IfMatch(`"e5"`)}}, meta: base.Then("mine", 3, 0)} // seq 6
+	create := keyWrite{Action: driver.Action{Write: driver.Write{Cond: driver.Cond{Kind: driver.CondCreate}}}, meta: meta.Fresh("mine", 0)}
+	replace := keyWrite{Action: driver.Action{Write: driver.Write{Cond: driver.IfMatch(`"e5"`)}}, meta: meta.Fresh("mine", 0)}
+	replaceAny := keyWrite{Action: driver.Action{Write: driver.Write{Cond: driver.IfMatch(ETagAny)}}, meta: meta.Fresh("mine", 0)}
+	upsert := keyWrite{Action: driver.Action{Write: driver.Write{Cond: driver.Cond{Kind: driver.CondNone}}}, meta: meta.Fresh("mine", 0)}
+	del := keyWrite{Action: driver.Action{Delete: true, Write: driver.Write{Cond: driver.IfMatch(`"e5"`)}}}
+	delAny := keyWrite{Action: driver.Action{Delete: true, Write: driver.Write{Cond: driver.IfMatch(ETagAny)}}}
 
-	at := func(etag ETag, m meta.Meta) observed { return observed{Found: true, ETag: string(etag), Meta: m} }
-	gone := observed{}
+	at := func(etag ETag, m meta.Meta) version {
+		return version{Item: driver.Item{ETag: etag}, meta: m, exists: true}
+	}
+	gone := version{}
 	// Later versions of L: seq 7 after an update by another writer.
 	other6 := base.Then("x6", 3, 0)
 	other7 := other6.Then("x7", 3, 0)
@@ -34,8 +36,8 @@ func TestResolve(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		w    sentWrite
-		o    observed
+		w    keyWrite
+		o    version
 		want verdict
 	}{
 		{"update: stored version is it", upd, at(`"e6"`, mine6), committed},
@@ -70,8 +72,36 @@ func TestResolve(t *testing.T) {
 		{"delete *: a version", delAny, at(`"e5"`, base), unknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := resolve(tc.w, tc.o); got != tc.want {
+			if got := resolveRequest(request{tc.w}, []version{tc.o}); got != tc.want {
 				t.Errorf("resolve = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestResolveAtomicRequest: a request of several keys is applied all or
+// nothing, so the first key whose read tells decides for all.
+func TestResolveAtomicRequest(t *testing.T) {
+	base := meta.Meta{IDs: "a", Lineage: "L", Seq: 1}
+	mine := base.Then("mine", 16, 0)
+	upd := keyWrite{Action: driver.Action{Write: driver.Write{Cond: driver.IfMatch(`"e1"`)}}, meta: mine}
+	merge := keyWrite{Action: driver.Action{Write: driver.Write{Cond: driver.IfMatch(`"m1"`), Mode: driver.ModeMerge}}}
+	at := func(etag ETag, m meta.Meta) version {
+		return version{Item: driver.Item{ETag: etag}, meta: m, exists: true}
+	}
+	for _, tc := range []struct {
+		name string
+		o    []version
+		want verdict
+	}{
+		{"the merge's key tells nothing, the update's is committed", []version{at(`"m2"`, meta.Meta{}), at(`"e2"`, mine)}, committed},
+		{"the merge's key still at its version: not landed", []version{at(`"m1"`, meta.Meta{}), at(`"e1"`, base)}, notLanded},
+		{"the update's slot taken by another write", []version{at(`"m2"`, meta.Meta{}), at(`"e2"`, base.Then("x", 16, 0))}, notApplied},
+		{"nothing tells", []version{at(`"m2"`, meta.Meta{}), {}}, unknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := resolveRequest(request{merge, upd}, tc.o); got != tc.want {
+				t.Errorf("resolveRequest = %v, want %v", got, tc.want)
 			}
 		})
 	}

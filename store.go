@@ -124,22 +124,27 @@ type Options struct {
 // Store is a typed document store with optimistic concurrency over a
 // driver.Backend. A Store is safe for concurrent use by multiple goroutines.
 type Store[T any] struct {
-	b        driver.Backend
-	codec    Codec
-	retry    RetryPolicy
-	clock    Clock
-	keepIDs  int
-	grouped  bool
-	verbatim bool // the backend returns Data as written
-	cache    *itemCache
-	heat     contention
-	obs      *observer
+	core
+	codec   Codec
+	grouped bool
 
 	gmu    sync.Mutex
 	groups map[groupKey]*group[T]
 	spare  *group[T] // an ended group, kept for reuse
+}
 
+// core is the part of a Store that knows nothing of T: the backend, the
+// delivery engine's policy and state, and telemetry.
+type core struct {
+	b         driver.Backend
 	abilities driver.Abilities
+	retry     RetryPolicy
+	clock     Clock
+	keepIDs   int
+	verbatim  bool // the backend returns Data as written
+	cache     *itemCache
+	heat      contention
+	obs       *observer
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the
@@ -149,7 +154,8 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Store[T]{b: b, codec: o.Codec, clock: o.Clock, keepIDs: o.KeepWriteIDs, grouped: !o.DisableGroupCommit, groups: map[groupKey]*group[T]{}, cache: newItemCache(o.CacheSize), obs: newObserver(o, b)}
+	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: newItemCache(o.CacheSize), obs: newObserver(o, b)},
+		codec: o.Codec, grouped: !o.DisableGroupCommit, groups: map[groupKey]*group[T]{}}
 	s.abilities = b.Abilities()
 	if s.codec == nil {
 		s.codec = s.abilities.Codec

@@ -5,12 +5,11 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/meta"
 )
 
-// This file holds the single-request writes — Create, Replace, Upsert and
-// Delete — and send, the loop they share: send the request, and when its
-// answer is lost, read and let resolve (resolve.go) decide.
+// This file holds the single-document writes — Create, Replace, Upsert and
+// Delete — as the engine (engine.go) delivers them: blind (the same
+// request on every attempt) or conditioned on a version read (fenced).
 
 // Create stores v under key only if the key does not exist yet (If-None-Match:
 // * on blobs, Insert Entity on tables). An existing key matches ErrExists.
@@ -33,11 +32,11 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 		return Doc[T]{}, err
 	}
 	fence, _ := FenceFrom(ctx)
-	etag, err := s.send(ctx, "Create", key, newSentWrite(driver.Cond{Kind: driver.CondCreate}, data, meta.Fresh(meta.NewID(), fence)))
+	it, err := s.blind(ctx, "Create", fresh(key, driver.Cond{Kind: driver.CondCreate}, data, fence))
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: v, ETag: etag}, nil
+	return Doc[T]{Key: key, Value: v, ETag: it.ETag}, nil
 }
 
 // Replace writes d.Value under d.Key only if the stored ETag is still d.ETag
@@ -63,39 +62,58 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if d.ETag == "" {
 		return Doc[T]{}, errorf(ErrETagRequired, "Replace %q", d.Key)
 	}
-	if _, fenced := FenceFrom(ctx); fenced {
-		return s.replaceFenced(ctx, d)
-	}
 	data, err := s.encode(d.Key, d.Value)
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	etag, err := s.send(ctx, "Replace", d.Key, newSentWrite(driver.IfMatch(d.ETag), data, meta.Fresh(meta.NewID(), 0)))
-	if errors.Is(err, ErrConflict) {
-		return Doc[T]{}, s.refused(ctx, d.Key, d.ETag, d.Value)
+	var it driver.Item
+	if _, fenced := FenceFrom(ctx); fenced {
+		it, err = s.conditioned(ctx, "Replace", d.Key, d.ETag, d.Value, func(e *engine, b version) keyWrite { return e.over(b, data) })
+	} else {
+		it, err = s.blind(ctx, "Replace", fresh(d.Key, driver.IfMatch(d.ETag), data, 0))
+		if errors.Is(err, ErrConflict) {
+			err = s.refused(ctx, d.Key, d.ETag, d.Value)
+		}
 	}
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: d.Key, Value: d.Value, ETag: etag}, nil
+	return Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag}, nil
 }
 
-// replaceFenced checks the fencing token against the stored version and
-// writes with If-Match of the version it checked, so the check is atomic.
-func (s *Store[T]) replaceFenced(ctx context.Context, d Doc[T]) (Doc[T], error) {
-	e := s.newRMW(ctx, "Replace", d.Key, false, func(b version) ([]byte, bool, error) {
-		if d.ETag != ETagAny && b.ETag != d.ETag {
-			return nil, false, s.conflictWith(b.Item, d.ETag, d.Value, 1)
-		}
-		data, err := s.encode(d.Key, d.Value)
-		return data, true, err
-	})
-	e.mine = d.Value
-	out, err := e.run(ctx)
-	if err != nil {
-		return Doc[T]{}, err
+// blind delivers w, a write that starts from nothing: the request is the
+// same on every attempt. It returns the version written (with no ETag when
+// it was found committed with later writes after it); a definite refusal
+// comes back as the backend reported it.
+func (c *core) blind(ctx context.Context, op string, w keyWrite) (driver.Item, error) {
+	e := c.newEngine(ctx, op, []string{w.Key}, false, func([]version) (request, error) { return request{w}, nil })
+	if err := e.run(ctx); err != nil {
+		return driver.Item{}, err
 	}
-	return Doc[T]{Key: d.Key, Value: d.Value, ETag: out.etag}, nil
+	return e.out[0], nil
+}
+
+// conditioned delivers a write of key conditioned on the version it
+// reads, which must hold held (ETagAny: any version): a fenced Replace or
+// Delete, a table merge. write builds the request over the version read.
+// A version that holds another ETag is a *ConflictError; a lost race with
+// ETagAny is retried on the new version.
+func (s *Store[T]) conditioned(ctx context.Context, op, key string, held ETag, mine T, write func(*engine, version) keyWrite) (driver.Item, error) {
+	var e *engine
+	e = s.newEngine(ctx, op, []string{key}, true, func(base []version) (request, error) {
+		b := base[0]
+		switch {
+		case !b.exists:
+			return nil, errorf(ErrNotFound, "%q", key)
+		case held != ETagAny && b.ETag != held:
+			return nil, s.conflictWith(b.Item, held, mine, e.attempts+1)
+		}
+		return request{write(e, b)}, nil
+	})
+	if err := e.run(ctx); err != nil {
+		return driver.Item{}, err
+	}
+	return e.out[0], nil
 }
 
 // Upsert stores v under key whether or not it exists and whatever its ETag
@@ -122,11 +140,11 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	etag, err := s.send(ctx, "Upsert", key, newSentWrite(driver.Cond{Kind: driver.CondNone}, data, meta.Fresh(meta.NewID(), 0)))
+	it, err := s.blind(ctx, "Upsert", fresh(key, driver.Cond{Kind: driver.CondNone}, data, 0))
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: v, ETag: etag}, nil
+	return Doc[T]{Key: key, Value: v, ETag: it.ETag}, nil
 }
 
 // Delete removes key only if its stored ETag is still etag (If-Match);
@@ -137,6 +155,9 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 // matches ErrNotFound. A delete whose response was lost is sent again only
 // while a read shows the version it names; a key found gone (by this delete
 // or another) or holding another version is an *OutcomeUnknownError.
+// A fenced Delete (WithFence) reads first and deletes the version whose
+// token it checked; with ETagAny, a version that changes meanwhile is
+// checked and deleted in its turn.
 func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 	ctx, sp := s.obs.begin(ctx, opDelete, key)
 	err := s.delete(ctx, key, etag)
@@ -151,110 +172,16 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 	if etag == "" {
 		return errorf(ErrETagRequired, "Delete %q", key)
 	}
-	held := etag
-	if token, fenced := FenceFrom(ctx); fenced {
-		it, err := s.b.Read(ctx, key)
-		if err != nil {
-			return err
-		}
-		if etag != ETagAny && it.ETag != etag {
-			return s.conflictWith(it, etag, *new(T), 1)
-		}
-		if err := checkFence(key, meta.Parse(it.Meta), token); err != nil {
-			return err
-		}
-		held = it.ETag // atomic with the check
-	}
 	s.cache.drop(key)
-	_, err := s.send(ctx, "Delete", key, sentWrite{del: true, w: driver.Write{Cond: driver.IfMatch(held)}})
+	if _, fenced := FenceFrom(ctx); fenced {
+		_, err := s.conditioned(ctx, "Delete", key, etag, *new(T), func(_ *engine, b version) keyWrite { return deleteOf(key, b.ETag) })
+		return err
+	}
+	_, err := s.blind(ctx, "Delete", deleteOf(key, etag))
 	if errors.Is(err, ErrConflict) {
-		return s.refused(ctx, key, held, *new(T)) // held: the version a fenced delete checked
+		return s.refused(ctx, key, etag, *new(T))
 	}
 	return err
-}
-
-func newSentWrite(c driver.Cond, data []byte, m meta.Meta) sentWrite {
-	return sentWrite{w: driver.Write{Data: data, Cond: c, Meta: m.String()}, meta: m}
-}
-
-// send sends w until its fate is known and returns the ETag of the version
-// it wrote ("" when it was found committed with later writes after it). A
-// definite refusal of the first try is returned as the backend reported it
-// (ErrExists, ErrConflict, ErrNotFound, ...). When the answer is lost, send
-// reads and resolves: committed is a success, not landed is sent again,
-// anything else is an *OutcomeUnknownError. A context that ended before the
-// request was sent returns its error.
-func (s *Store[T]) send(ctx context.Context, op, key string, w sentWrite) (ETag, error) {
-	var lost error // the failure that left an earlier try unsettled
-	var etag ETag
-	_, err := retry(ctx, s.retry, s.clock, func(ctx context.Context, attempt int) (next, error) {
-		var err error
-		if w.del {
-			err = s.b.Delete(ctx, key, w.w.Cond.ETag)
-		} else {
-			etag, err = s.b.Write(ctx, key, w.w)
-		}
-		switch {
-		case err == nil:
-			lost = nil
-			s.cacheWrite(key, w, etag)
-			return stop, nil
-		case lost == nil && errors.Is(err, driver.ErrNotApplied):
-			return afterPause, err // refused unapplied (throttled): the same again, after a pause
-		case lost == nil && !ambiguous(err):
-			return stop, err // a definite answer to the only try
-		}
-		lost = err
-		it, o, v, rerr := s.readAfterLoss(ctx, op, key, w, err)
-		if rerr != nil {
-			return stop, rerr
-		}
-		switch v {
-		case committed:
-			lost, etag = nil, foundIn(w, it, o.Meta).etag
-			return stop, nil
-		case notLanded:
-			return now, outcomeUnknown(op, key, err) // send it again
-		}
-		return stop, outcomeUnknown(op, key, err)
-	}, 0, s.obs, op)
-	if err != nil && lost != nil && !errors.Is(err, ErrOutcomeUnknown) {
-		err = outcomeUnknown(op, key, errors.Join(lost, err)) // the context ended with a try unsettled
-	}
-	return etag, err
-}
-
-// readAfterLoss reads key after the answer to w was lost (to lost) and
-// resolves w from what it finds; a read that fails otherwise than "not
-// found" leaves the outcome unknown.
-func (s *Store[T]) readAfterLoss(ctx context.Context, op, key string, w sentWrite, lost error) (driver.Item, observed, verdict, error) {
-	it, err := s.b.Read(ctx, key)
-	s.cache.note(key, it, err)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return it, observed{}, unknown, outcomeUnknown(op, key, errors.Join(lost, err))
-	}
-	o := observe(it, err)
-	v := resolve(w, o)
-	s.obs.lostResponse(ctx, op, key, v)
-	return it, o, v, nil
-}
-
-// foundIn is the outcome of w, found committed in it: it itself when w
-// made it, otherwise no ETag, for later writes followed w.
-func foundIn(w sentWrite, it driver.Item, stored meta.Meta) ended {
-	if stored.LastID() == w.meta.LastID() {
-		return ended{etag: it.ETag, item: it}
-	}
-	return ended{}
-}
-
-// cacheWrite records in the version cache what a write made of key.
-func (s *Store[T]) cacheWrite(key string, w sentWrite, etag ETag) {
-	if w.del || etag == "" {
-		s.cache.drop(key)
-		return
-	}
-	s.cache.put(key, driver.Item{Key: key, Data: w.w.Data, Meta: w.w.Meta, ETag: etag})
 }
 
 // refused is the error of a Replace or Delete holding held that was

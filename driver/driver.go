@@ -183,7 +183,40 @@ type Abilities struct {
 	// false, with no Item, when etag is still current. With the version
 	// cache on, Store.Get revalidates its copy with it.
 	ReadIfChanged func(ctx context.Context, key string, etag ETag) (it Item, changed bool, err error)
+	// Merge: Write accepts ModeMerge (tablestore: Merge Entity). A
+	// backend without it refuses ModeMerge with ErrInvalidInput.
+	Merge bool
+	// Commit, when set, applies several writes and deletes atomically: all
+	// of them or none (tablestore: an entity group transaction). It returns
+	// the ETag of each action's new version where the service tells it
+	// ("" otherwise, and for a delete). A refusal returns an *ActionError
+	// naming the action whose condition failed, wrapping its sentinel.
+	// Errors that may hide an applied request are classified as for Write.
+	Commit func(ctx context.Context, actions []Action) ([]ETag, error)
+	// CheckCommit reports, sending nothing, whether actions may go in one
+	// Commit (one partition, at most so many actions); a refusal matches
+	// ErrInvalidInput, in an *ActionError when one action is at fault.
+	CheckCommit func(actions []Action) error
 }
+
+// Action is one write or delete of a Commit.
+type Action struct {
+	Key    string
+	Delete bool  // delete, with If-Match Write.Cond.ETag
+	Write  Write // the write; for a delete only Write.Cond
+}
+
+// ActionError reports which action of a Commit failed; nothing in it was
+// applied. It unwraps to the action's error, so errors.Is matches its
+// sentinel. Index is -1 when the service named no action.
+type ActionError struct {
+	Index int
+	Err   error
+}
+
+func (e *ActionError) Error() string { return fmt.Sprintf("action %d: %v", e.Index, e.Err) }
+
+func (e *ActionError) Unwrap() error { return e.Err }
 
 // Codec turns documents into the bytes a Backend stores and back.
 // Marshal must be deterministic (the same value gives the same bytes): Update
@@ -259,10 +292,24 @@ func (c Cond) Check() error {
 	return errorf(ErrInvalidInput, "unknown condition kind %d", c.Kind)
 }
 
+// Mode says how a write treats the stored document.
+type Mode uint8
+
+const (
+	// ModeReplace stores Data as the whole document.
+	ModeReplace Mode = iota
+	// ModeMerge stores Data's members over the stored document's, keeping
+	// those Data does not name (Azure Table Merge Entity). Only a backend
+	// whose Abilities.Merge is set accepts it; with CondCreate it is
+	// refused. An empty Meta leaves the stored bookkeeping as it is.
+	ModeMerge
+)
+
 // Write is one write request to a Backend.
 type Write struct {
 	Data []byte
 	Cond Cond
+	Mode Mode
 	// Meta is stored with the document and returned verbatim by Read and
 	// List. It holds printable ASCII only (it may travel as an HTTP header)
 	// and is at most MaxMetaLen bytes.

@@ -1,0 +1,484 @@
+package etagstore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/meta"
+)
+
+// The delivery engine: every write of every package reaches a backend
+// through engine.run — single writes, Update and Save, group-commit
+// batches, table merges and batches. One attempt is
+//
+//	base → admit → build → send → (refusal | settle)
+//
+// base: the versions the write starts from (none for a blind write, else
+// known or read); admit: no newer fencing token holds them; build: the
+// plan's request over them (none: nothing to write, confirm); send: one
+// request; refusal: a definite answer (a lost race is retried from a new
+// base, a throttled request sent again as it is, anything else reported);
+// settle: a lost answer, resolved by reading (resolve.go). What an attempt
+// leaves to the next is one value, a carry. The retry loop (retry.go)
+// decides when the next attempt runs.
+
+// keyWrite is one key's part of a request: a write or delete as sent.
+type keyWrite struct {
+	driver.Action
+	meta meta.Meta // the bookkeeping Write.Meta holds; its last id is this write's
+}
+
+// request is what one attempt sends: one key's write, or several that the
+// backend applies atomically (driver.Abilities.Commit).
+type request []keyWrite
+
+// plan builds the request of an attempt from base, the current versions
+// of the engine's keys (nil for a blind write, which starts from nothing).
+// An empty request means nothing needs writing.
+type plan func(base []version) (request, error)
+
+// version is a version of a key an attempt starts from.
+type version struct {
+	driver.Item
+	meta      meta.Meta
+	exists    bool
+	verified  bool  // read during this call: current at some instant of it
+	metaKnown bool  // false for a caller's Doc, whose bookkeeping is not at hand
+	canonical bool  // Data is exactly what the codec makes of its value
+	missing   error // why it does not exist, when read so (matches ErrNotFound)
+}
+
+// flight is how group commit follows the write that holds its members'
+// mutations. hold is asked before each send of a request built from the
+// changes just applied (or sent again after a throttled try); false means a
+// member whose change it holds has left, and the changes are applied again
+// without it. release says the request did not land.
+type flight interface {
+	hold() bool
+	release()
+}
+
+// alone is the flight of a write with no group behind it.
+type alone struct{}
+
+func (alone) hold() bool { return true }
+func (alone) release()   {}
+
+// carry is what an attempt leaves to the next; at most one of resend, base
+// and check is set.
+type carry struct {
+	resend request   // send again as it is (not landed, or refused unapplied)
+	base   []version // start from these, known without a read
+	check  request   // refused with 412: the next read confirms it did not land
+	raced  bool      // the attempt lost a race
+}
+
+// engine carries one write to the backend until its fate is known.
+type engine struct {
+	c      *core
+	op     string
+	keys   []string // keys[0] names the write in errors
+	based  bool     // attempts start from the current versions of keys
+	fence  int64
+	fenced bool
+	plan   plan
+	flight flight
+
+	then      carry
+	unsettled error // what lost the answer of a request not settled yet
+	held      ETag  // the ETag the last request was conditioned on
+	index     int   // the action a multi-key refusal names
+	attempts  int
+	cachedWon bool          // the first write, on a version not read, went through
+	out       []driver.Item // per key, the version written ("" ETag: later writes followed)
+
+	key1 [1]string
+	out1 [1]driver.Item
+}
+
+func (c *core) newEngine(ctx context.Context, op string, keys []string, based bool, p plan) *engine {
+	e := &engine{c: c, op: op, based: based, plan: p, flight: alone{}}
+	e.fence, e.fenced = FenceFrom(ctx)
+	if len(keys) == 1 {
+		e.key1[0] = keys[0]
+		keys = e.key1[:]
+	}
+	e.keys = keys
+	return e
+}
+
+// run delivers the write under the retry policy. A write whose answer was
+// lost and never settled ends as an *OutcomeUnknownError; every other
+// failure is returned as the attempt that ended the loop reported it.
+func (e *engine) run(ctx context.Context) error {
+	if e.fenced {
+		e.then.base = nil // the token is checked against a version read now
+	}
+	warm := 0
+	if e.based {
+		warm = e.c.heat.warmth(e.keys[0])
+	}
+	attempts, err := retry(ctx, e.c.retry, e.c.clock, e.attempt, warm, e.c.obs, e.op)
+	if e.based {
+		e.c.heat.observe(e.keys[0], attempts)
+	}
+	e.attempts = attempts
+	switch {
+	case err == nil:
+		for _, it := range e.out {
+			e.c.cacheItem(it)
+		}
+		return nil
+	case e.unsettled != nil && !errors.Is(err, ErrOutcomeUnknown):
+		return outcomeUnknown(e.op, e.keys[0], errors.Join(e.unsettled, err))
+	}
+	return err
+}
+
+// raced reports whether the write ended having lost its last race.
+func (e *engine) raced() bool { return e.then.raced }
+
+// attempt is one step of the retry loop.
+func (e *engine) attempt(ctx context.Context, _ int) (next, error) {
+	c := e.then
+	e.then = carry{}
+	if c.raced {
+		e.c.obs.absorbedConflict(ctx)
+	}
+	if c.resend != nil && (e.unsettled != nil || e.flight.hold()) {
+		return e.send(ctx, c.resend, true)
+	}
+	base, err := e.base(ctx, c.base)
+	if err != nil {
+		return stop, err
+	}
+	if c.check != nil && e.foundLanded(c.check, base) {
+		return stop, nil
+	}
+	if err := e.admit(base); err != nil {
+		return stop, err
+	}
+	req, err := e.plan(base)
+	if err != nil {
+		return stop, err
+	}
+	if len(req) == 0 {
+		return e.confirm(ctx, base)
+	}
+	if err := ctx.Err(); err != nil {
+		return stop, err // nothing sent; run reports an unsettled earlier request
+	}
+	if !e.flight.hold() {
+		e.then.base = base // a member left the batch: apply again without it
+		return redo, nil
+	}
+	return e.send(ctx, req, verified(base))
+}
+
+// base returns the versions an attempt starts from: none for a blind
+// write, the known ones, or a read.
+func (e *engine) base(ctx context.Context, known []version) ([]version, error) {
+	switch {
+	case !e.based:
+		return nil, nil
+	case known != nil:
+		return known, nil
+	}
+	return e.read(ctx)
+}
+
+// read reads every key of the write.
+func (e *engine) read(ctx context.Context) ([]version, error) {
+	vs := make([]version, len(e.keys))
+	for i, key := range e.keys {
+		it, err := e.c.b.Read(ctx, key)
+		e.c.cache.note(key, it, err)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		vs[i] = e.c.readVersion(key, it, err)
+	}
+	return vs, nil
+}
+
+// readVersion is the version a read of key found (it, or err matching
+// ErrNotFound).
+func (c *core) readVersion(key string, it driver.Item, err error) version {
+	if err != nil {
+		return version{Item: driver.Item{Key: key}, verified: true, metaKnown: true, missing: err}
+	}
+	return version{Item: it, meta: meta.Parse(it.Meta), exists: true, verified: true, metaKnown: true, canonical: c.verbatim}
+}
+
+func verified(vs []version) bool {
+	for _, v := range vs {
+		if !v.verified {
+			return false
+		}
+	}
+	return true
+}
+
+// foundLanded reports whether req, refused with 412, is found in base
+// after all: the refusal answered a retry, below the Store, of req itself
+// after its answer was lost. (A backend that sees such a retry marks the
+// refusal driver.ErrAmbiguous and the engine settles it; this is the
+// defence for one that cannot see it.)
+func (e *engine) foundLanded(req request, base []version) bool {
+	if !verified(base) {
+		return false
+	}
+	if v := resolveRequest(req, base); v == committed {
+		e.out = e.foundIn(req, base)
+		return true
+	}
+	return false
+}
+
+// admit refuses a write over a version that a newer fencing token holds.
+func (e *engine) admit(base []version) error {
+	if !e.fenced {
+		return nil
+	}
+	for i, b := range base {
+		if err := checkFence(b.Key, b.meta, e.fence); err != nil {
+			return e.nameAction(i, err)
+		}
+	}
+	return nil
+}
+
+// nameAction wraps err in a *driver.ActionError when the write has several
+// keys.
+func (e *engine) nameAction(i int, err error) error {
+	if len(e.keys) == 1 {
+		return err
+	}
+	return &driver.ActionError{Index: i, Err: err}
+}
+
+// confirm ends an attempt that has nothing to write. Versions not read
+// during this call are confirmed by a read first; if they moved on, the
+// change is built again over the new ones.
+func (e *engine) confirm(ctx context.Context, base []version) (next, error) {
+	if !verified(base) {
+		cur, err := e.read(ctx)
+		if err != nil {
+			return stop, err
+		}
+		for i := range cur {
+			if cur[i].exists != base[i].exists || cur[i].ETag != base[i].ETag {
+				e.then.base = cur // moved on: build over the current versions
+				return redo, nil
+			}
+		}
+	}
+	e.out = e.out1[:0]
+	for _, b := range base {
+		e.out = append(e.out, b.Item)
+	}
+	return stop, nil
+}
+
+// send sends req once and classifies the answer.
+func (e *engine) send(ctx context.Context, req request, verified bool) (next, error) {
+	if err := ctx.Err(); err != nil {
+		return stop, err // nothing sent; run reports an unsettled earlier request
+	}
+	e.held = req[0].Write.Cond.ETag
+	err := e.transmit(ctx, req)
+	switch {
+	case err == nil:
+		e.unsettled = nil
+		e.cachedWon = !verified
+		return stop, nil
+	case e.unsettled != nil || ambiguous(err):
+		if e.unsettled == nil {
+			e.unsettled = err
+		}
+		return e.settle(ctx, req)
+	}
+	return e.refusal(ctx, req, verified, err)
+}
+
+// transmit sends req: one Write or Delete, or a Commit of several. On
+// success e.out holds the versions written.
+func (e *engine) transmit(ctx context.Context, req request) error {
+	if len(req) > 1 {
+		return e.commit(ctx, req)
+	}
+	w := req[0]
+	var etag ETag
+	var err error
+	if w.Delete {
+		err = e.c.b.Delete(ctx, w.Key, w.Write.Cond.ETag)
+	} else {
+		etag, err = e.c.b.Write(ctx, w.Key, w.Write)
+	}
+	if err == nil {
+		e.out1[0] = written(w, etag)
+		e.out = e.out1[:]
+	}
+	return err
+}
+
+// commit sends a multi-key request as one atomic Commit.
+func (e *engine) commit(ctx context.Context, req request) error {
+	commit := e.c.abilities.Commit
+	if commit == nil {
+		return errorf(errors.ErrUnsupported, "%s: the backend cannot write several documents atomically", e.op)
+	}
+	actions := make([]driver.Action, len(req))
+	for i, w := range req {
+		actions[i] = w.Action
+	}
+	etags, err := commit(ctx, actions)
+	if err != nil {
+		return err
+	}
+	e.out = make([]driver.Item, len(req))
+	for i, w := range req {
+		var etag ETag
+		if i < len(etags) {
+			etag = etags[i]
+		}
+		e.out[i] = written(w, etag)
+	}
+	return nil
+}
+
+// written is the version w made, with etag ("" when the backend did not
+// say, or for a delete).
+func written(w keyWrite, etag ETag) driver.Item {
+	if w.Delete || w.Write.Mode == driver.ModeMerge {
+		return driver.Item{Key: w.Key, ETag: etag} // no whole document to keep
+	}
+	return driver.Item{Key: w.Key, Data: w.Write.Data, Meta: w.Write.Meta, ETag: etag}
+}
+
+// refusal acts on a definite refusal of req. A throttled request is sent
+// again as it is after a pause. A blind write reports every other refusal.
+// A write built on versions that turn out stale is built again: at once
+// when they were only a copy, after a pause when it lost a race.
+func (e *engine) refusal(ctx context.Context, req request, verified bool, err error) (next, error) {
+	e.flight.release()
+	conflict := errors.Is(err, ErrConflict)
+	var ae *driver.ActionError
+	if errors.As(err, &ae) {
+		e.index = ae.Index
+	}
+	switch {
+	case errors.Is(err, driver.ErrNotApplied):
+		e.then = carry{resend: req}
+		return afterPause, err
+	case !e.based:
+		return stop, err
+	case !verified && (conflict || errors.Is(err, ErrNotFound)):
+		for _, w := range req {
+			e.c.cache.drop(w.Key)
+		}
+		if conflict {
+			e.c.obs.absorbedConflict(ctx)
+		}
+		e.then = carry{check: req}
+		return now, err
+	case conflict || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) && req[0].Write.Cond.Kind != driver.CondCreate:
+		e.then = carry{check: req, raced: true}
+		return afterPause, err
+	}
+	return stop, err
+}
+
+// settle reads after req's answer was lost and acts on the verdict:
+// committed ends the write, not landed sends it again, not applied builds
+// it again over the versions read; anything else is unknown.
+func (e *engine) settle(ctx context.Context, req request) (next, error) {
+	base, v, err := e.readAfterLoss(ctx, req)
+	if err != nil {
+		return stop, err
+	}
+	switch {
+	case v == committed:
+		e.unsettled = nil
+		e.out = e.foundIn(req, base)
+		return stop, nil
+	case v == notLanded:
+		e.then = carry{resend: req}
+		return now, outcomeUnknown(e.op, e.keys[0], e.unsettled)
+	case v == notApplied && e.based:
+		e.unsettled = nil
+		e.flight.release()
+		e.then = carry{base: base, raced: true}
+		return afterPause, errorf(ErrConflict, "%q moved on", e.keys[0])
+	}
+	return stop, outcomeUnknown(e.op, e.keys[0], e.unsettled)
+}
+
+// readAfterLoss reads the keys of req after its answer was lost and
+// resolves it; a read that fails otherwise than "not found" leaves the
+// outcome unknown.
+func (e *engine) readAfterLoss(ctx context.Context, req request) ([]version, verdict, error) {
+	base := make([]version, len(req))
+	for i, w := range req {
+		it, err := e.c.b.Read(ctx, w.Key)
+		e.c.cache.note(w.Key, it, err)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, unknown, outcomeUnknown(e.op, e.keys[0], errors.Join(e.unsettled, err))
+		}
+		base[i] = e.c.readVersion(w.Key, it, err)
+	}
+	v := resolveRequest(req, base)
+	e.c.obs.lostResponse(ctx, e.op, e.keys[0], v)
+	return base, v, nil
+}
+
+// foundIn is what req, found committed in base, made of each key: the
+// version read where it is req's own, otherwise no ETag (later writes
+// followed it).
+func (e *engine) foundIn(req request, base []version) []driver.Item {
+	out := make([]driver.Item, len(req))
+	for i, w := range req {
+		out[i] = driver.Item{Key: w.Key}
+		if !w.Delete && base[i].exists && base[i].meta.LastID() == w.meta.LastID() && w.meta.IDs != "" {
+			out[i] = base[i].Item
+		}
+	}
+	return out
+}
+
+// cacheItem records in the version cache what a write made of it.Key.
+func (c *core) cacheItem(it driver.Item) {
+	if it.ETag == "" || it.Data == nil {
+		c.cache.drop(it.Key)
+		return
+	}
+	c.cache.put(it.Key, it)
+}
+
+// fresh is a write that starts a new history of key: a new write id and
+// lineage, carrying fence (0: none).
+func fresh(key string, c driver.Cond, data []byte, fence int64) keyWrite {
+	m := meta.Fresh(meta.NewID(), fence)
+	return keyWrite{Action: driver.Action{Key: key, Write: driver.Write{Data: data, Cond: c, Meta: m.String()}}, meta: m}
+}
+
+// over is the write of data over b: create-only when b is missing,
+// otherwise If-Match b's ETag, continuing b's history with a new write id
+// and the higher fencing token (starting a new one when b's bookkeeping is
+// not at hand).
+func (e *engine) over(b version, data []byte) keyWrite {
+	switch {
+	case !b.exists:
+		return fresh(b.Key, driver.Cond{Kind: driver.CondCreate}, data, e.fence)
+	case !b.metaKnown:
+		return fresh(b.Key, driver.IfMatch(b.ETag), data, e.fence)
+	}
+	m := b.meta.Then("", e.c.keepIDs, e.fence)
+	return keyWrite{Action: driver.Action{Key: b.Key, Write: driver.Write{Data: data, Cond: driver.IfMatch(b.ETag), Meta: m.String()}}, meta: m}
+}
+
+// deleteOf is the delete of key with If-Match etag.
+func deleteOf(key string, etag ETag) keyWrite {
+	return keyWrite{Action: driver.Action{Key: key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(etag)}}}
+}
