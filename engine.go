@@ -121,7 +121,7 @@ func (e *engine) run(ctx context.Context) error {
 	}
 	attempts, err := retry(ctx, e.c.retry, e.c.clock, e.attempt, warm, e.c.obs, e.op)
 	if e.based {
-		e.c.heat.observe(e.keys[0], attempts)
+		e.c.heat.learn(e.keys[0], attempts)
 	}
 	e.attempts = attempts
 	switch {
@@ -140,7 +140,8 @@ func (e *engine) run(ctx context.Context) error {
 func (e *engine) raced() bool { return e.then.raced }
 
 // attempt is one step of the retry loop.
-func (e *engine) attempt(ctx context.Context, _ int) (next, error) {
+func (e *engine) attempt(ctx context.Context, n int) (next, error) {
+	e.attempts = n
 	c := e.then
 	e.then = carry{}
 	if c.raced {
@@ -329,11 +330,7 @@ func (e *engine) commit(ctx context.Context, req request) error {
 	if commit == nil {
 		return errorf(errors.ErrUnsupported, "%s: the backend cannot write several documents atomically", e.op)
 	}
-	actions := make([]driver.Action, len(req))
-	for i, w := range req {
-		actions[i] = w.Action
-	}
-	etags, err := commit(ctx, actions)
+	etags, err := commit(ctx, actionsOf(req))
 	if err != nil {
 		return err
 	}
@@ -463,20 +460,23 @@ func fresh(key string, c driver.Cond, data []byte, fence int64) keyWrite {
 	return keyWrite{Action: driver.Action{Key: key, Write: driver.Write{Data: data, Cond: c, Meta: m.String()}}, meta: m}
 }
 
-// over is the write of data over b: create-only when b is missing,
-// otherwise If-Match b's ETag, continuing b's history with a new write id
-// and the higher fencing token (starting a new one when b's bookkeeping is
-// not at hand).
-func (e *engine) over(b version, data []byte) keyWrite {
+// over is the write of data over b, carrying fencing token fence (0:
+// none): create-only when b is missing, otherwise If-Match b's ETag,
+// continuing b's history with a new write id and the higher token
+// (starting a new history when b's bookkeeping is not at hand).
+func (c *core) over(b version, data []byte, fence int64) keyWrite {
 	switch {
 	case !b.exists:
-		return fresh(b.Key, driver.Cond{Kind: driver.CondCreate}, data, e.fence)
+		return fresh(b.Key, driver.Cond{Kind: driver.CondCreate}, data, fence)
 	case !b.metaKnown:
-		return fresh(b.Key, driver.IfMatch(b.ETag), data, e.fence)
+		return fresh(b.Key, driver.IfMatch(b.ETag), data, fence)
 	}
-	m := b.meta.Then("", e.c.keepIDs, e.fence)
+	m := b.meta.Then("", c.keepIDs, fence)
 	return keyWrite{Action: driver.Action{Key: b.Key, Write: driver.Write{Data: data, Cond: driver.IfMatch(b.ETag), Meta: m.String()}}, meta: m}
 }
+
+// over is the write of data over b with the write's fencing token.
+func (e *engine) over(b version, data []byte) keyWrite { return e.c.over(b, data, e.fence) }
 
 // deleteOf is the delete of key with If-Match etag.
 func deleteOf(key string, etag ETag) keyWrite {

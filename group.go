@@ -68,7 +68,7 @@ const (
 	onTurn                      // given a turn; its answer is awaited
 	applied                     // its mutation is in the batch's state
 	left                        // its caller returned (context done)
-	settled                     // its result is set and done closed
+	answered                    // its result is set and done closed
 )
 
 type member[T any] struct {
@@ -253,7 +253,7 @@ func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *member
 	defer s.gmu.Unlock()
 	gone := result[T]{err: ctx.Err()}
 	switch r.status {
-	case settled:
+	case answered:
 		return r.res
 	case queued:
 		for i, q := range g.queue {
@@ -323,7 +323,7 @@ func (s *Store[T]) run(k groupKey, g *group[T]) {
 // the last batch had (the callers it just answered, coming back), or for a
 // fraction of the last batch's duration, whichever is first: otherwise the
 // callers one batch releases would always miss the next one, and batches
-// would settle at half the writers. Only a runner lingers, so an
+// would level off at half the writers. Only a runner lingers, so an
 // uncontended Update never waits.
 func (s *Store[T]) linger(g *group[T], want int, took time.Duration) {
 	bound := min(took/4, maxLinger)
@@ -361,7 +361,7 @@ type batchRun[T any] struct {
 	key      string
 	members  []*member[T]
 	applied  []*member[T] // the members whose mutations the last apply holds
-	inFlight bool         // a write holding applied is sent or being settled (guarded by Store.gmu)
+	inFlight bool         // a write holding applied is sent or being resolved (guarded by Store.gmu)
 	timer    *time.Timer
 }
 
@@ -411,7 +411,7 @@ var errNoneApplied = errors.New("etagstore: no mutation in the batch applied")
 
 // turn gives r a turn on t and waits for its answer, at most turnTimeout.
 // It reports whether r's mutation applied; a member that failed or was
-// too slow is settled on the spot.
+// too slow is handed its result on the spot.
 func (b *batchRun[T]) turn(r *member[T], t turn) (answer, bool) {
 	s := b.s
 	s.gmu.Lock()
@@ -438,10 +438,10 @@ func (b *batchRun[T]) turn(r *member[T], t turn) (answer, bool) {
 		r.status = left
 		return answer{}, false
 	case timedOut:
-		b.settle(r, result[T]{alone: true})
+		b.hand(r, result[T]{alone: true})
 		return answer{}, false
 	case a.err != nil:
-		b.settle(r, result[T]{err: a.err})
+		b.hand(r, result[T]{err: a.err})
 		return answer{}, false
 	}
 	r.status = applied
@@ -495,28 +495,28 @@ func (b *batchRun[T]) finish(e *engine, err error) {
 			if i >= tail {
 				d.ETag = e.out[0].ETag
 			}
-			b.settle(r, result[T]{doc: d, attempts: e.attempts, batch: len(b.applied)})
+			b.hand(r, result[T]{doc: d, attempts: e.attempts, batch: len(b.applied)})
 		case errors.As(err, &ce):
 			mine := *ce
 			mine.Mine = r.value
-			b.settle(r, result[T]{err: &mine, attempts: e.attempts, batch: len(b.applied)})
+			b.hand(r, result[T]{err: &mine, attempts: e.attempts, batch: len(b.applied)})
 		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
 			// One member's change may be at fault: each runs on its own.
-			b.settle(r, result[T]{alone: true})
+			b.hand(r, result[T]{alone: true})
 		default:
-			b.settle(r, result[T]{err: err})
+			b.hand(r, result[T]{err: err})
 		}
 	}
 	for _, r := range b.members {
 		if r.status == taken { // the batch ended before its turn
-			b.settle(r, result[T]{err: err, alone: err == nil})
+			b.hand(r, result[T]{err: err, alone: err == nil})
 		}
 	}
 }
 
-// settle sets r's result and wakes its caller. Store.gmu is held.
-func (b *batchRun[T]) settle(r *member[T], res result[T]) {
-	r.res, r.status = res, settled
+// hand sets r's result and wakes its caller. Store.gmu is held.
+func (b *batchRun[T]) hand(r *member[T], res result[T]) {
+	r.res, r.status = res, answered
 	close(r.done)
 }
 

@@ -9,16 +9,21 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// RetryPolicy bounds the retry-and-merge loop of [Store.Update] and
-// [Store.Save]. Only conflicts (HTTP 412, or a lost create race) are retried
-// here; transport retries belong to the Azure SDK's own pipeline.
+// RetryPolicy bounds how often, and for how long, a Store's writes are
+// tried (every write: Update, Save, Create, Replace, Upsert, Delete, table
+// merges and batches). A write is tried again when it lost a race (HTTP
+// 412, or a lost create race) and is built again on the new version
+// (Update, Save, fenced writes, Merge); when the service refused it
+// unapplied (503 ServerBusy); and when its answer was lost and a read
+// proves it has not landed. The SDK's own pipeline does not retry writes
+// (a blind retry could apply one twice).
 //
 // The delay before attempt n+1 is drawn uniformly from [0, cap) ("full
 // jitter"), where cap grows exponentially from InitialInterval by a factor of
 // 2 up to MaxInterval. A zero field takes its default.
 type RetryPolicy struct {
-	// MaxAttempts is the number of writes tried before giving up with a
-	// *ConflictError. Default: 10. 1 disables retries.
+	// MaxAttempts is the number of attempts before giving up (with a
+	// *ConflictError after lost races). Default: 10. 1 disables retries.
 	MaxAttempts int
 	// InitialInterval is the first backoff cap. Default: 4ms.
 	InitialInterval time.Duration
@@ -99,7 +104,8 @@ const (
 // is what is returned if no attempt is left.
 type step func(ctx context.Context, attempt int) (next, error)
 
-// retry is the one retry loop of the package. It returns the number of
+// retry is the one retry loop of the package; the engine (engine.go) runs
+// every write's attempts in it. It returns the number of
 // attempts made and the final error. A done ctx ends it with ctx.Err(),
 // unwrapped, so errors.Is(err, context.Canceled) holds. warm > 0 starts the
 // backoff warm doublings up (see contention).
@@ -171,8 +177,8 @@ func (c *contention) warmth(key string) int {
 	return c.heat[key]
 }
 
-// observe records the outcome of an Update of key that took attempts.
-func (c *contention) observe(key string, attempts int) {
+// learn records the outcome of a write of key that took attempts.
+func (c *contention) learn(key string, attempts int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.heat[key]

@@ -106,11 +106,15 @@ func (s *Store[T]) conditioned(ctx context.Context, op, key string, held ETag, m
 		case !b.exists:
 			return nil, errorf(ErrNotFound, "%q", key)
 		case held != ETagAny && b.ETag != held:
-			return nil, s.conflictWith(b.Item, held, mine, e.attempts+1)
+			return nil, s.conflictWith(b.Item, held, mine, e.attempts)
 		}
 		return request{write(e, b)}, nil
 	})
-	if err := e.run(ctx); err != nil {
+	err := e.run(ctx)
+	if err != nil && e.raced() && ctx.Err() == nil && errors.Is(err, ErrConflict) {
+		err = s.conflictNow(ctx, key, e.held, mine, e.attempts) // every attempt lost its race
+	}
+	if err != nil {
 		return driver.Item{}, err
 	}
 	return e.out[0], nil

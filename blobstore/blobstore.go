@@ -288,6 +288,9 @@ func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (etagst
 	if err := w.Cond.Check(); err != nil {
 		return "", err
 	}
+	if w.Mode != driver.ModeReplace {
+		return "", fmt.Errorf("%w: blobstore cannot merge %q", etagstore.ErrInvalidInput, key)
+	}
 	if len(w.Data) > b.opts.MaxDocSize {
 		return "", fmt.Errorf("%w: document %q is %d bytes, the limit is %d", etagstore.ErrTooLarge, key, len(w.Data), b.opts.MaxDocSize)
 	}

@@ -56,8 +56,12 @@ func New(opts *Options) *Backend {
 	return b
 }
 
-// Abilities reports that Read returns documents byte for byte as written.
-func (b *Backend) Abilities() driver.Abilities { return driver.Abilities{Verbatim: true} }
+// Abilities reports that Read returns documents byte for byte as written,
+// and that several writes over any keys can be committed atomically.
+// memstore cannot merge (driver.ModeMerge).
+func (b *Backend) Abilities() driver.Abilities {
+	return driver.Abilities{Verbatim: true, Commit: b.commit}
+}
 
 // As sets a **memstore.Backend target to b.
 func (b *Backend) As(target any) bool {
@@ -97,11 +101,8 @@ func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (driver
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	if err := w.Cond.Check(); err != nil {
+	if err := b.check(key, w); err != nil {
 		return "", err
-	}
-	if len(w.Data) > b.opts.MaxDocSize {
-		return "", fmt.Errorf("%w: document %q is %d bytes, the limit is %d", driver.ErrTooLarge, key, len(w.Data), b.opts.MaxDocSize)
 	}
 	data := bytes.Clone(w.Data)
 	b.mu.Lock()
@@ -110,10 +111,71 @@ func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (driver
 	if err := precondition(key, w.Cond, cur, exists); err != nil {
 		return "", err
 	}
+	return b.put(key, data, w.Meta), nil
+}
+
+// check refuses, before anything changes, a write memstore cannot make.
+func (b *Backend) check(key string, w driver.Write) error {
+	if err := w.Cond.Check(); err != nil {
+		return err
+	}
+	if w.Mode != driver.ModeReplace {
+		return fmt.Errorf("%w: memstore cannot merge %q", driver.ErrInvalidInput, key)
+	}
+	if len(w.Data) > b.opts.MaxDocSize {
+		return fmt.Errorf("%w: document %q is %d bytes, the limit is %d", driver.ErrTooLarge, key, len(w.Data), b.opts.MaxDocSize)
+	}
+	return nil
+}
+
+// put stores data under key as a new version and returns its ETag. b.mu
+// is held.
+func (b *Backend) put(key string, data []byte, meta string) driver.ETag {
 	b.version++
 	etag := driver.ETag(strconv.AppendUint(append(make([]byte, 0, 20), `"0x`...), b.version, 16)) + `"`
-	b.docs[key] = driver.Item{Key: key, Data: data, Meta: w.Meta, ETag: etag}
-	return etag, nil
+	b.docs[key] = driver.Item{Key: key, Data: data, Meta: meta, ETag: etag}
+	return etag
+}
+
+// commit applies actions atomically (driver.Abilities.Commit): every
+// condition is checked, in order, before any action is applied; a key may
+// appear once. A refusal is a *driver.ActionError.
+func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver.ETag, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(actions))
+	data := make([][]byte, len(actions))
+	for i, a := range actions {
+		err := a.Write.Cond.Check()
+		if err == nil && !a.Delete {
+			err = b.check(a.Key, a.Write)
+		}
+		if err == nil && seen[a.Key] {
+			err = fmt.Errorf("%w: %q appears twice in the commit", driver.ErrInvalidInput, a.Key)
+		}
+		if err != nil {
+			return nil, &driver.ActionError{Index: i, Err: err}
+		}
+		seen[a.Key], data[i] = true, bytes.Clone(a.Write.Data)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, a := range actions {
+		cur, exists := b.docs[a.Key]
+		if err := precondition(a.Key, a.Write.Cond, cur, exists); err != nil {
+			return nil, &driver.ActionError{Index: i, Err: err}
+		}
+	}
+	etags := make([]driver.ETag, len(actions))
+	for i, a := range actions {
+		if a.Delete {
+			delete(b.docs, a.Key)
+			continue
+		}
+		etags[i] = b.put(a.Key, data[i], a.Write.Meta)
+	}
+	return etags, nil
 }
 
 // Delete removes key if its ETag is etag; see driver.Backend.

@@ -21,9 +21,9 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/access"
+	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
-	"github.com/etagstore/etagstore/internal/meta"
-	"github.com/etagstore/etagstore/internal/outcome"
 )
 
 // MaxBatchActions is the most actions an entity group transaction may hold.
@@ -43,19 +43,8 @@ type Batch[T any] struct {
 	err     error // the first invalid action; Submit returns it
 }
 
-type batchOp string
-
-const (
-	opCreate      batchOp = "create"
-	opReplace     batchOp = "replace"
-	opMerge       batchOp = "merge"
-	opUpsert      batchOp = "upsert"
-	opUpsertMerge batchOp = "upsert-merge"
-	opDelete      batchOp = "delete"
-)
-
 type batchAction[T any] struct {
-	op     batchOp
+	op     access.Kind
 	key    string
 	etag   etagstore.ETag
 	value  T
@@ -71,8 +60,8 @@ func NewBatch[T any](s *etagstore.Store[T]) *Batch[T] {
 }
 
 func (b *Batch[T]) add(a batchAction[T]) *Batch[T] {
-	if b.err == nil && (a.op == opReplace || a.op == opMerge || a.op == opDelete) && a.etag == "" {
-		b.err = fmt.Errorf("%w: batch action %d (%s %q)", etagstore.ErrETagRequired, len(b.actions), a.op, a.key)
+	if b.err == nil && (a.op == access.Replace || a.op == access.Merge || a.op == access.Delete) && a.etag == "" {
+		b.err = fmt.Errorf("%w: batch action %d (%s %q)", etagstore.ErrETagRequired, len(b.actions), opNames[a.op], a.key)
 	}
 	b.actions = append(b.actions, a)
 	return b
@@ -81,35 +70,35 @@ func (b *Batch[T]) add(a batchAction[T]) *Batch[T] {
 // Create inserts v under key; the batch fails with etagstore.ErrExists if
 // it exists.
 func (b *Batch[T]) Create(key string, v T) *Batch[T] {
-	return b.add(batchAction[T]{op: opCreate, key: key, value: v})
+	return b.add(batchAction[T]{op: access.Create, key: key, value: v})
 }
 
 // Replace replaces d.Key with d.Value if its ETag is still d.ETag.
 func (b *Batch[T]) Replace(d etagstore.Doc[T]) *Batch[T] {
-	return b.add(batchAction[T]{op: opReplace, key: d.Key, etag: d.ETag, value: d.Value})
+	return b.add(batchAction[T]{op: access.Replace, key: d.Key, etag: d.ETag, value: d.Value})
 }
 
 // Merge writes only the named properties of d.Value (all if none are
 // named) if the entity's ETag is still d.ETag; other properties keep their
 // stored values.
 func (b *Batch[T]) Merge(d etagstore.Doc[T], properties ...string) *Batch[T] {
-	return b.add(batchAction[T]{op: opMerge, key: d.Key, etag: d.ETag, value: d.Value, fields: properties})
+	return b.add(batchAction[T]{op: access.Merge, key: d.Key, etag: d.ETag, value: d.Value, fields: properties})
 }
 
 // Upsert inserts or replaces v under key with no concurrency check.
 func (b *Batch[T]) Upsert(key string, v T) *Batch[T] {
-	return b.add(batchAction[T]{op: opUpsert, key: key, value: v})
+	return b.add(batchAction[T]{op: access.Upsert, key: key, value: v})
 }
 
 // UpsertMerge inserts v under key or merges the named properties (all if
 // none are named) into the stored entity, with no concurrency check.
 func (b *Batch[T]) UpsertMerge(key string, v T, properties ...string) *Batch[T] {
-	return b.add(batchAction[T]{op: opUpsertMerge, key: key, value: v, fields: properties})
+	return b.add(batchAction[T]{op: access.UpsertMerge, key: key, value: v, fields: properties})
 }
 
 // Delete deletes key if its ETag is still etag (ETagAny: any version).
 func (b *Batch[T]) Delete(key string, etag etagstore.ETag) *Batch[T] {
-	return b.add(batchAction[T]{op: opDelete, key: key, etag: etag})
+	return b.add(batchAction[T]{op: access.Delete, key: key, etag: etag})
 }
 
 // Len returns the number of actions added.
@@ -132,12 +121,14 @@ func (e *BatchError) Error() string {
 
 func (e *BatchError) Unwrap() error { return e.Err }
 
-// Submit sends the batch as one entity group transaction. Invalid input —
-// no actions, more than MaxBatchActions, keys in different partitions, one
-// key twice, a missing ETag, a bad key or document — is reported before
-// anything is sent. A failed transaction returns a *BatchError naming the
-// action. The service does not return per-action ETags; Get the documents
-// again when you need them.
+// Submit sends the batch as one entity group transaction, through the
+// Store's engine (see Merge). Invalid input — no actions, more than
+// MaxBatchActions, keys in different partitions, one key twice, a missing
+// ETag, a bad key or document — is reported before anything is sent. A
+// failed transaction returns a *BatchError naming the action; a stale ETag
+// is a *etagstore.ConflictError[T] holding the current entity. The service
+// does not return per-action ETags; Get the documents again when you need
+// them.
 //
 // The actions keep the Store's bookkeeping (see Merge): Create, Replace and
 // Upsert start a new history with a write id of their own, as the Store's
@@ -146,223 +137,156 @@ func (e *BatchError) Unwrap() error { return e.Err }
 //
 // A fenced context (etagstore.WithFence) is honoured like a Store write:
 // a batch holding an Upsert or UpsertMerge, which check nothing, matches
-// etagstore.ErrInvalidInput and nothing is sent. Before sending, Submit
-// reads every entity a Replace, Merge or Delete names, checks its ETag
-// (ETagAny: any) and its fencing token (a higher one: etagstore.ErrFenced,
-// in a *BatchError) and sends the action with If-Match of the version it
-// checked, so the check is atomic; Replace and Merge then continue that
-// version's history and record the token, as does Create.
+// etagstore.ErrInvalidInput and nothing is sent. Submit then reads every
+// entity first, checks its ETag (ETagAny: any) and its fencing token (a
+// higher one: etagstore.ErrFenced, in a *BatchError) and sends each action
+// with If-Match of the version it checked, so the check is atomic; Replace
+// and Merge continue that version's history and record the token, as does
+// Create. A fenced batch that loses a race is checked and built again on
+// the new versions, with the Store's backoff.
 //
-// A transaction whose answer was lost is resolved by reading the entities:
-// when one of them holds a write id of the batch, it committed (Submit
-// returns nil); when one still holds the version its action was
-// conditioned on, it has not landed and is sent again; when no read can
-// tell (a batch of merges and deletes only, say), the error is an
-// *etagstore.OutcomeUnknownError.
+// A throttled transaction (503 ServerBusy) is sent again after a pause. One
+// whose answer was lost is resolved by reading the entities: when one of
+// them holds a write id of the batch, it committed (Submit returns nil);
+// when one still holds the version its action was conditioned on, it has
+// not landed and is sent again; when no read can tell (a batch of merges
+// and deletes only, say), the error is an *etagstore.OutcomeUnknownError.
 func (b *Batch[T]) Submit(ctx context.Context) error {
 	if b.err != nil {
 		return b.err
 	}
-	if len(b.actions) == 0 || len(b.actions) > MaxBatchActions {
-		return fmt.Errorf("%w: tablestore: a batch holds 1 to %d actions, this one %d", etagstore.ErrInvalidInput, MaxBatchActions, len(b.actions))
+	w := access.Write{Op: "Batch", Actions: make([]access.Action, len(b.actions))}
+	for i, a := range b.actions {
+		act := access.Action{Kind: a.op, Key: a.key, ETag: a.etag, Mine: a.value}
+		if a.op != access.Delete {
+			act.Encode = encodeProperties(b.store, a.value, a.fields)
+		}
+		w.Actions[i] = act
 	}
-	codec := b.store.Codec()
-	fence, fenced := etagstore.FenceFrom(ctx)
-	sent := make([]sentAction, len(b.actions))
+	_, err := access.Deliver(b.store, ctx, w)
+	var ae *driver.ActionError
+	if errors.As(err, &ae) {
+		be := &BatchError{Index: ae.Index, Err: ae.Err}
+		if ae.Index >= 0 && ae.Index < len(b.actions) {
+			be.Op, be.Key = opNames[b.actions[ae.Index].op], b.actions[ae.Index].key
+		}
+		return be
+	}
+	return err
+}
+
+// opNames name the actions in a *BatchError.
+var opNames = map[access.Kind]string{access.Create: "create", access.Replace: "replace", access.Merge: "merge",
+	access.Upsert: "upsert", access.UpsertMerge: "upsert-merge", access.Delete: "delete"}
+
+// checkCommit is Abilities.CheckCommit: the rules of an entity group
+// transaction that need no request — 1 to MaxBatchActions actions, one
+// partition, each row once.
+func (b *Backend) checkCommit(actions []driver.Action) error {
+	if len(actions) == 0 || len(actions) > MaxBatchActions {
+		return fmt.Errorf("%w: tablestore: a batch holds 1 to %d actions, this one %d", etagstore.ErrInvalidInput, MaxBatchActions, len(actions))
+	}
 	var partition string
-	rows := map[string]bool{}
-	for i, a := range b.actions {
-		fail := func(err error) error { return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: err} }
-		if err := driver.CheckKey(a.key); err != nil {
-			return fail(err)
+	rows := make(map[string]bool, len(actions))
+	for i, a := range actions {
+		pk, rk, err := b.split(a.Key)
+		if err == nil && i > 0 && pk != partition {
+			err = fmt.Errorf("%w: partition %q differs from the batch's %q", etagstore.ErrInvalidInput, pk, partition)
 		}
-		pk, rk, err := b.backend.split(a.key)
+		if err == nil && rows[rk] {
+			err = fmt.Errorf("%w: row %q appears twice in the batch", etagstore.ErrInvalidInput, rk)
+		}
 		if err != nil {
-			return fail(err)
+			return &driver.ActionError{Index: i, Err: err}
 		}
-		if i == 0 {
-			partition = pk
-		} else if pk != partition {
-			return fail(fmt.Errorf("%w: partition %q differs from the batch's %q", etagstore.ErrInvalidInput, pk, partition))
-		}
-		if rows[rk] {
-			return fail(fmt.Errorf("%w: row %q appears twice in the batch", etagstore.ErrInvalidInput, rk))
-		}
-		rows[rk] = true
-		if fenced && (a.op == opUpsert || a.op == opUpsertMerge) {
-			return fail(fmt.Errorf("%w: %s checks nothing and cannot honour a fencing token", etagstore.ErrInvalidInput, a.op))
-		}
-		data := []byte("{}")
-		if a.op != opDelete {
-			if data, err = codec.Marshal(a.value); err != nil {
-				return fail(err)
-			}
-			if data, err = selectProperties(data, a.fields); err != nil {
-				return fail(err)
-			}
-		}
-		if _, err := entity(pk, rk, "", data); err != nil {
-			return fail(err)
-		}
-		if a.etag != "" && !fenced {
-			if err := checkETag(a.etag); err != nil {
-				return fail(err) // a conflict, refused before sending, as for Store.Replace
-			}
-		}
-		sent[i] = sentAction{key: a.key, pk: pk, rk: rk, data: data, ifMatch: a.etag}
+		partition, rows[rk] = pk, true
 	}
-	// The bookkeeping, after every check that needs no request.
-	for i, a := range b.actions {
-		sa := &sent[i]
-		switch {
-		case fenced && a.op != opCreate:
-			it, err := b.backend.Read(ctx, a.key)
-			if err == nil && a.etag != etagstore.ETagAny && it.ETag != a.etag {
-				err = conflictWith(b.store, it, a.etag, a.value, 1)
-			}
-			stored := meta.Parse(it.Meta)
-			if err == nil && stored.Fence > fence {
-				err = fmt.Errorf("%w: %q carries fencing token %d, the batch only %d", etagstore.ErrFenced, a.key, stored.Fence, fence)
-			}
-			if err != nil {
-				return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: err}
-			}
-			sa.ifMatch = it.ETag // atomic with the checks
-			if a.op != opDelete {
-				sa.meta, sa.hasMeta = extend(stored, fence), true
-			}
-		case a.op == opCreate:
-			sa.meta, sa.hasMeta = meta.Fresh(meta.NewID(), fence), true
-		case a.op == opReplace, a.op == opUpsert:
-			sa.meta, sa.hasMeta = meta.Fresh(meta.NewID(), 0), true
-		}
-		if len(sa.meta.String()) > driver.MaxMetaLen {
-			return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: fmt.Errorf("%w: bookkeeping of %d bytes", etagstore.ErrTooLarge, len(sa.meta.String()))}
-		}
+	return nil
+}
+
+// commit is Abilities.Commit: the actions as one entity group transaction,
+// with the SDK's retries off (a blind retry of a committed transaction
+// would fail on its own writes). A refusal is an *driver.ActionError
+// naming the action the service named; a throttled transaction is marked
+// driver.ErrNotApplied.
+func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]etagstore.ETag, error) {
+	if err := b.checkCommit(actions); err != nil {
+		return nil, err
 	}
-	actions := make([]aztables.TransactionAction, len(b.actions))
-	for i, a := range b.actions {
-		sa := sent[i]
-		body, err := entity(sa.pk, sa.rk, sa.meta.String(), sa.data) // no bookkeeping property without meta
+	tx := make([]aztables.TransactionAction, len(actions))
+	for i, a := range actions {
+		act, err := b.transactionAction(a)
 		if err != nil {
-			return &BatchError{Index: i, Op: string(a.op), Key: a.key, Err: err}
+			return nil, &driver.ActionError{Index: i, Err: err}
 		}
-		act := aztables.TransactionAction{Entity: body}
-		switch a.op {
-		case opCreate:
-			act.ActionType = aztables.TransactionTypeAdd
-		case opUpsert:
-			act.ActionType = aztables.TransactionTypeInsertReplace
-		case opUpsertMerge:
-			act.ActionType = aztables.TransactionTypeInsertMerge
-		case opReplace, opMerge, opDelete:
-			act.ActionType = map[batchOp]aztables.TransactionType{opReplace: aztables.TransactionTypeUpdateReplace, opMerge: aztables.TransactionTypeUpdateMerge, opDelete: aztables.TransactionTypeDelete}[a.op]
-			etag := azcore.ETag(sa.ifMatch) // never nil: nil would mean "*" or an upsert
-			act.IfMatch = &etag
-		}
-		actions[i] = act
+		tx[i] = act
 	}
-	return b.send(ctx, actions, sent)
-}
-
-// sentAction is an action as sent: its key, properties, the ETag it is
-// conditioned on and the bookkeeping it writes (when hasMeta).
-type sentAction struct {
-	key, pk, rk string
-	data        []byte
-	ifMatch     etagstore.ETag
-	meta        meta.Meta
-	hasMeta     bool
-}
-
-// send submits the transaction until its fate is known (see Submit).
-func (b *Batch[T]) send(ctx context.Context, actions []aztables.TransactionAction, sent []sentAction) error {
-	var lost error // the failure that left a try unsettled
-	for try := 1; ; try++ {
-		if err := ctx.Err(); err != nil { // nothing sent now
-			if lost != nil {
-				return &etagstore.OutcomeUnknownError{Op: "Batch", Key: sent[0].key, Cause: errors.Join(lost, err)}
-			}
-			return err
-		}
-		// The SDK's retries are off: a blind retry of a committed batch
-		// would fail on its own writes.
-		_, err := b.backend.client.SubmitTransaction(azretry.NoRetry(ctx), actions, nil)
-		switch {
-		case err == nil:
-			return nil
-		case lost == nil && refused(err):
-			return b.failure(ctx, err) // a definite answer to the only try
-		case lost == nil:
-			lost = err
-		}
-		landed, err := b.settle(ctx, sent)
-		switch {
-		case err != nil:
-			return &etagstore.OutcomeUnknownError{Op: "Batch", Key: sent[0].key, Cause: errors.Join(lost, err)}
-		case landed == batchCommitted:
-			return nil
-		case landed == batchNotLanded && try < maxTries:
-			continue
-		}
-		return &etagstore.OutcomeUnknownError{Op: "Batch", Key: sent[0].key, Cause: lost}
+	_, err := b.client.SubmitTransaction(azretry.NoRetry(ctx), tx, nil)
+	if err == nil {
+		return nil, nil // the service returns no ETags the SDK hands back
 	}
-}
-
-type batchVerdict uint8
-
-const (
-	batchUnknown batchVerdict = iota
-	batchCommitted
-	batchNotLanded
-)
-
-// settle reads the entities of a transaction whose answer was lost. The
-// transaction is atomic: one entity holding a write id of it proves it
-// committed; one still holding the version its action was conditioned on
-// proves it has not landed (the same transaction sent again cannot land
-// as well, as it carries the same condition).
-func (b *Batch[T]) settle(ctx context.Context, sent []sentAction) (batchVerdict, error) {
-	for _, sa := range sent {
-		conditioned := sa.ifMatch != "" && sa.ifMatch != etagstore.ETagAny
-		if !sa.hasMeta && !conditioned {
-			continue // nothing a read could tell of this action
+	if refused(err) {
+		index, err := batchFailure(err)
+		if errors.Is(err, driver.ErrNotApplied) {
+			return nil, err
 		}
-		it, err := b.backend.Read(ctx, sa.key)
-		if err != nil && !errors.Is(err, etagstore.ErrNotFound) {
-			return batchUnknown, err
-		}
-		// The transaction is atomic: one action found committed, or one
-		// still conditioned on the current version, settles it.
-		switch outcome.Resolve(outcome.Sent{IfMatch: string(sa.ifMatch), Meta: sa.meta}, observed(it, err)) {
-		case outcome.Committed:
-			return batchCommitted, nil
-		case outcome.NotLanded:
-			return batchNotLanded, nil
-		}
+		return nil, &driver.ActionError{Index: index, Err: err}
 	}
-	return batchUnknown, nil
+	return nil, mapError("batch", actions[0].Key, err)
 }
 
-// observed is what the resolver needs of a read.
-func observed(it driver.Item, err error) outcome.Observed {
+// transactionAction is a as an action of an entity group transaction; it
+// fails, sending nothing, on what the service would refuse.
+func (b *Backend) transactionAction(a driver.Action) (aztables.TransactionAction, error) {
+	pk, rk, err := b.split(a.Key)
 	if err != nil {
-		return outcome.Observed{}
+		return aztables.TransactionAction{}, err
 	}
-	return outcome.Observed{Found: true, ETag: string(it.ETag), Meta: meta.Parse(it.Meta)}
+	if err := a.Write.Cond.Check(); err != nil {
+		return aztables.TransactionAction{}, err
+	}
+	if a.Write.Cond.Kind == driver.CondIfMatch {
+		if err := checkETag(a.Write.Cond.ETag); err != nil {
+			return aztables.TransactionAction{}, err // a conflict, refused before sending, as for Write
+		}
+	}
+	data := a.Write.Data
+	if a.Delete {
+		data = []byte("{}")
+	}
+	body, err := entity(pk, rk, a.Write.Meta, data) // no bookkeeping property without Meta
+	if err != nil {
+		return aztables.TransactionAction{}, err
+	}
+	act := aztables.TransactionAction{Entity: body}
+	merge := a.Write.Mode == driver.ModeMerge
+	switch {
+	case a.Delete:
+		act.ActionType = aztables.TransactionTypeDelete
+	case a.Write.Cond.Kind == driver.CondCreate && !merge:
+		act.ActionType = aztables.TransactionTypeAdd
+	case a.Write.Cond.Kind == driver.CondNone:
+		act.ActionType = map[bool]aztables.TransactionType{false: aztables.TransactionTypeInsertReplace, true: aztables.TransactionTypeInsertMerge}[merge]
+	case a.Write.Cond.Kind == driver.CondIfMatch:
+		act.ActionType = map[bool]aztables.TransactionType{false: aztables.TransactionTypeUpdateReplace, true: aztables.TransactionTypeUpdateMerge}[merge]
+	default:
+		return aztables.TransactionAction{}, fmt.Errorf("%w: tablestore: a create cannot merge", etagstore.ErrInvalidInput)
+	}
+	if a.Delete || a.Write.Cond.Kind == driver.CondIfMatch {
+		etag := azcore.ETag(a.Write.Cond.ETag) // never nil: nil would mean "*" or an upsert
+		act.IfMatch = &etag
+	}
+	return act, nil
 }
 
-// failure is the *BatchError of a transaction the service refused.
-func (b *Batch[T]) failure(ctx context.Context, err error) error {
-	index, err := batchFailure(err)
-	if index < 0 || index >= len(b.actions) {
-		return &BatchError{Index: -1, Err: err}
-	}
-	a := b.actions[index]
-	if errors.Is(err, etagstore.ErrConflict) {
-		err = conflict(ctx, b.store, a.key, a.etag, a.value, err)
-	}
-	return &BatchError{Index: index, Op: string(a.op), Key: a.key, Err: err}
+// refused reports whether the service answered a request with a refusal
+// (HTTP 4xx; a failed transaction's 202; a 503 ServerBusy), so that it was
+// not applied. No answer, or another 5xx, may hide a request that was
+// applied: the engine then reads to find out.
+func refused(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && (re.StatusCode == http.StatusAccepted || re.StatusCode >= 400 && re.StatusCode < 500 ||
+		errors.Is(azerr.ServerBusy(re.StatusCode, re.ErrorCode, err), driver.ErrNotApplied))
 }
 
 // selectProperties keeps only the named properties (and their type

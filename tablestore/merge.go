@@ -2,102 +2,30 @@ package tablestore
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net/http"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/etagstore/etagstore"
-	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/azerr"
-	"github.com/etagstore/etagstore/internal/azretry"
-	"github.com/etagstore/etagstore/internal/meta"
-	"github.com/etagstore/etagstore/internal/outcome"
+	"github.com/etagstore/etagstore/internal/access"
 )
 
-// Merges and batches write entities themselves, outside the Store's
-// engine, and keep its bookkeeping (MetaProperty, see internal/meta) the way
-// a Store write does, so that the Store can still resolve the writes around
-// them by reading:
+// Merges and batches are writes of the Store's one delivery engine: this
+// package builds them (properties, actions) and hands them to the Store
+// (package internal/access), which checks, sends, retries, fences and
+// resolves them as it does its own writes, and records their spans. The
+// backend's part is the Table operations themselves: Write with
+// driver.ModeMerge (Merge Entity, Insert or Merge Entity) and Commit (an
+// entity group transaction), declared in Abilities.
+//
+// Bookkeeping (write ids, lineage, fencing token; see internal/meta):
 //
 //   - a write that starts a new history (batch Create, Replace, Upsert)
-//     stores meta.Fresh with a new write id, as Store.Create, Replace and
-//     Upsert do;
+//     stores a new one with a write id of its own, as Store.Create, Replace
+//     and Upsert do;
 //   - a write conditioned on a version it read (Merge, and the actions of a
-//     fenced batch) stores that version's bookkeeping extended by a new
-//     write id (meta.Then), with the higher fencing token;
+//     fenced batch) extends that version's bookkeeping with a new write id
+//     and the higher fencing token;
 //   - a merge that did not read (batch Merge and UpsertMerge, UpsertMerge)
-//     does not send the property at all: Merge Entity leaves properties it
-//     does not name alone, so the stored ids, lineage and fence are kept,
-//     and the Store reads the new ETag as "changed without a new write".
-//
-// A write whose answer was lost is resolved by reading, with the rules of
-// the Store's own resolver: its id (or the history it started) is stored →
-// committed; the version it was conditioned on is still current → not
-// landed, send it again; the history went on without it → not applied;
-// otherwise the outcome is unknown (*etagstore.OutcomeUnknownError).
-
-// keepIDs is how many write ids a merge keeps at least: the Store's
-// default window. A document keeping more (Options.KeepWriteIDs) keeps its
-// own window.
-const keepIDs = 16
-
-// maxTries bounds the requests one Merge or Submit sends: tries again of a
-// request that has not landed, and, for a Merge with ETagAny, new attempts
-// after losing a race.
-const maxTries = 8
-
-// extend is the bookkeeping of a write over the version whose bookkeeping
-// is stored, with a new write id and fencing token fence (0: none).
-func extend(stored meta.Meta, fence int64) meta.Meta {
-	return stored.Then(meta.NewID(), max(stored.Count(), keepIDs), fence)
-}
-
-// refused reports whether the service answered a request with a refusal
-// (HTTP 4xx; a failed transaction's 202; a 503 ServerBusy, marked
-// driver.ErrNotApplied), so that it was not applied. No answer, or another
-// 5xx, may hide a request that was applied: the caller then reads to find
-// out. It is asked only of errors of a request that was
-// sent (mergeEntity, SubmitTransaction): every check made before sending
-// is made, and answered, before.
-func refused(err error) bool {
-	if errors.Is(err, driver.ErrNotApplied) {
-		return true
-	}
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && (re.StatusCode == http.StatusAccepted || re.StatusCode >= 400 && re.StatusCode < 500 ||
-		errors.Is(azerr.ServerBusy(re.StatusCode, re.ErrorCode, err), driver.ErrNotApplied))
-}
-
-// mergeEntity sends w to key as a Merge Entity (CondIfMatch) or an Insert
-// or Merge Entity (CondNone), with the SDK's retries off. Its errors are
-// those of the request alone (mapped by mapError): the key, the properties
-// and the bookkeeping are checked before (prepareMerge, Merge).
-func (b *Backend) mergeEntity(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
-	pk, rk, _ := b.split(key)
-	body, err := entity(pk, rk, w.Meta, w.Data)
-	if err != nil {
-		return "", err // checked by prepareMerge: not reached
-	}
-	ctx = azretry.NoRetry(ctx)
-	var etag azcore.ETag
-	if w.Cond.Kind == driver.CondIfMatch {
-		ifMatch := azcore.ETag(w.Cond.ETag) // never nil: nil would mean "*"
-		var resp aztables.UpdateEntityResponse
-		resp, err = b.client.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &ifMatch, UpdateMode: aztables.UpdateModeMerge})
-		etag = resp.ETag
-	} else {
-		var resp aztables.UpsertEntityResponse
-		resp, err = b.client.UpsertEntity(ctx, body, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeMerge})
-		etag = resp.ETag
-	}
-	if err != nil {
-		return "", mapError("merge", key, err)
-	}
-	return etagstore.ETag(etag), nil
-}
+//     sends no bookkeeping at all: Merge Entity leaves properties it does
+//     not name alone, so the stored ids, lineage and token are kept.
 
 // Merge writes only the named properties of d.Value (all of its properties
 // if none are named) into the stored entity if its ETag is still d.ETag
@@ -121,96 +49,16 @@ func (b *Backend) mergeEntity(ctx context.Context, key string, w driver.Write) (
 //     writes followed it); not landed, it is sent again; where no read can
 //     tell, the error is an *etagstore.OutcomeUnknownError.
 func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T], properties ...string) (etagstore.ETag, error) {
-	if d.ETag == "" {
-		return "", fmt.Errorf("%w: Merge %q", etagstore.ErrETagRequired, d.Key)
+	if _, err := tableOf(s, "Merge"); err != nil {
+		return "", err
 	}
-	b, data, err := prepareMerge(s, d.Key, d.Value, properties)
+	etags, err := access.Deliver(s, ctx, access.Write{Op: "Merge", Actions: []access.Action{
+		{Kind: access.Merge, Key: d.Key, ETag: d.ETag, Mine: d.Value, Encode: encodeProperties(s, d.Value, properties)},
+	}})
 	if err != nil {
 		return "", err
 	}
-	fence, fenced := etagstore.FenceFrom(ctx)
-	var base driver.Item
-	read := true
-	for attempt := 1; ; attempt++ {
-		if read {
-			if base, err = b.Read(ctx, d.Key); err != nil {
-				return "", err
-			}
-		}
-		if d.ETag != etagstore.ETagAny && base.ETag != d.ETag {
-			return "", conflictWith(s, base, d.ETag, d.Value, attempt)
-		}
-		stored := meta.Parse(base.Meta)
-		if fenced && stored.Fence > fence {
-			return "", fmt.Errorf("%w: %q carries fencing token %d, the merge only %d", etagstore.ErrFenced, d.Key, stored.Fence, fence)
-		}
-		m := extend(stored, fence)
-		if len(m.String()) > driver.MaxMetaLen {
-			return "", fmt.Errorf("%w: %q: bookkeeping of %d bytes", etagstore.ErrTooLarge, d.Key, len(m.String()))
-		}
-		w := driver.Write{Data: data, Cond: driver.IfMatch(base.ETag), Meta: m.String()}
-		etag, moved, err := sendMerge(ctx, b, d.Key, w, m)
-		switch {
-		case err == nil:
-			return etag, nil
-		case d.ETag == etagstore.ETagAny && attempt < maxTries && moved != nil:
-			base, read = *moved, false // the history went on without it: merge into the new version
-			continue
-		case d.ETag == etagstore.ETagAny && attempt < maxTries && errors.Is(err, etagstore.ErrConflict):
-			read = true // lost a race: read again
-			continue
-		case moved != nil:
-			return "", conflictWith(s, *moved, d.ETag, d.Value, attempt)
-		case errors.Is(err, etagstore.ErrConflict):
-			return "", conflict(ctx, s, d.Key, d.ETag, d.Value, err)
-		}
-		return "", err
-	}
-}
-
-// sendMerge sends the merge w, whose bookkeeping is m, until its fate is
-// known. It returns the new ETag ("" when the merge was found committed with
-// later writes after it); or, when a read proves it was not applied, the
-// version read (moved) with an error matching etagstore.ErrConflict; or a
-// refusal of the first try as the service gave it; or an
-// *etagstore.OutcomeUnknownError.
-func sendMerge(ctx context.Context, b *Backend, key string, w driver.Write, m meta.Meta) (etag etagstore.ETag, moved *driver.Item, err error) {
-	var lost error // the failure that left a try unsettled
-	for try := 1; ; try++ {
-		if err := ctx.Err(); err != nil { // nothing sent now
-			if lost != nil {
-				return "", nil, &etagstore.OutcomeUnknownError{Op: "Merge", Key: key, Cause: errors.Join(lost, err)}
-			}
-			return "", nil, err
-		}
-		etag, err := b.mergeEntity(ctx, key, w)
-		switch {
-		case err == nil:
-			return etag, nil, nil
-		case lost == nil && refused(err):
-			return "", nil, err // a definite answer to the only try
-		case lost == nil:
-			lost = err
-		}
-		it, rerr := b.Read(ctx, key)
-		if rerr != nil {
-			return "", nil, &etagstore.OutcomeUnknownError{Op: "Merge", Key: key, Cause: errors.Join(lost, rerr)}
-		}
-		switch outcome.Resolve(outcome.Sent{IfMatch: string(w.Cond.ETag), Meta: m}, observed(it, nil)) {
-		case outcome.Committed:
-			if meta.Parse(it.Meta).LastID() == m.LastID() {
-				return it.ETag, nil, nil
-			}
-			return "", nil, nil // committed; later writes followed it
-		case outcome.NotLanded:
-			if try < maxTries {
-				continue // send it again
-			}
-		case outcome.NotApplied:
-			return "", &it, fmt.Errorf("%w: %q moved on", etagstore.ErrConflict, key)
-		}
-		return "", nil, &etagstore.OutcomeUnknownError{Op: "Merge", Key: key, Cause: lost}
-	}
+	return etags[0], nil
 }
 
 // UpsertMerge inserts v under key, or merges the named properties of v (all
@@ -225,69 +73,26 @@ func sendMerge(ctx context.Context, b *Backend, key string, w driver.Write, m me
 // lost cannot be told apart from a later writer's: it is an
 // *etagstore.OutcomeUnknownError.
 func UpsertMerge[T any](ctx context.Context, s *etagstore.Store[T], key string, v T, properties ...string) (etagstore.ETag, error) {
-	if _, fenced := etagstore.FenceFrom(ctx); fenced {
-		return "", fmt.Errorf("%w: UpsertMerge %q checks nothing and cannot honour a fencing token; use Merge", etagstore.ErrInvalidInput, key)
+	if _, err := tableOf(s, "UpsertMerge"); err != nil {
+		return "", err
 	}
-	b, data, err := prepareMerge(s, key, v, properties)
+	etags, err := access.Deliver(s, ctx, access.Write{Op: "UpsertMerge", Actions: []access.Action{
+		{Kind: access.UpsertMerge, Key: key, Mine: v, Encode: encodeProperties(s, v, properties)},
+	}})
 	if err != nil {
 		return "", err
 	}
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	etag, err := b.mergeEntity(ctx, key, driver.Write{Data: data, Cond: driver.Cond{Kind: driver.CondNone}})
-	if err != nil && !refused(err) {
-		return "", &etagstore.OutcomeUnknownError{Op: "UpsertMerge", Key: key, Cause: err}
-	}
-	return etag, err
+	return etags[0], nil
 }
 
-// prepareMerge checks everything a merge of v under key can fail on before
-// it is sent, and returns the table Backend and the properties to send.
-func prepareMerge[T any](s *etagstore.Store[T], key string, v T, properties []string) (*Backend, []byte, error) {
-	b, err := tableOf(s, "merge")
-	if err != nil {
-		return nil, nil, err
+// encodeProperties returns the encoder of the named properties of v (all
+// of them if none are named) with s's codec.
+func encodeProperties[T any](s *etagstore.Store[T], v T, properties []string) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		data, err := s.Codec().Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		return selectProperties(data, properties)
 	}
-	if err := driver.CheckKey(key); err != nil {
-		return nil, nil, err
-	}
-	pk, rk, err := b.split(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	data, err := s.Codec().Marshal(v)
-	if err != nil {
-		return nil, nil, err
-	}
-	if data, err = selectProperties(data, properties); err != nil {
-		return nil, nil, err
-	}
-	if _, err := entity(pk, rk, "", data); err != nil {
-		return nil, nil, err
-	}
-	return b, data, nil
-}
-
-// conflict turns a 412 on key into a *etagstore.ConflictError[T] holding
-// the stored document; a document that is gone matches etagstore.ErrNotFound.
-func conflict[T any](ctx context.Context, s *etagstore.Store[T], key string, held etagstore.ETag, mine T, cause error) error {
-	theirs, err := s.Get(ctx, key)
-	if errors.Is(err, etagstore.ErrNotFound) {
-		return err
-	}
-	if err != nil {
-		return cause
-	}
-	return &etagstore.ConflictError[T]{Key: key, ETag: held, Mine: mine, Theirs: theirs, Attempts: 1}
-}
-
-// conflictWith is the *etagstore.ConflictError[T] of a write holding held
-// that found it, the current version.
-func conflictWith[T any](s *etagstore.Store[T], it driver.Item, held etagstore.ETag, mine T, attempts int) error {
-	theirs := etagstore.Doc[T]{Key: it.Key, ETag: it.ETag}
-	if err := s.Codec().Unmarshal(it.Data, &theirs.Value); err != nil {
-		return fmt.Errorf("tablestore: decode %q: %w", it.Key, err)
-	}
-	return &etagstore.ConflictError[T]{Key: it.Key, ETag: held, Mine: mine, Theirs: theirs, Attempts: attempts}
 }

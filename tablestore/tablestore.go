@@ -79,9 +79,13 @@ func NewStore[T any](client *aztables.Client, opts *Options, storeOpts *etagstor
 // Client returns the aztables client the Backend uses.
 func (b *Backend) Client() *aztables.Client { return b.client }
 
-// Abilities declares the entity codec: struct fields become typed entity
-// properties (Read hands back entities in its own layout, not verbatim).
-func (b *Backend) Abilities() driver.Abilities { return driver.Abilities{Codec: EntityCodec{}} }
+// Abilities declares the entity codec (struct fields become typed entity
+// properties; Read hands back entities in its own layout, not verbatim),
+// merges (Merge Entity) and atomic commits of up to MaxBatchActions
+// entities of one partition (entity group transactions).
+func (b *Backend) Abilities() driver.Abilities {
+	return driver.Abilities{Codec: EntityCodec{}, Merge: true, Commit: b.commit, CheckCommit: b.checkCommit}
+}
 
 // As sets a **tablestore.Backend target to b: how Query, Merge, Batch and
 // the other extras reach b through a wrapper.
@@ -242,6 +246,9 @@ func entity(pk, rk, meta string, data []byte) ([]byte, error) {
 // is Insert or Replace Entity. An IfMatch without an ETag matches
 // etagstore.ErrETagRequired and nothing is sent.
 func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
+	if w.Mode == driver.ModeMerge {
+		return b.write(ctx, key, w, aztables.UpdateModeMerge)
+	}
 	return b.write(ctx, key, w, aztables.UpdateModeReplace)
 }
 
