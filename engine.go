@@ -80,6 +80,10 @@ type engine struct {
 	op     string
 	keys   []string // keys[0] names the write in errors
 	based  bool     // attempts start from the current versions of keys
+	// rebuilds: a request refused for stale versions is built again (with
+	// based, or a plan that reads for itself: a transaction), where a
+	// blind write reports the refusal.
+	rebuilds bool
 	fence  int64
 	fenced bool
 	plan   plan
@@ -98,7 +102,7 @@ type engine struct {
 }
 
 func (c *core) newEngine(ctx context.Context, op string, keys []string, based bool, p plan) *engine {
-	e := &engine{c: c, op: op, based: based, plan: p, flight: alone{}}
+	e := &engine{c: c, op: op, based: based, rebuilds: based, plan: p, flight: alone{}}
 	e.fence, e.fenced = FenceFrom(ctx)
 	if len(keys) == 1 {
 		e.key1[0] = keys[0]
@@ -116,12 +120,12 @@ func (e *engine) run(ctx context.Context) error {
 		e.then.base = nil // the token is checked against a version read now
 	}
 	warm := 0
-	if e.based {
-		warm = e.c.heat.warmth(e.keys[0])
+	if e.rebuilds && len(e.keys) > 0 {
+		warm = e.c.heat.warmth(e.name())
 	}
 	attempts, err := retry(ctx, e.c.retry, e.c.clock, e.attempt, warm, e.c.obs, e.op)
-	if e.based {
-		e.c.heat.learn(e.keys[0], attempts)
+	if e.rebuilds && len(e.keys) > 0 {
+		e.c.heat.learn(e.name(), attempts)
 	}
 	e.attempts = attempts
 	switch {
@@ -131,9 +135,17 @@ func (e *engine) run(ctx context.Context) error {
 		}
 		return nil
 	case e.unsettled != nil && !errors.Is(err, ErrOutcomeUnknown):
-		return outcomeUnknown(e.op, e.keys[0], errors.Join(e.unsettled, err))
+		return outcomeUnknown(e.op, e.name(), errors.Join(e.unsettled, err))
 	}
 	return err
+}
+
+// name is the key that names the write in errors and logs.
+func (e *engine) name() string {
+	if len(e.keys) == 0 {
+		return ""
+	}
+	return e.keys[0]
 }
 
 // raced reports whether the write ended having lost its last race.
@@ -161,6 +173,10 @@ func (e *engine) attempt(ctx context.Context, n int) (next, error) {
 		return stop, err
 	}
 	req, err := e.plan(base)
+	if errors.Is(err, errStale) && e.rebuilds {
+		e.then = carry{raced: true} // a transaction's read changed: run it again
+		return afterPause, errorf(ErrConflict, "%v", err)
+	}
 	if err != nil {
 		return stop, err
 	}
@@ -227,7 +243,7 @@ func verified(vs []version) bool {
 // refusal driver.ErrAmbiguous and the engine settles it; this is the
 // defence for one that cannot see it.)
 func (e *engine) foundLanded(req request, base []version) bool {
-	if !verified(base) {
+	if len(base) != len(req) || !verified(base) {
 		return false
 	}
 	if v := resolveRequest(req, base); v == committed {
@@ -369,7 +385,7 @@ func (e *engine) refusal(ctx context.Context, req request, verified bool, err er
 	case errors.Is(err, driver.ErrNotApplied):
 		e.then = carry{resend: req}
 		return afterPause, err
-	case !e.based:
+	case !e.rebuilds:
 		return stop, err
 	case !verified && (conflict || errors.Is(err, ErrNotFound)):
 		for _, w := range req {
@@ -402,14 +418,14 @@ func (e *engine) settle(ctx context.Context, req request) (next, error) {
 		return stop, nil
 	case v == notLanded:
 		e.then = carry{resend: req}
-		return now, outcomeUnknown(e.op, e.keys[0], e.unsettled)
-	case v == notApplied && e.based:
+		return now, outcomeUnknown(e.op, e.name(), e.unsettled)
+	case v == notApplied && e.rebuilds:
 		e.unsettled = nil
 		e.flight.release()
 		e.then = carry{base: base, raced: true}
-		return afterPause, errorf(ErrConflict, "%q moved on", e.keys[0])
+		return afterPause, errorf(ErrConflict, "%q moved on", e.name())
 	}
-	return stop, outcomeUnknown(e.op, e.keys[0], e.unsettled)
+	return stop, outcomeUnknown(e.op, e.name(), e.unsettled)
 }
 
 // readAfterLoss reads the keys of req after its answer was lost and
@@ -421,12 +437,12 @@ func (e *engine) readAfterLoss(ctx context.Context, req request) ([]version, ver
 		it, err := e.c.b.Read(ctx, w.Key)
 		e.c.cache.note(w.Key, it, err)
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			return nil, unknown, outcomeUnknown(e.op, e.keys[0], errors.Join(e.unsettled, err))
+			return nil, unknown, outcomeUnknown(e.op, e.name(), errors.Join(e.unsettled, err))
 		}
 		base[i] = e.c.readVersion(w.Key, it, err)
 	}
 	v := resolveRequest(req, base)
-	e.c.obs.lostResponse(ctx, e.op, e.keys[0], v)
+	e.c.obs.lostResponse(ctx, e.op, e.name(), v)
 	return base, v, nil
 }
 

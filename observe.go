@@ -46,11 +46,12 @@ const (
 	opQuery       // tablestore.Query
 	opQueryPage   // tablestore.QueryPage
 	opGetIf       // blobstore.GetIf
+	opTransact
 	numOps
 )
 
 var opNames = [numOps]string{"Get", "Create", "Replace", "Upsert", "Update", "Delete", "List", "Save", "Page",
-	"Merge", "UpsertMerge", "Batch", "Query", "QueryPage", "GetIf"}
+	"Merge", "UpsertMerge", "Batch", "Query", "QueryPage", "GetIf", "Transact"}
 
 var spanNames = func() (n [numOps]string) {
 	for op, name := range opNames {

@@ -26,10 +26,17 @@ const (
 
 // resolveRequest decides what became of req from base, the versions of its
 // keys read after its answer was lost, with outcome.Resolve, the one
-// function that decides it. A request of several keys is atomic: the first
-// key whose read tells (committed, not landed, not applied) decides.
+// function that decides it. A request of several keys is applied all or
+// nothing, so one key found committed proves the whole request committed,
+// and one whose history went on without it proves none of it landed; one
+// still at the version its write was conditioned on proves the request has
+// not landed yet. A check (driver.Action.Check) tells nothing.
 func resolveRequest(req request, base []version) verdict {
+	verdicts := [4]bool{}
 	for i, w := range req {
+		if w.Check {
+			continue
+		}
 		sent := outcome.Sent{Delete: w.Delete, Meta: w.meta}
 		if w.Write.Cond.Kind == driver.CondIfMatch {
 			sent.IfMatch = string(w.Write.Cond.ETag)
@@ -38,7 +45,10 @@ func resolveRequest(req request, base []version) verdict {
 		if b := base[i]; b.exists {
 			o = outcome.Observed{Found: true, ETag: string(b.ETag), Meta: b.meta}
 		}
-		if v := outcome.Resolve(sent, o); v != unknown {
+		verdicts[outcome.Resolve(sent, o)] = true
+	}
+	for _, v := range []verdict{committed, notApplied, notLanded} {
+		if verdicts[v] {
 			return v
 		}
 	}

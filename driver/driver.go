@@ -199,11 +199,17 @@ type Abilities struct {
 	CheckCommit func(actions []Action) error
 }
 
-// Action is one write or delete of a Commit.
+// Action is one write, delete or check of a Commit.
 type Action struct {
 	Key    string
-	Delete bool  // delete, with If-Match Write.Cond.ETag
-	Write  Write // the write; for a delete only Write.Cond
+	Delete bool // delete, with If-Match Write.Cond.ETag
+	// Check only requires the key to be at Write.Cond.ETag (a document a
+	// transaction read and did not write). A backend that cannot check
+	// without writing may write the document unchanged, so that its ETag
+	// changes (tablestore: Merge Entity without properties); its
+	// bookkeeping stays as stored.
+	Check bool
+	Write Write // the write; for a delete or a check only Write.Cond
 }
 
 // ActionError reports which action of a Commit failed; nothing in it was

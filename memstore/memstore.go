@@ -139,7 +139,7 @@ func (b *Backend) put(key string, data []byte, meta string) driver.ETag {
 
 // commit applies actions atomically (driver.Abilities.Commit): every
 // condition is checked, in order, before any action is applied; a key may
-// appear once. A refusal is a *driver.ActionError.
+// appear once; a check writes nothing. A refusal is a *driver.ActionError.
 func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver.ETag, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -148,7 +148,7 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 	data := make([][]byte, len(actions))
 	for i, a := range actions {
 		err := a.Write.Cond.Check()
-		if err == nil && !a.Delete {
+		if err == nil && !a.Delete && !a.Check {
 			err = b.check(a.Key, a.Write)
 		}
 		if err == nil && seen[a.Key] {
@@ -169,11 +169,13 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 	}
 	etags := make([]driver.ETag, len(actions))
 	for i, a := range actions {
-		if a.Delete {
+		switch {
+		case a.Check: // checked above; nothing to write
+		case a.Delete:
 			delete(b.docs, a.Key)
-			continue
+		default:
+			etags[i] = b.put(a.Key, data[i], a.Write.Meta)
 		}
-		etags[i] = b.put(a.Key, data[i], a.Write.Meta)
 	}
 	return etags, nil
 }

@@ -83,6 +83,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"TimeRange", testTimeRange},
 		{"DocumentTypes", testDocumentTypes},
 	}
+	tests = append(tests, transactCases...)
 	// Every case runs on the default Store, on one with the version cache
 	// on (whose first write of an Update goes against a copy), and on a
 	// backend behind a pass-through wrapper (abilities must survive it).
@@ -103,7 +104,8 @@ func Run(t *testing.T, newBackend NewBackend) {
 					if cfg.wrap {
 						want := b.Abilities()
 						b = Wrap(b)
-						if got := b.Abilities(); got.Verbatim != want.Verbatim || (got.Codec == nil) != (want.Codec == nil) || (got.ReadIfChanged == nil) != (want.ReadIfChanged == nil) {
+						if got := b.Abilities(); got.Verbatim != want.Verbatim || (got.Codec == nil) != (want.Codec == nil) || (got.ReadIfChanged == nil) != (want.ReadIfChanged == nil) ||
+							got.Merge != want.Merge || (got.Commit == nil) != (want.Commit == nil) || (got.CheckCommit == nil) != (want.CheckCommit == nil) {
 							t.Fatalf("abilities lost to a wrapper: %+v, want %+v", got, want)
 						}
 					}

@@ -206,33 +206,72 @@ func (b *Backend) checkCommit(actions []driver.Action) error {
 
 // commit is Abilities.Commit: the actions as one entity group transaction,
 // with the SDK's retries off (a blind retry of a committed transaction
-// would fail on its own writes). A refusal is an *driver.ActionError
+// would fail on its own writes). It returns each action's new ETag, read
+// from the transaction's response. A refusal is an *driver.ActionError
 // naming the action the service named; a throttled transaction is marked
-// driver.ErrNotApplied.
+// driver.ErrNotApplied. A check that a key is absent (driver.Action.Check
+// with CondCreate) cannot be sent without creating the entity: it is left
+// out.
 func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]etagstore.ETag, error) {
 	if err := b.checkCommit(actions); err != nil {
 		return nil, err
 	}
-	tx := make([]aztables.TransactionAction, len(actions))
+	tx := make([]aztables.TransactionAction, 0, len(actions))
+	sent := make([]int, 0, len(actions)) // the action each transaction action is
 	for i, a := range actions {
+		if a.Check && a.Write.Cond.Kind == driver.CondCreate {
+			continue
+		}
 		act, err := b.transactionAction(a)
 		if err != nil {
 			return nil, &driver.ActionError{Index: i, Err: err}
 		}
-		tx[i] = act
+		tx, sent = append(tx, act), append(sent, i)
 	}
-	_, err := b.client.SubmitTransaction(azretry.NoRetry(ctx), tx, nil)
+	etags := make([]etagstore.ETag, len(actions))
+	if len(tx) == 0 {
+		return etags, nil
+	}
+	var resp *http.Response
+	_, err := b.client.SubmitTransaction(runtime.WithCaptureResponse(azretry.NoRetry(ctx), &resp), tx, nil)
 	if err == nil {
-		return nil, nil // the service returns no ETags the SDK hands back
+		for j, etag := range batchETags(resp) {
+			if j < len(sent) && !actions[sent[j]].Delete {
+				etags[sent[j]] = etag
+			}
+		}
+		return etags, nil
 	}
 	if refused(err) {
 		index, err := batchFailure(err)
 		if errors.Is(err, driver.ErrNotApplied) {
 			return nil, err
 		}
+		if index >= 0 && index < len(sent) {
+			index = sent[index]
+		}
 		return nil, &driver.ActionError{Index: index, Err: err}
 	}
 	return nil, mapError("batch", actions[0].Key, err)
+}
+
+// batchETags reads the ETag of each change-set response of a committed
+// transaction, in the order of its actions ("" where a response has none);
+// nil when the response cannot be read.
+func batchETags(resp *http.Response) []etagstore.ETag {
+	if resp == nil {
+		return nil
+	}
+	body, err := runtime.Payload(resp)
+	if err != nil {
+		return nil
+	}
+	var etags []etagstore.ETag
+	eachResponse(resp.Header.Get("Content-Type"), body, func(r *http.Response) bool {
+		etags = append(etags, etagstore.ETag(r.Header.Get("ETag")))
+		return true
+	})
+	return etags
 }
 
 // transactionAction is a as an action of an entity group transaction; it
@@ -251,15 +290,15 @@ func (b *Backend) transactionAction(a driver.Action) (aztables.TransactionAction
 		}
 	}
 	data := a.Write.Data
-	if a.Delete {
-		data = []byte("{}")
+	if a.Delete || a.Check {
+		data = []byte("{}") // a check merges no properties: only the ETag changes
 	}
 	body, err := entity(pk, rk, a.Write.Meta, data) // no bookkeeping property without Meta
 	if err != nil {
 		return aztables.TransactionAction{}, err
 	}
 	act := aztables.TransactionAction{Entity: body}
-	merge := a.Write.Mode == driver.ModeMerge
+	merge := a.Write.Mode == driver.ModeMerge || a.Check
 	switch {
 	case a.Delete:
 		act.ActionType = aztables.TransactionTypeDelete
@@ -345,30 +384,9 @@ var indexPrefix = regexp.MustCompile(`^\s*(\d+):`)
 // innerFailure finds the first inner response with a status of 400 or more
 // in a (possibly nested) multipart/mixed batch response.
 func innerFailure(contentType string, body []byte) (status int, code, message string, ok bool) {
-	_, params, err := mime.ParseMediaType(contentType)
-	if err != nil || params["boundary"] == "" {
-		return 0, "", "", false
-	}
-	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
-	for {
-		part, err := mr.NextPart()
-		if err != nil {
-			return 0, "", "", false
-		}
-		data, err := io.ReadAll(part)
-		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-			return 0, "", "", false
-		}
-		ct := part.Header.Get("Content-Type")
-		if strings.HasPrefix(ct, "multipart/") {
-			if s, c, m, ok := innerFailure(ct, data); ok {
-				return s, c, m, true
-			}
-			continue
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(data)), nil)
-		if err != nil || resp.StatusCode < 400 {
-			continue
+	eachResponse(contentType, body, func(resp *http.Response) bool {
+		if resp.StatusCode < 400 {
+			return true
 		}
 		payload, _ := io.ReadAll(resp.Body)
 		var e struct {
@@ -380,6 +398,40 @@ func innerFailure(contentType string, body []byte) (status int, code, message st
 			} `json:"odata.error"`
 		}
 		_ = json.Unmarshal(payload, &e)
-		return resp.StatusCode, e.Err.Code, e.Err.Message.Value, true
+		status, code, message, ok = resp.StatusCode, e.Err.Code, e.Err.Message.Value, true
+		return false
+	})
+	return status, code, message, ok
+}
+
+// eachResponse calls yield with each inner HTTP response of a (possibly
+// nested) multipart/mixed batch response, in order, until yield returns
+// false. It reports whether yield asked to stop.
+func eachResponse(contentType string, body []byte, yield func(*http.Response) bool) bool {
+	_, params, err := mime.ParseMediaType(contentType)
+	if err != nil || params["boundary"] == "" {
+		return false
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	for {
+		part, err := mr.NextPart()
+		if err != nil {
+			return false
+		}
+		data, err := io.ReadAll(part)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			return false
+		}
+		ct := part.Header.Get("Content-Type")
+		if strings.HasPrefix(ct, "multipart/") {
+			if eachResponse(ct, data, yield) {
+				return true
+			}
+			continue
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(data)), nil)
+		if err == nil && !yield(resp) {
+			return true
+		}
 	}
 }

@@ -1,0 +1,269 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/etagstore/etagstore"
+)
+
+// transactCases are the conformance cases of Store.Transact. On a backend
+// that cannot commit several documents atomically (blobs), each checks
+// instead that Transact refuses with errors.ErrUnsupported before fn runs.
+var transactCases = []struct {
+	name string
+	fn   func(t *testing.T, s *etagstore.Store[Page])
+}{
+	{"Transact", testTransact},
+	{"TransactWriteSkew", testTransactWriteSkew},
+	{"TransactAbort", testTransactAbort},
+	{"TransactTransfers", testTransactTransfers},
+}
+
+// transacts reports whether s's backend commits atomically; when it does
+// not, it checks the refusal.
+func transacts(t *testing.T, s *etagstore.Store[Page]) bool {
+	t.Helper()
+	if s.Backend().Abilities().Commit != nil {
+		return true
+	}
+	ran := false
+	_, err := s.Transact(t.Context(), func(*etagstore.Tx[Page]) error { ran = true; return nil })
+	if !errors.Is(err, errors.ErrUnsupported) || ran {
+		t.Errorf("Transact on a backend without Commit = %v (fn ran: %v), want errors.ErrUnsupported before fn runs", err, ran)
+	}
+	return false
+}
+
+// testTransact: reads see the stored versions and the transaction's own
+// writes; the commit writes every Put and Delete at once and returns the
+// documents put, with the ETags a Get then sees.
+func testTransact(t *testing.T, s *etagstore.Store[Page]) {
+	if !transacts(t, s) {
+		return
+	}
+	ctx := t.Context()
+	a := mustCreate(t, s, "tx-a", Page{Title: "a", N: 10})
+	mustCreate(t, s, "tx-gone", Page{Title: "gone"})
+	docs, err := s.Transact(ctx, func(tx *etagstore.Tx[Page]) error {
+		pa, err := tx.Get("tx-a")
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Get("tx-b"); !errors.Is(err, etagstore.ErrNotFound) {
+			return fmt.Errorf("Get of a missing key = %v, want ErrNotFound", err)
+		}
+		pa.N -= 3
+		if err := tx.Put("tx-a", pa); err != nil {
+			return err
+		}
+		if err := tx.Put("tx-b", Page{Title: "b", N: 3}); err != nil {
+			return err
+		}
+		if got, err := tx.Get("tx-b"); err != nil || got.N != 3 {
+			return fmt.Errorf("Get after Put = %+v, %v; want its own write", got, err)
+		}
+		if err := tx.Delete("tx-gone"); err != nil {
+			return err
+		}
+		if err := tx.Delete("tx-gone"); !errors.Is(err, etagstore.ErrNotFound) {
+			return fmt.Errorf("second Delete = %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Transact: %v", err)
+	}
+	if len(docs) != 2 || docs[0].Key != "tx-a" || docs[1].Key != "tx-b" {
+		t.Fatalf("Transact returned %+v, want tx-a and tx-b", docs)
+	}
+	for _, d := range docs {
+		got, err := s.Get(ctx, d.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(d, got); diff != "" || d.ETag == "" || d.ETag == a.ETag {
+			t.Errorf("returned doc vs Get (-returned +stored):\n%s(ETag %q)", diff, d.ETag)
+		}
+	}
+	if _, err := s.Get(ctx, "tx-gone"); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Errorf("deleted in the transaction: Get = %v, want ErrNotFound", err)
+	}
+	// An Update of a document a transaction wrote continues its history.
+	if _, err := s.Update(ctx, "tx-a", func(p *Page) error { p.N++; return nil }); err != nil {
+		t.Errorf("Update after Transact: %v", err)
+	}
+}
+
+// testTransactWriteSkew: two transactions read A and B, both set, and each
+// clears one of them if the other is still set. Serializable, they cannot
+// both commit: the one that commits second sees the first's write when it
+// runs again, and clears nothing.
+func testTransactWriteSkew(t *testing.T, s *etagstore.Store[Page]) {
+	if !transacts(t, s) {
+		return
+	}
+	ctx := t.Context()
+	mustCreate(t, s, "skew-a", Page{N: 1})
+	mustCreate(t, s, "skew-b", Page{N: 1})
+	clear := func(mine, other string, read chan<- struct{}, wait <-chan struct{}) func(*etagstore.Tx[Page]) error {
+		first := true
+		return func(tx *etagstore.Tx[Page]) error {
+			p, err := tx.Get(mine)
+			if err != nil {
+				return err
+			}
+			o, err := tx.Get(other)
+			if err != nil {
+				return err
+			}
+			if first { // both have read before either commits
+				first = false
+				close(read)
+				<-wait
+			}
+			if o.N == 0 {
+				return nil // the other is clear: keep mine
+			}
+			p.N = 0
+			return tx.Put(mine, p)
+		}
+	}
+	aRead, bRead := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	var aErr, bErr error
+	wg.Go(func() { _, aErr = s.Transact(ctx, clear("skew-a", "skew-b", aRead, bRead)) })
+	wg.Go(func() { _, bErr = s.Transact(ctx, clear("skew-b", "skew-a", bRead, aRead)) })
+	wg.Wait()
+	if aErr != nil || bErr != nil {
+		t.Fatalf("Transact: %v, %v", aErr, bErr)
+	}
+	a, _ := s.Get(ctx, "skew-a")
+	b, _ := s.Get(ctx, "skew-b")
+	if a.Value.N+b.Value.N != 1 {
+		t.Errorf("after both transactions A=%d B=%d: exactly one must stay set", a.Value.N, b.Value.N)
+	}
+}
+
+// testTransactAbort: fn's error, and a panic in fn, write nothing.
+func testTransactAbort(t *testing.T, s *etagstore.Store[Page]) {
+	if !transacts(t, s) {
+		return
+	}
+	ctx := t.Context()
+	before := mustCreate(t, s, "abort", Page{N: 1})
+	boom := errors.New("boom")
+	_, err := s.Transact(ctx, func(tx *etagstore.Tx[Page]) error {
+		if err := tx.Put("abort", Page{N: 2}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if err != boom {
+		t.Errorf("fn's error: Transact = %v, want it as is", err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Errorf("a panic in fn did not reach the caller")
+			}
+		}()
+		_, _ = s.Transact(ctx, func(tx *etagstore.Tx[Page]) error {
+			if err := tx.Put("abort", Page{N: 3}); err != nil {
+				return err
+			}
+			panic("in fn")
+		})
+	}()
+	after, err := s.Get(ctx, "abort")
+	if err != nil || after.ETag != before.ETag {
+		t.Errorf("after an aborted and a panicking transaction: %+v, %v; want it unchanged", after, err)
+	}
+	if _, err := s.Transact(ctx, func(tx *etagstore.Tx[Page]) error { return tx.Put("", Page{}) }); !errors.Is(err, etagstore.ErrInvalidKey) {
+		t.Errorf("Put of an empty key = %v, want ErrInvalidKey", err)
+	}
+}
+
+// testTransactTransfers: concurrent transfers among accounts, each also
+// counting itself in a ledger document in the same commit. The total is
+// conserved, and the ledger counts exactly the transfers that returned
+// success.
+func testTransactTransfers(t *testing.T, s *etagstore.Store[Page]) {
+	if !transacts(t, s) {
+		return
+	}
+	transfers(t, s, 8, 10, nil)
+}
+
+// transfers runs writers × each transfers among 4 accounts and checks the
+// total and the ledger. ok, when set, says which failures a transfer may
+// end with (faults); by default every one must succeed.
+func transfers(t *testing.T, s *etagstore.Store[Page], writers, each int, ok func(error) bool) {
+	t.Helper()
+	ctx := t.Context()
+	accounts := []string{"acct-0", "acct-1", "acct-2", "acct-3"}
+	for _, a := range accounts {
+		mustCreate(t, s, a, Page{N: 100})
+	}
+	mustCreate(t, s, "ledger", Page{})
+	var mu sync.Mutex
+	succeeded, unknown := 0, 0
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				from, to := accounts[(w+i)%4], accounts[(w+i+1+w%3)%4]
+				_, err := s.Transact(ctx, func(tx *etagstore.Tx[Page]) error {
+					f, err := tx.Get(from)
+					if err != nil {
+						return err
+					}
+					d, err := tx.Get(to)
+					if err != nil {
+						return err
+					}
+					l, err := tx.Get("ledger")
+					if err != nil {
+						return err
+					}
+					f.N, d.N, l.N = f.N-1, d.N+1, l.N+1
+					return errors.Join(tx.Put(from, f), tx.Put(to, d), tx.Put("ledger", l))
+				})
+				mu.Lock()
+				switch {
+				case err == nil:
+					succeeded++
+				case errors.Is(err, etagstore.ErrOutcomeUnknown) && ok != nil && ok(err):
+					unknown++
+				default:
+					t.Errorf("transfer %s → %s: %v", from, to, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	total := int64(0)
+	for _, a := range accounts {
+		d, err := s.Get(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += d.Value.N
+	}
+	if total != 400 {
+		t.Errorf("total after the transfers = %d, want 400", total)
+	}
+	l, err := s.Get(ctx, "ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := int(l.Value.N); n < succeeded || n > succeeded+unknown {
+		t.Errorf("ledger counts %d transfers; %d succeeded and %d are unknown", n, succeeded, unknown)
+	}
+	t.Logf("%d transfers succeeded, %d unknown, ledger %d", succeeded, unknown, l.Value.N)
+}

@@ -1,0 +1,251 @@
+package etagstore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/etagstore/etagstore/driver"
+)
+
+// Transact runs fn, which reads documents through tx and buffers writes
+// in it, and commits every write fn made in one atomic, conditional
+// request (tables: one entity group transaction, in one partition, at
+// most 100 entities; memstore: any keys). It returns the documents fn put,
+// in the order fn first touched their keys, with their new ETags.
+//
+// Transactions are serializable. Every document fn read is checked at
+// commit, whether fn wrote it or not, so no two transactions can both
+// commit on reads the other invalidated (no write skew): a document fn
+// read and did not write is sent as a check of its ETag (on tables, a
+// Merge Entity without properties, which gives it a new ETag). A Put or
+// Delete of a key fn did not read is conditioned on the version tx reads
+// for it first. A transaction that writes nothing is checked by reading
+// its documents again: unchanged, its reads were all current at one
+// instant. On tables a key fn found missing and did not write cannot be
+// checked without creating it, and is not checked.
+//
+// When a document changed before the commit, fn runs again on fresh reads,
+// after the Store's backoff, within its RetryPolicy; fn must therefore be
+// free of side effects outside tx. Failures:
+//
+//   - fn's error aborts with nothing written and is returned as is; a
+//     panic in fn goes on up the caller's stack, with nothing written.
+//   - every attempt lost its race: an error matching ErrConflict.
+//   - a backend that cannot commit several documents atomically (blobs):
+//     errors.ErrUnsupported, before anything is read.
+//   - keys in more than one partition, or more documents than the backend
+//     commits at once: ErrInvalidInput, before anything is sent.
+//   - a document holding a newer fencing token than ctx's (WithFence):
+//     ErrFenced. Written documents record the token.
+//   - a done ctx before the commit is sent returns ctx.Err(); a commit
+//     whose answer was lost is resolved by reading its documents (never
+//     applied twice), and is an *OutcomeUnknownError only where no read
+//     can tell.
+func (s *Store[T]) Transact(ctx context.Context, fn func(tx *Tx[T]) error) ([]Doc[T], error) {
+	ctx, sp := s.obs.begin(ctx, opTransact, "")
+	defer sp.endOnPanic()
+	docs, err := s.transact(ctx, fn, &sp.stats)
+	sp.end(err)
+	return docs, err
+}
+
+func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *opStats) ([]Doc[T], error) {
+	if s.abilities.Commit == nil {
+		return nil, errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(s.b))
+	}
+	var tx *Tx[T]
+	var e *engine
+	e = s.newEngine(ctx, "Transact", nil, false, func([]version) (request, error) {
+		tx = &Tx[T]{s: s, ctx: ctx, reads: map[string]version{}, writes: map[string]txWrite[T]{}}
+		if err := fn(tx); err != nil {
+			return nil, err
+		}
+		req, err := tx.request()
+		e.keys = tx.order
+		return req, err
+	})
+	e.rebuilds = true
+	err := e.run(ctx)
+	st.attempts = e.attempts
+	if err != nil {
+		return nil, err
+	}
+	docs := tx.written(e.out)
+	st.batch = len(e.out)
+	return docs, nil
+}
+
+// Tx is one attempt of a transaction: what fn read and what it wrote. It is
+// valid only during fn and, like fn, not safe for concurrent use.
+type Tx[T any] struct {
+	s      *Store[T]
+	ctx    context.Context
+	reads  map[string]version // the version read of every key touched (missing ones too)
+	order  []string           // the keys touched, in order
+	writes map[string]txWrite[T]
+}
+
+type txWrite[T any] struct {
+	del   bool
+	value T
+	data  []byte
+}
+
+// Get returns the document under key as the transaction sees it: its own
+// write if it made one, otherwise the version it read (read now, the first
+// time). A missing document matches ErrNotFound.
+func (tx *Tx[T]) Get(key string) (T, error) {
+	var zero T
+	if w, ok := tx.writes[key]; ok {
+		if w.del {
+			return zero, errorf(ErrNotFound, "%q was deleted in this transaction", key)
+		}
+		return w.value, nil
+	}
+	b, err := tx.version(key)
+	if err != nil {
+		return zero, err
+	}
+	if !b.exists {
+		return zero, b.missing
+	}
+	d, err := tx.s.decode(b.Item)
+	return d.Value, err
+}
+
+// Put buffers a write of v under key: a create if the transaction found it
+// missing, otherwise a replace conditioned on the version it read. An
+// invalid key or a value that cannot be stored is returned now.
+func (tx *Tx[T]) Put(key string, v T) error {
+	if _, err := tx.version(key); err != nil {
+		return err
+	}
+	data, err := tx.s.encode(key, v)
+	if err != nil {
+		return err
+	}
+	tx.writes[key] = txWrite[T]{value: v, data: data}
+	return nil
+}
+
+// Delete buffers the delete of key, conditioned on the version the
+// transaction read. A key that is missing (or that this transaction
+// deleted) matches ErrNotFound now; deleting a key this transaction created
+// cancels its Put.
+func (tx *Tx[T]) Delete(key string) error {
+	b, err := tx.version(key)
+	if err != nil {
+		return err
+	}
+	if w, ok := tx.writes[key]; ok && !w.del && !b.exists {
+		delete(tx.writes, key) // created here: the delete cancels it
+		return nil
+	}
+	if w, ok := tx.writes[key]; !b.exists || ok && w.del {
+		return errorf(ErrNotFound, "%q", key)
+	}
+	tx.writes[key] = txWrite[T]{del: true}
+	return nil
+}
+
+// version returns the version of key the transaction read, reading it the
+// first time.
+func (tx *Tx[T]) version(key string) (version, error) {
+	if b, ok := tx.reads[key]; ok {
+		return b, nil
+	}
+	if err := tx.s.checkKey(key); err != nil {
+		return version{}, err
+	}
+	if err := tx.ctx.Err(); err != nil {
+		return version{}, err
+	}
+	it, err := tx.s.b.Read(tx.ctx, key)
+	tx.s.cache.note(key, it, err)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return version{}, err
+	}
+	b := tx.s.readVersion(key, it, err)
+	tx.reads[key], tx.order = b, append(tx.order, key)
+	return b, nil
+}
+
+// errStale is a transaction's read found changed before it committed.
+var errStale = errors.New("etagstore: a document the transaction read has changed")
+
+// request is the commit of the transaction: every key it touched, in
+// order — its write, or a check of the version it read. A transaction
+// that writes nothing has nothing to send: its reads are checked by
+// reading again (errStale when one changed).
+func (tx *Tx[T]) request() (request, error) {
+	fence, fenced := FenceFrom(tx.ctx)
+	req := make(request, 0, len(tx.order))
+	for _, key := range tx.order {
+		b := tx.reads[key]
+		if fenced {
+			if err := checkFence(key, b.meta, fence); err != nil {
+				return nil, err
+			}
+		}
+		w, written := tx.writes[key]
+		switch {
+		case !written:
+			req = append(req, check(b))
+		case w.del:
+			req = append(req, deleteOf(key, b.ETag))
+		default:
+			req = append(req, tx.s.over(b, w.data, fence))
+		}
+	}
+	if len(tx.writes) == 0 {
+		return nil, tx.revalidate()
+	}
+	if chk := tx.s.abilities.CheckCommit; chk != nil {
+		if err := chk(actionsOf(req)); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// check is the check that b is still the version of its key.
+func check(b version) keyWrite {
+	c := driver.Cond{Kind: driver.CondCreate}
+	if b.exists {
+		c = driver.IfMatch(b.ETag)
+	}
+	return keyWrite{Action: driver.Action{Key: b.Key, Check: true, Write: driver.Write{Cond: c}}}
+}
+
+// revalidate reads every key again: if none changed, all the reads were
+// current at the instant of the last first read.
+func (tx *Tx[T]) revalidate() error {
+	for _, key := range tx.order {
+		it, err := tx.s.b.Read(tx.ctx, key)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if b := tx.reads[key]; b.exists != (err == nil) || b.ETag != it.ETag {
+			return errStale
+		}
+	}
+	return nil
+}
+
+// written is the documents the transaction put, with the versions out
+// (the engine's, in request order) says they have.
+func (tx *Tx[T]) written(out []driver.Item) []Doc[T] {
+	var docs []Doc[T]
+	for i, key := range tx.order {
+		w, ok := tx.writes[key]
+		if !ok || w.del {
+			continue
+		}
+		d := Doc[T]{Key: key, Value: w.value}
+		if i < len(out) {
+			d.ETag = out[i].ETag
+		}
+		docs = append(docs, d)
+	}
+	return docs
+}
