@@ -76,18 +76,18 @@ type carry struct {
 
 // engine carries one write to the backend until its fate is known.
 type engine struct {
-	c      *core
-	op     string
-	keys   []string // keys[0] names the write in errors
-	based  bool     // attempts start from the current versions of keys
+	c     *core
+	op    string
+	keys  []string // keys[0] names the write in errors
+	based bool     // attempts start from the current versions of keys
 	// rebuilds: a request refused for stale versions is built again (with
 	// based, or a plan that reads for itself: a transaction), where a
 	// blind write reports the refusal.
 	rebuilds bool
-	fence  int64
-	fenced bool
-	plan   plan
-	flight flight
+	fence    int64
+	fenced   bool
+	plan     plan
+	flight   flight
 
 	then      carry
 	unsettled error // what lost the answer of a request not settled yet

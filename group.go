@@ -63,12 +63,12 @@ type group[T any] struct {
 type memberStatus uint8
 
 const (
-	queued  memberStatus = iota // in the group's queue
-	taken                       // in a batch, waiting for its turn
-	onTurn                      // given a turn; its answer is awaited
-	applied                     // its mutation is in the batch's state
-	left                        // its caller returned (context done)
-	answered                    // its result is set and done closed
+	queued   memberStatus = iota // in the group's queue
+	taken                        // in a batch, waiting for its turn
+	onTurn                       // given a turn; its answer is awaited
+	applied                      // its mutation is in the batch's state
+	left                         // its caller returned (context done)
+	answered                     // its result is set and done closed
 )
 
 type member[T any] struct {
