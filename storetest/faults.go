@@ -293,6 +293,33 @@ func (f *FaultyBackend) Delete(ctx context.Context, key string, etag driver.ETag
 	return f.Backend.Delete(ctx, key, etag)
 }
 
+// Abilities forwards b's, with Commit through the same faults as Write.
+func (f *FaultyBackend) Abilities() driver.Abilities {
+	a := f.Backend.Abilities()
+	if commit := a.Commit; commit != nil {
+		a.Commit = func(ctx context.Context, actions []driver.Action) ([]driver.ETag, error) {
+			return f.commit(ctx, commit, actions)
+		}
+	}
+	return a
+}
+
+// commit applies a fault to a commit. A lost answer is always a transport
+// error: a commit conditioned on nothing but creates and checks would not
+// fail on a retry of itself.
+func (f *FaultyBackend) commit(ctx context.Context, commit func(context.Context, []driver.Action) ([]driver.ETag, error), actions []driver.Action) ([]driver.ETag, error) {
+	switch f.dice.roll(true) {
+	case faultUnavailable:
+		return nil, fmt.Errorf("%w: storetest: injected 503 ServerBusy", driver.ErrNotApplied)
+	case faultServerError:
+		return nil, fmt.Errorf("storetest: injected 500: %w", errInjected)
+	case faultDrop, faultHang, faultMidBody:
+		_, _ = commit(ctx, actions)
+		return nil, errInjected
+	}
+	return commit(ctx, actions)
+}
+
 // retrySafe reports whether an SDK-style blind retry of a request with
 // cond is one the condition makes harmless (it fails if the first try
 // landed). The Azure backends turn the SDK's retries off, so an

@@ -66,6 +66,16 @@ func RunFaults(t *testing.T, newBackend NewFaultyBackendFunc) {
 		s, _ := store(t, DefaultFaults)
 		faultyDeletes(t, s)
 	})
+	t.Run("TransfersExactlyOnce", func(t *testing.T) {
+		// Transactions whose commits are lost or throttled: the total is
+		// conserved and every transfer that returned success is applied
+		// exactly once (a ledger document counts them in the same commits).
+		s, _ := store(t, DefaultFaults)
+		if !transacts(t, s) {
+			return
+		}
+		transfers(t, s, 8, each/4, func(err error) bool { wantOneSentinel(t, err); return true })
+	})
 	t.Run("Linearizable", func(t *testing.T) {
 		s, _ := store(t, DefaultFaults) // the default Store: group commit on
 		checkLinearizable(t, s, linClients, linOps, true)

@@ -124,7 +124,7 @@ func testGroupCommit(t *testing.T, s *etagstore.Store[Page]) {
 	ctx := t.Context()
 	boom := errors.New("refused")
 	var wg sync.WaitGroup
-	var refused atomic.Int64
+	var refused, reruns atomic.Int64
 	for w := range writers {
 		wg.Go(func() {
 			for i := range each {
@@ -140,11 +140,14 @@ func testGroupCommit(t *testing.T, s *etagstore.Store[Page]) {
 					p.N++
 					return nil
 				}, etagstore.CreateIfMissing())
-				if calls != 1 {
-					// One Store is the only writer here: its batches never
-					// race each other, so no mutation is ever re-applied.
-					t.Errorf("Update %s ran its mutation %d times", token, calls)
+				if calls < 1 {
+					t.Errorf("Update %s never ran its mutation", token)
 				}
+				// One Store is the only writer here, so its batches race
+				// only a caller left to write on its own because its mutate
+				// outlasted the turn timeout (a loaded machine): re-runs are
+				// allowed by Update's contract, and counted.
+				reruns.Add(int64(calls - 1))
 				switch {
 				case i%5 == 4:
 					if !errors.Is(err, boom) {
@@ -164,6 +167,7 @@ func testGroupCommit(t *testing.T, s *etagstore.Store[Page]) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("%d mutations ran again after a lost race", reruns.Load())
 	applied := int64(writers*each) - refused.Load()
 	if d.Value.N != applied || strings.Contains(d.Value.Body, "never") {
 		t.Fatalf("N = %d (want %d), body has a refused mutation: %v", d.Value.N, applied, strings.Contains(d.Value.Body, "never"))

@@ -126,9 +126,9 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // MaxBatchActions, keys in different partitions, one key twice, a missing
 // ETag, a bad key or document — is reported before anything is sent. A
 // failed transaction returns a *BatchError naming the action; a stale ETag
-// is a *etagstore.ConflictError[T] holding the current entity. The service
-// does not return per-action ETags; Get the documents again when you need
-// them.
+// is a *etagstore.ConflictError[T] holding the current entity. It returns
+// each action's new ETag, in the order of the actions ("" for a delete),
+// read from the transaction's response.
 //
 // The actions keep the Store's bookkeeping (see Merge): Create, Replace and
 // Upsert start a new history with a write id of their own, as the Store's
@@ -151,9 +151,9 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // when one still holds the version its action was conditioned on, it has
 // not landed and is sent again; when no read can tell (a batch of merges
 // and deletes only, say), the error is an *etagstore.OutcomeUnknownError.
-func (b *Batch[T]) Submit(ctx context.Context) error {
+func (b *Batch[T]) Submit(ctx context.Context) ([]etagstore.ETag, error) {
 	if b.err != nil {
-		return b.err
+		return nil, b.err
 	}
 	w := access.Write{Op: "Batch", Actions: make([]access.Action, len(b.actions))}
 	for i, a := range b.actions {
@@ -163,16 +163,16 @@ func (b *Batch[T]) Submit(ctx context.Context) error {
 		}
 		w.Actions[i] = act
 	}
-	_, err := access.Deliver(b.store, ctx, w)
+	etags, err := access.Deliver(b.store, ctx, w)
 	var ae *driver.ActionError
 	if errors.As(err, &ae) {
 		be := &BatchError{Index: ae.Index, Err: ae.Err}
 		if ae.Index >= 0 && ae.Index < len(b.actions) {
 			be.Op, be.Key = opNames[b.actions[ae.Index].op], b.actions[ae.Index].key
 		}
-		return be
+		return nil, be
 	}
-	return err
+	return etags, err
 }
 
 // opNames name the actions in a *BatchError.

@@ -18,7 +18,7 @@ func TestBatchCommitsAll(t *testing.T) {
 	b, _ := s.Create(ctx, "p/b", Task{Title: "b"})
 	c, _ := s.Create(ctx, "p/c", Task{Title: "c"})
 	a.Value.Title = "a2"
-	err := tablestore.NewBatch(s).
+	etags, err := tablestore.NewBatch(s).
 		Merge(etagstore.Doc[Task]{Key: a.Key, Value: Task{Title: "a2"}, ETag: a.ETag}, "Title").
 		Replace(etagstore.Doc[Task]{Key: b.Key, Value: Task{Title: "b2"}, ETag: b.ETag}).
 		Delete(c.Key, c.ETag).
@@ -30,14 +30,20 @@ func TestBatchCommitsAll(t *testing.T) {
 		t.Fatalf("Submit: %v", err)
 	}
 	got := map[string]Task{}
+	gotETags := map[string]etagstore.ETag{}
 	for d, err := range s.List(ctx, "p/") {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got[d.Key] = d.Value
+		got[d.Key], gotETags[d.Key] = d.Value, d.ETag
 	}
 	want := map[string]Task{
 		"p/a": {Title: "a2", Owner: "ann"}, "p/b": {Title: "b2"}, "p/d": {Title: "d"}, "p/e": {Title: "e"}, "p/f": {Title: "f", N: 6},
+	}
+	// Submit returns each action's new ETag, read from the response.
+	wantETags := []etagstore.ETag{gotETags["p/a"], gotETags["p/b"], "", gotETags["p/d"], gotETags["p/e"], gotETags["p/f"]}
+	if diff := cmp.Diff(wantETags, etags); diff != "" || etags[0] == "" {
+		t.Errorf("Submit's ETags (-stored +returned):\n%s", diff)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("after batch (-want +got):\n%s", diff)
@@ -103,7 +109,7 @@ func TestBatchFailureIndex(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tablestore.NewBatch(s)
 			tc.build(b)
-			err := b.Submit(ctx)
+			_, err := b.Submit(ctx)
 			var be *tablestore.BatchError
 			if !errors.As(err, &be) {
 				t.Fatalf("Submit = %v, want *BatchError", err)
@@ -155,7 +161,7 @@ func TestBatchInvalid(t *testing.T) {
 		{"garbage ETag", tablestore.NewBatch(s).Delete("p/a", "garbage"), etagstore.ErrConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := tc.b.Submit(ctx); !errors.Is(err, tc.want) {
+			if _, err := tc.b.Submit(ctx); !errors.Is(err, tc.want) {
 				t.Fatalf("Submit = %v, want %v", err, tc.want)
 			}
 		})

@@ -108,7 +108,7 @@ func TestBatchKeepsBookkeeping(t *testing.T) {
 		t.Fatal(err)
 	}
 	mBefore := storedMeta(t, s, "p/m")
-	err = tablestore.NewBatch(s).
+	_, err = tablestore.NewBatch(s).
 		Create("p/c", Task{Title: "c"}).
 		Replace(etagstore.Doc[Task]{Key: r.Key, Value: Task{Title: "r2"}, ETag: r.ETag}).
 		Upsert("p/u", Task{Title: "u"}).
@@ -159,7 +159,7 @@ func TestUpdateAfterBatchReplaceIsResolved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tablestore.NewBatch(s).Replace(etagstore.Doc[Task]{Key: d.Key, Value: Task{Title: "v2"}, ETag: d.ETag}).Submit(ctx); err != nil {
+	if _, err := tablestore.NewBatch(s).Replace(etagstore.Doc[Task]{Key: d.Key, Value: Task{Title: "v2"}, ETag: d.ETag}).Submit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	rb := &racing{Backend: tablestore.New(client, nil), other: func() {
@@ -196,7 +196,7 @@ func TestMergeAndBatchHonourFences(t *testing.T) {
 		"upsert":       tablestore.NewBatch(s).Upsert("p/f", Task{Title: "x"}),
 		"upsert-merge": tablestore.NewBatch(s).Create("p/new", Task{}).UpsertMerge("p/f", Task{Title: "x"}, "Title"),
 	} {
-		if err := b.Submit(at(5)); !errors.Is(err, etagstore.ErrInvalidInput) {
+		if _, err := b.Submit(at(5)); !errors.Is(err, etagstore.ErrInvalidInput) {
 			t.Errorf("fenced batch %s = %v, want ErrInvalidInput", name, err)
 		}
 	}
@@ -208,7 +208,7 @@ func TestMergeAndBatchHonourFences(t *testing.T) {
 		"merge":   tablestore.NewBatch(s).Create("p/new", Task{}).Merge(etagstore.Doc[Task]{Key: d.Key, Value: Task{Title: "stale"}, ETag: etagstore.ETagAny}, "Title"),
 		"delete":  tablestore.NewBatch(s).Delete(d.Key, d.ETag),
 	} {
-		if err := b.Submit(at(3)); !errors.Is(err, etagstore.ErrFenced) {
+		if _, err := b.Submit(at(3)); !errors.Is(err, etagstore.ErrFenced) {
 			t.Errorf("batch %s with a lower token = %v, want ErrFenced", name, err)
 		}
 	}
@@ -227,10 +227,10 @@ func TestMergeAndBatchHonourFences(t *testing.T) {
 		t.Errorf("Update with token 6 after a Merge with 7 = %v, want ErrFenced", err)
 	}
 	cur, _ := s.Get(ctx, d.Key)
-	if err := tablestore.NewBatch(s).Replace(etagstore.Doc[Task]{Key: d.Key, Value: Task{Title: "v3"}, ETag: d.ETag}).Submit(at(8)); !errors.Is(err, etagstore.ErrConflict) {
+	if _, err := tablestore.NewBatch(s).Replace(etagstore.Doc[Task]{Key: d.Key, Value: Task{Title: "v3"}, ETag: d.ETag}).Submit(at(8)); !errors.Is(err, etagstore.ErrConflict) {
 		t.Errorf("fenced batch Replace with a stale ETag = %v, want ErrConflict", err)
 	}
-	err = tablestore.NewBatch(s).
+	_, err = tablestore.NewBatch(s).
 		Replace(etagstore.Doc[Task]{Key: d.Key, Value: Task{Title: "v3"}, ETag: cur.ETag}).
 		Create("p/c", Task{Title: "c"}).
 		Submit(at(8))
@@ -294,7 +294,7 @@ func TestBatchLostAnswerResolved(t *testing.T) {
 	b, _ := clean.Create(ctx, "p/b", Task{Title: "b", Owner: "bob"})
 
 	l.lose(1, 0)
-	err := tablestore.NewBatch(s).
+	_, err := tablestore.NewBatch(s).
 		Replace(etagstore.Doc[Task]{Key: a.Key, Value: Task{Title: "a2"}, ETag: a.ETag}).
 		Merge(etagstore.Doc[Task]{Key: b.Key, Value: Task{Title: "b2"}, ETag: b.ETag}, "Title").
 		Submit(ctx)
@@ -308,7 +308,7 @@ func TestBatchLostAnswerResolved(t *testing.T) {
 	}
 
 	l.lose(0, 1)
-	if err := tablestore.NewBatch(s).Merge(etagstore.Doc[Task]{Key: b.Key, Value: Task{N: 1}, ETag: gb.ETag}, "N").Submit(ctx); err != nil {
+	if _, err := tablestore.NewBatch(s).Merge(etagstore.Doc[Task]{Key: b.Key, Value: Task{N: 1}, ETag: gb.ETag}, "N").Submit(ctx); err != nil {
 		t.Fatalf("batch lost before sending: %v, want it sent again", err)
 	}
 	if got, _ := clean.Get(ctx, b.Key); got.Value != (Task{Title: "b2", Owner: "bob", N: 1}) {
@@ -316,7 +316,7 @@ func TestBatchLostAnswerResolved(t *testing.T) {
 	}
 
 	l.lose(1, 0)
-	err = tablestore.NewBatch(s).UpsertMerge(b.Key, Task{N: 2}, "N").Submit(ctx)
+	_, err = tablestore.NewBatch(s).UpsertMerge(b.Key, Task{N: 2}, "N").Submit(ctx)
 	var unknown *etagstore.OutcomeUnknownError
 	if !errors.As(err, &unknown) {
 		t.Fatalf("batch of a lost UpsertMerge = %v, want an OutcomeUnknownError", err)

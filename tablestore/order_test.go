@@ -105,7 +105,7 @@ func TestThrottledExtrasAreDefinite(t *testing.T) {
 	if errors.Is(err, etagstore.ErrOutcomeUnknown) || !errors.Is(err, driver.ErrNotApplied) {
 		t.Errorf("throttled UpsertMerge = %v, want a definite refusal (driver.ErrNotApplied)", err)
 	}
-	err = tablestore.NewBatch(s).Upsert("b", Task{}).Submit(ctx)
+	_, err = tablestore.NewBatch(s).Upsert("b", Task{}).Submit(ctx)
 	if errors.Is(err, etagstore.ErrOutcomeUnknown) || !errors.Is(err, driver.ErrNotApplied) {
 		t.Errorf("throttled batch = %v, want a definite refusal (driver.ErrNotApplied)", err)
 	}

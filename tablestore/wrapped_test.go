@@ -21,7 +21,7 @@ func TestExtrasThroughAWrapper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tablestore.NewBatch(s).Create("b", Task{Title: "second", N: 2}).Submit(ctx); err != nil {
+	if _, err := tablestore.NewBatch(s).Create("b", Task{Title: "second", N: 2}).Submit(ctx); err != nil {
 		t.Fatalf("batch: %v", err)
 	}
 	if _, err := tablestore.Merge(ctx, s, etagstore.Doc[Task]{Key: "a", Value: Task{Title: "merged"}, ETag: d.ETag}, "Title"); err != nil {
