@@ -372,9 +372,10 @@ func (o *observer) cacheLookup(ctx context.Context, hit, revalidated bool) {
 	}
 }
 
-// retrying logs a retry and its delay.
+// retrying logs a retry and its delay, and what it retries after as
+// describe says it (the error's text names the key and the ETags).
 func (o *observer) retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error) {
 	if o.log.Enabled(ctx, slog.LevelDebug) {
-		o.log.DebugContext(ctx, "etagstore: retrying", "operation", op, "attempt", attempt+1, "delay", delay, "after", err)
+		o.log.DebugContext(ctx, "etagstore: retrying", "operation", op, "attempt", attempt+1, "delay", delay, "after", o.describe(err, outcomeOf(err)))
 	}
 }

@@ -3,6 +3,9 @@ package etagstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -232,5 +235,97 @@ func TestTelemetryPanicsAndKeys(t *testing.T) {
 	}
 	if got := tel.sums(t, "etagstore.operation.duration")["etagstore.operation=Update,etagstore.outcome=error count"]; got != 2 {
 		t.Errorf("panicking Updates counted %d times, want 2", got)
+	}
+}
+
+// logRecords is a slog handler that keeps every record, at every level.
+type logRecords struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r.Clone())
+	return nil
+}
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logRecords) WithGroup(string) slog.Handler      { return h }
+
+// texts returns each record as its message and its attributes' keys and
+// resolved values (an error's value is its text).
+func (h *logRecords) texts() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.records {
+		s := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			s += " " + a.Key + "=" + a.Value.Resolve().String()
+			return true
+		})
+		out = append(out, s)
+	}
+	return out
+}
+
+// An Update that loses a race and retries, logged at Debug: without
+// RecordKeys no record names the key or an ETag (the retry line once
+// carried the ConflictError's text, which quotes both); with RecordKeys
+// the retry line says what it retried.
+func TestRetryLogsKeepKeysAndETagsOut(t *testing.T) {
+	for _, recordKeys := range []bool{false, true} {
+		const key = "alice@example.com"
+		logs := &logRecords{}
+		clock := newFakeClock()
+		hb := &hookBackend{Backend: memstore.New(nil)}
+		s := etagstore.New[counter](hb, &etagstore.Options{Clock: clock, Logger: slog.New(logs), RecordKeys: recordKeys})
+		ctx := t.Context()
+		if _, err := s.Create(ctx, key, counter{}); err != nil {
+			t.Fatal(err)
+		}
+		hb.reads = 0
+		hb.afterRead = func(n int) {
+			if n == 1 { // the first read goes stale before its write: a 412, retried
+				interfere(t, hb.Backend, key)
+			}
+		}
+		d, err := s.Update(ctx, key, func(c *counter) error { c.N++; return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(clock.sleeps) == 0 {
+			t.Fatal("the Update did not back off: no retry to log")
+		}
+		// memstore's ETags are "0x1", "0x2", … up to the last version.
+		last, err := strconv.ParseUint(strings.Trim(string(d.ETag), `"0x`), 16, 64)
+		if err != nil {
+			t.Fatalf("ETag %s: %v", d.ETag, err)
+		}
+		retries := 0
+		for _, text := range logs.texts() {
+			if strings.HasPrefix(text, "etagstore: retrying") {
+				retries++
+				if recordKeys && !strings.Contains(text, key) {
+					t.Errorf("with RecordKeys, the retry line does not say what it retried: %s", text)
+				}
+			}
+			if recordKeys {
+				continue
+			}
+			if strings.Contains(text, key) {
+				t.Errorf("without RecordKeys, a log record names the key: %s", text)
+			}
+			for v := uint64(1); v <= last; v++ {
+				if etag := fmt.Sprintf(`"0x%x"`, v); strings.Contains(text, etag) {
+					t.Errorf("without RecordKeys, a log record carries ETag %s: %s", etag, text)
+				}
+			}
+		}
+		if retries == 0 {
+			t.Errorf("RecordKeys %v: no retry was logged at Debug", recordKeys)
+		}
 	}
 }
