@@ -351,7 +351,7 @@ func (o *observer) lostResponse(ctx context.Context, op, key string, v verdict) 
 		return
 	}
 	if o.keys {
-		o.log.DebugContext(ctx, "etagstore: lost response resolved by reading", "operation", op, "verdict", v.String(), string(attrKey), key)
+		o.log.DebugContext(ctx, "etagstore: lost response resolved by reading", "operation", op, "verdict", v.String(), "key", key)
 		return
 	}
 	o.log.DebugContext(ctx, "etagstore: lost response resolved by reading", "operation", op, "verdict", v.String())

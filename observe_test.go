@@ -271,61 +271,86 @@ func (h *logRecords) texts() []string {
 	return out
 }
 
-// An Update that loses a race and retries, logged at Debug: without
-// RecordKeys no record names the key or an ETag (the retry line once
-// carried the ConflictError's text, which quotes both); with RecordKeys
-// the retry line says what it retried.
-func TestRetryLogsKeepKeysAndETagsOut(t *testing.T) {
+// An Update that loses a race and retries, and one whose answer is lost
+// after it committed, logged at Debug: without RecordKeys no record names
+// the key or an ETag (the retry line once carried the ConflictError's
+// text, which quotes both); with RecordKeys the retry and lost-response
+// lines say which key.
+func TestDebugLogsKeepKeysAndETagsOut(t *testing.T) {
+	const key = "alice@example.com"
 	for _, recordKeys := range []bool{false, true} {
-		const key = "alice@example.com"
-		logs := &logRecords{}
-		clock := newFakeClock()
-		hb := &hookBackend{Backend: memstore.New(nil)}
-		s := etagstore.New[counter](hb, &etagstore.Options{Clock: clock, Logger: slog.New(logs), RecordKeys: recordKeys})
-		ctx := t.Context()
-		if _, err := s.Create(ctx, key, counter{}); err != nil {
-			t.Fatal(err)
-		}
-		hb.reads = 0
-		hb.afterRead = func(n int) {
-			if n == 1 { // the first read goes stale before its write: a 412, retried
-				interfere(t, hb.Backend, key)
-			}
-		}
-		d, err := s.Update(ctx, key, func(c *counter) error { c.N++; return nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(clock.sleeps) == 0 {
-			t.Fatal("the Update did not back off: no retry to log")
-		}
-		// memstore's ETags are "0x1", "0x2", … up to the last version.
-		last, err := strconv.ParseUint(strings.Trim(string(d.ETag), `"0x`), 16, 64)
-		if err != nil {
-			t.Fatalf("ETag %s: %v", d.ETag, err)
-		}
-		retries := 0
-		for _, text := range logs.texts() {
-			if strings.HasPrefix(text, "etagstore: retrying") {
-				retries++
-				if recordKeys && !strings.Contains(text, key) {
-					t.Errorf("with RecordKeys, the retry line does not say what it retried: %s", text)
+		texts, etags := debugLogsOfRetries(t, key, recordKeys)
+		lines := map[string]int{}
+		for _, text := range texts {
+			for _, line := range []string{"etagstore: retrying", "etagstore: lost response resolved by reading"} {
+				if strings.HasPrefix(text, line) {
+					lines[line]++
+					if recordKeys && !strings.Contains(text, key) {
+						t.Errorf("with RecordKeys, a debug line does not name its key: %s", text)
+					}
 				}
 			}
-			if recordKeys {
-				continue
-			}
-			if strings.Contains(text, key) {
-				t.Errorf("without RecordKeys, a log record names the key: %s", text)
-			}
-			for v := uint64(1); v <= last; v++ {
-				if etag := fmt.Sprintf(`"0x%x"`, v); strings.Contains(text, etag) {
-					t.Errorf("without RecordKeys, a log record carries ETag %s: %s", etag, text)
+			if !recordKeys {
+				for _, leak := range append([]string{key}, etags...) {
+					if strings.Contains(text, leak) {
+						t.Errorf("without RecordKeys, a log record carries %s: %s", leak, text)
+					}
 				}
 			}
 		}
-		if retries == 0 {
-			t.Errorf("RecordKeys %v: no retry was logged at Debug", recordKeys)
+		if len(lines) != 2 {
+			t.Errorf("RecordKeys %v: debug lines %v, want a retry and a lost response", recordKeys, lines)
 		}
 	}
+}
+
+// debugLogsOfRetries runs, on a Store logging every level, an Update that
+// loses a race and retries, then one whose answer is lost after it
+// committed; it returns the log records as texts, and the ETags memstore
+// issued (quoted, as errors quote them).
+func debugLogsOfRetries(t *testing.T, key string, recordKeys bool) (texts, etags []string) {
+	t.Helper()
+	logs := &logRecords{}
+	clock := newFakeClock()
+	hb := &hookBackend{Backend: memstore.New(nil)}
+	s := etagstore.New[counter](hb, &etagstore.Options{Clock: clock, Logger: slog.New(logs), RecordKeys: recordKeys})
+	ctx := t.Context()
+	if _, err := s.Create(ctx, key, counter{}); err != nil {
+		t.Fatal(err)
+	}
+	hb.reads, hb.writes = 0, 0
+	hb.afterRead = func(n int) {
+		if n == 1 { // the first read goes stale before its write: a 412, retried
+			interfere(t, hb.Backend, key)
+		}
+	}
+	hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
+		if n == 3 { // the second Update's write: committed, but the answer is lost
+			if _, err := hb.Backend.Write(ctx, key, w); err != nil {
+				t.Fatal(err)
+			}
+			return "", errors.New("connection reset"), true
+		}
+		return "", nil, false
+	}
+	inc := func(c *counter) error { c.N++; return nil }
+	if _, err := s.Update(ctx, key, inc); err != nil {
+		t.Fatal(err)
+	}
+	if len(clock.sleeps) == 0 {
+		t.Fatal("the Update did not back off: no retry to log")
+	}
+	d, err := s.Update(ctx, key, inc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// memstore's ETags are "0x1", "0x2", … up to the last version.
+	last, err := strconv.ParseUint(strings.Trim(string(d.ETag), `"0x`), 16, 64)
+	if err != nil {
+		t.Fatalf("ETag %s: %v", d.ETag, err)
+	}
+	for v := uint64(1); v <= last; v++ {
+		etags = append(etags, fmt.Sprintf(`"0x%x"`, v))
+	}
+	return logs.texts(), etags
 }
