@@ -76,7 +76,7 @@ func (r *Recorder) KeyAttrs(key string) []any {
 	if !r.keys || key == "" {
 		return nil
 	}
-	return []any{slog.String(string(Key), key)}
+	return []any{slog.String("key", key)}
 }
 
 // Span is one operation being observed; End it once.
@@ -90,15 +90,19 @@ type Span struct {
 
 // Begin starts observing op on key ("" for none). The returned context
 // carries the span, so that the Azure SDK's HTTP spans nest under it.
-// opts add to the span's start options (a link, say).
+// opts add to the span's start options (a link, say; a kind other than
+// client).
 func (r *Recorder) Begin(ctx context.Context, op, key string, opts ...trace.SpanStartOption) (context.Context, Span) {
+	if r == nil {
+		return ctx, Span{}
+	}
 	tracing, metering := !r.global || GlobalTracing(), !r.gmeter || GlobalMetering()
 	if !tracing && !metering {
 		return ctx, Span{} // nothing would be recorded: not even the clock is read
 	}
 	s := Span{r: r, op: op, start: time.Now()}
 	if tracing {
-		opts = append(opts, trace.WithSpanKind(trace.SpanKindClient))
+		opts = append([]trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}, opts...)
 		ctx, s.span = r.tracer.Start(ctx, "etagstore."+op, opts...)
 		if s.span.IsRecording() {
 			s.span.SetAttributes(r.backend, Operation.String(op))
@@ -122,11 +126,34 @@ func (s Span) End(err error) {
 	if s.span == nil {
 		return
 	}
-	if s.span.IsRecording() {
-		s.span.SetAttributes(Outcome.String(oc.String()))
-		if oc.Failed() {
-			s.span.SetStatus(codes.Error, Describe(err, oc, s.r.keys))
-		}
-	}
+	s.annotate(err)
 	s.span.End()
+}
+
+// annotate sets the span's outcome and status.
+func (s Span) annotate(err error) {
+	if !s.span.IsRecording() {
+		return
+	}
+	oc := OutcomeOf(err)
+	s.span.SetAttributes(Outcome.String(oc.String()))
+	if oc.Failed() {
+		s.span.SetStatus(codes.Error, Describe(err, oc, s.r.keys))
+	}
+}
+
+// Event records something that happened, rather than an operation called,
+// as a span of kind internal that ends at once (no duration is recorded): named
+// "etagstore."+name, with the attributes of an operation's span, err's
+// outcome and, if it failed, Describe of err as its status.
+func (r *Recorder) Event(ctx context.Context, name, key string, err error, opts ...trace.SpanStartOption) {
+	if r == nil || r.global && !GlobalTracing() {
+		return
+	}
+	_, sp := r.Begin(ctx, name, key, append(opts, trace.WithSpanKind(trace.SpanKindInternal))...)
+	if sp.span == nil {
+		return
+	}
+	sp.annotate(err)
+	sp.span.End()
 }

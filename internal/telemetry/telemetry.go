@@ -33,9 +33,9 @@ const (
 	Filter = attribute.Key("etagstore.filter")
 )
 
-// ErrNotModified is blobstore.ErrNotModified, defined here so that the
-// outcome of a conditional read answered with 304 is named not_modified,
-// not error.
+// ErrNotModified is what blobstore.GetIf ends its span with when its
+// answer is blobstore.ErrNotModified (a 304), so that the outcome is named
+// not_modified, not error.
 var ErrNotModified = errors.New("blobstore: not modified")
 
 // ErrPanicked ends the span of an operation that a panic cut short.
