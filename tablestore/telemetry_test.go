@@ -132,81 +132,28 @@ func (tel *spanTelemetry) durations(t *testing.T) map[string]uint64 {
 // keys and values) only with RecordKeys, as etagstore.filter.
 func TestQuerySpans(t *testing.T) {
 	const partition = "alice@example.com"
+	filter := tablestore.Eq("PartitionKey", partition)
+	bad := tablestore.Eq("Owner", tablestore.GUID(partition)) // not a GUID: its error quotes the value
 	for _, recordKeys := range []bool{false, true} {
 		t.Run(fmt.Sprintf("RecordKeys=%v", recordKeys), func(t *testing.T) {
-			ctx := t.Context()
 			tel := newSpanTelemetry(t)
 			b := tablestore.New(azuritetest.NewTable(t), nil)
 			plain := etagstore.New[Task](b, nil) // not traced: its writes record nothing here
 			for _, k := range []string{"1", "2", "3"} {
-				if _, err := plain.Create(ctx, partition+"/"+k, Task{Title: k}); err != nil {
+				if _, err := plain.Create(t.Context(), partition+"/"+k, Task{Title: k}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			s := etagstore.New[Task](b, &etagstore.Options{TracerProvider: tel.tp, MeterProvider: tel.mp, RecordKeys: recordKeys})
-			filter := tablestore.Eq("PartitionKey", partition)
-			bad := tablestore.Eq("Owner", tablestore.GUID(partition)) // not a GUID: its error quotes the value
-			n := 0
-			for _, err := range tablestore.Query(ctx, s, filter) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				n++
-			}
-			for range tablestore.Query(ctx, s, filter) {
-				break // stopped early: still ok
-			}
-			for _, err := range tablestore.Query(ctx, s, bad) {
-				if !errors.Is(err, etagstore.ErrInvalidInput) {
-					t.Fatalf("Query(bad filter) = %v", err)
-				}
-			}
-			p, err := tablestore.QueryPage(ctx, s, filter, 2, "")
-			if err != nil || len(p.Docs) != 2 || p.Next == "" {
-				t.Fatalf("first page %+v, %v", p, err)
-			}
-			if p, err = tablestore.QueryPage(ctx, s, filter, 2, p.Next); err != nil || len(p.Docs) != 1 {
-				t.Fatalf("second page %+v, %v", p, err)
-			}
-			if _, err := tablestore.QueryPage(ctx, s, bad, 2, ""); !errors.Is(err, etagstore.ErrInvalidInput) {
-				t.Fatalf("QueryPage(bad filter) = %v", err)
-			}
-			if n != 3 {
-				t.Fatalf("Query yielded %d documents, want 3", n)
-			}
+			runQueries(t, s, filter, bad)
 
-			span := func(op, outcome string, f tablestore.Filter, err error) recorded {
-				r := recorded{Name: "etagstore." + op, Kind: "client", Attrs: map[string]string{
-					"etagstore.backend": "tablestore", "etagstore.operation": op, "etagstore.outcome": outcome}}
-				if recordKeys {
-					r.Attrs["etagstore.filter"] = f.String()
-				}
-				if err != nil {
-					r.Status = "Error: " + outcome
-					if recordKeys {
-						r.Status = "Error: " + err.Error()
-					}
-				}
-				return r
-			}
-			badErr := fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, bad.Err())
-			want := []recorded{
-				span("Query", "ok", filter, nil),
-				span("Query", "ok", filter, nil),
-				span("Query", "invalid", bad, badErr),
-				span("QueryPage", "ok", filter, nil),
-				span("QueryPage", "ok", filter, nil),
-				span("QueryPage", "invalid", bad, badErr),
-			}
 			got := tel.recorded()
-			if diff := cmp.Diff(want, got); diff != "" {
+			if diff := cmp.Diff(wantQuerySpans(filter, bad, recordKeys), got); diff != "" {
 				t.Errorf("spans (-want +got):\n%s", diff)
 			}
-			if !recordKeys {
-				for _, r := range got {
-					if strings.Contains(fmt.Sprint(r), partition) {
-						t.Errorf("without RecordKeys, span %s names the partition: %+v", r.Name, r)
-					}
+			for _, r := range got {
+				if !recordKeys && strings.Contains(fmt.Sprint(r), partition) {
+					t.Errorf("without RecordKeys, span %s names the partition: %+v", r.Name, r)
 				}
 			}
 			wantDurations := map[string]uint64{
@@ -217,5 +164,69 @@ func TestQuerySpans(t *testing.T) {
 				t.Errorf("etagstore.operation.duration (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// runQueries queries s, whose table holds three entities matching filter:
+// Query to the end, Query stopped early, Query with bad (a filter that
+// cannot be expressed), then QueryPage over two pages and with bad.
+func runQueries(t *testing.T, s *etagstore.Store[Task], filter, bad tablestore.Filter) {
+	t.Helper()
+	ctx := t.Context()
+	n := 0
+	for _, err := range tablestore.Query(ctx, s, filter) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("Query yielded %d documents, want 3", n)
+	}
+	for range tablestore.Query(ctx, s, filter) {
+		break // stopped early: still ok
+	}
+	for _, err := range tablestore.Query(ctx, s, bad) {
+		if !errors.Is(err, etagstore.ErrInvalidInput) {
+			t.Fatalf("Query(bad filter) = %v", err)
+		}
+	}
+	p, err := tablestore.QueryPage(ctx, s, filter, 2, "")
+	if err != nil || len(p.Docs) != 2 || p.Next == "" {
+		t.Fatalf("first page %+v, %v", p, err)
+	}
+	if p, err = tablestore.QueryPage(ctx, s, filter, 2, p.Next); err != nil || len(p.Docs) != 1 {
+		t.Fatalf("second page %+v, %v", p, err)
+	}
+	if _, err := tablestore.QueryPage(ctx, s, bad, 2, ""); !errors.Is(err, etagstore.ErrInvalidInput) {
+		t.Fatalf("QueryPage(bad filter) = %v", err)
+	}
+}
+
+// wantQuerySpans are the spans runQueries makes.
+func wantQuerySpans(filter, bad tablestore.Filter, recordKeys bool) []recorded {
+	span := func(op, outcome string, f tablestore.Filter, err error) recorded {
+		r := recorded{Name: "etagstore." + op, Kind: "client", Attrs: map[string]string{
+			"etagstore.backend": "tablestore", "etagstore.operation": op, "etagstore.outcome": outcome}}
+		if recordKeys {
+			r.Attrs["etagstore.filter"] = f.String()
+		}
+		switch {
+		case err == nil:
+		case recordKeys:
+			r.Status = "Error: " + err.Error()
+		default:
+			r.Status = "Error: " + outcome
+		}
+		return r
+	}
+	badErr := fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, bad.Err())
+	return []recorded{
+		span("Query", "ok", filter, nil),
+		span("Query", "ok", filter, nil),
+		span("Query", "invalid", bad, badErr),
+		span("QueryPage", "ok", filter, nil),
+		span("QueryPage", "ok", filter, nil),
+		span("QueryPage", "invalid", bad, badErr),
 	}
 }
