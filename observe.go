@@ -2,10 +2,8 @@ package etagstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"strings"
 	"time"
 
@@ -16,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/access"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // This file makes what the Store does visible to the people who run an app:
@@ -60,58 +60,67 @@ var spanNames = func() (n [numOps]string) {
 	return n
 }()
 
-// outcomeKind is how an operation ended, as spans and metrics name it.
-type outcomeKind uint8
+// subjectAttr is the attribute that records what op is on, with
+// Options.RecordKeys: a query's filter, or else its key (a listing's
+// prefix).
+func subjectAttr(op opKind) attribute.Key {
+	if op == opQuery || op == opQueryPage {
+		return attrFilter
+	}
+	return attrKey
+}
+
+// observedStore is what every *Store[T] is to the backend packages'
+// telemetry: a way to its observer.
+type observedStore interface{ observerOf() *observer }
+
+func (s *Store[T]) observerOf() *observer { return s.obs }
+
+// opsByName are the op kinds the backend packages begin by name.
+var opsByName = map[string]opKind{access.Query: opQuery, access.QueryPage: opQueryPage, access.GetIf: opGetIf}
+
+func init() { access.Begin = beginFor }
+
+// beginFor is access.Begin: it observes op of a backend package with the
+// observer of store.
+func beginFor(store any, ctx context.Context, op, subject string) (context.Context, func(error)) {
+	s, ok := store.(observedStore)
+	kind, known := opsByName[op]
+	if !ok || !known || s.observerOf() == nil {
+		return ctx, func(error) {}
+	}
+	ctx, sp := s.observerOf().begin(ctx, kind, subject)
+	if sp.o == nil {
+		return ctx, func(error) {}
+	}
+	return ctx, sp.end
+}
+
+// outcomeKind is how an operation ended, as spans and metrics name it;
+// the kinds, their classification and their names are shared with the
+// backend packages' own telemetry (package internal/telemetry).
+type outcomeKind = telemetry.OutcomeKind
 
 const (
-	ocOK outcomeKind = iota
-	ocConflict
-	ocNotFound
-	ocExists
-	ocUnknown
-	ocFenced
-	ocInvalid // ErrETagRequired, ErrInvalidKey, ErrTooLarge, ErrInvalidInput
-	ocLocked  // ErrLocked, ErrLockLost
-	ocCanceled
-	ocError // anything else: the caller's own error, a transport failure
-	numOutcomes
+	ocOK        = telemetry.OK
+	ocConflict  = telemetry.Conflict
+	ocUnknown   = telemetry.Unknown
+	ocFenced    = telemetry.Fenced
+	numOutcomes = telemetry.NumOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"ok", "conflict", "not_found", "exists", "unknown", "fenced", "invalid", "locked", "canceled", "error"}
-
-func outcomeOf(err error) outcomeKind {
-	switch s := sentinelOf(err); {
-	case err == nil:
-		return ocOK
-	case s == ErrConflict:
-		return ocConflict
-	case s == ErrNotFound:
-		return ocNotFound
-	case s == ErrExists:
-		return ocExists
-	case s == ErrOutcomeUnknown:
-		return ocUnknown
-	case s == ErrFenced:
-		return ocFenced
-	case s == ErrLocked, s == ErrLockLost:
-		return ocLocked
-	case s != nil:
-		return ocInvalid
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return ocCanceled
-	}
-	return ocError
-}
+func outcomeOf(err error) outcomeKind { return telemetry.OutcomeOf(err) }
 
 // Attribute keys of spans and metrics.
 const (
-	attrOperation = attribute.Key("etagstore.operation")
-	attrOutcome   = attribute.Key("etagstore.outcome")
-	attrBackend   = attribute.Key("etagstore.backend")
-	attrAttempts  = attribute.Key("etagstore.attempts")
-	attrBatch     = attribute.Key("etagstore.batch_size")
-	attrCacheHit  = attribute.Key("etagstore.cache_hit")
-	attrKey       = attribute.Key("etagstore.key")
+	attrOperation = telemetry.Operation
+	attrOutcome   = telemetry.Outcome
+	attrBackend   = telemetry.Backend
+	attrAttempts  = telemetry.Attempts
+	attrBatch     = telemetry.Batch
+	attrCacheHit  = telemetry.CacheHit
+	attrKey       = telemetry.Key
+	attrFilter    = telemetry.Filter
 )
 
 // observer holds a Store's tracer, instruments and logger, with the
@@ -186,7 +195,7 @@ func newObserver(o Options, b driver.Backend) *observer {
 	for op := range numOps {
 		for oc := range numOutcomes {
 			ob.opOutcome[op][oc] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(ob.backend,
-				attrOperation.String(opNames[op]), attrOutcome.String(outcomeNames[oc])))}
+				attrOperation.String(opNames[op]), attrOutcome.String(oc.String())))}
 		}
 	}
 	add := func(kv ...attribute.KeyValue) []metric.AddOption {
@@ -215,32 +224,13 @@ func backendName(b driver.Backend) string {
 	return name
 }
 
-// delegateType and meterDelegateType are the types of the global
-// providers before an app installs its own: they record nothing, but cost
-// allocations and clock reads to ask.
-var (
-	delegateType      = globalDefault(reflect.TypeOf(otel.GetTracerProvider()))
-	meterDelegateType = globalDefault(reflect.TypeOf(otel.GetMeterProvider()))
-)
-
-func globalDefault(t reflect.Type) reflect.Type {
-	if t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global" {
-		return t
-	}
-	return nil
-}
-
 // tracing reports whether spans can be recorded: a provider was given, or
 // the app has installed one globally (checked at every operation, since
 // an app may install it after creating its Stores).
-func (o *observer) tracing() bool {
-	return !o.global || delegateType == nil || reflect.TypeOf(otel.GetTracerProvider()) != delegateType
-}
+func (o *observer) tracing() bool { return !o.global || telemetry.GlobalTracing() }
 
 // metering reports whether metrics can be recorded, as tracing does spans.
-func (o *observer) metering() bool {
-	return !o.gmeter || meterDelegateType == nil || reflect.TypeOf(otel.GetMeterProvider()) != meterDelegateType
-}
+func (o *observer) metering() bool { return !o.gmeter || telemetry.GlobalMetering() }
 
 // opSpan is one Store operation being observed.
 type opSpan struct {
@@ -280,7 +270,7 @@ func (o *observer) begin(ctx context.Context, op opKind, key string) (context.Co
 		if span.IsRecording() {
 			span.SetAttributes(o.backend, attrOperation.String(opNames[op]))
 			if o.keys {
-				span.SetAttributes(attrKey.String(key))
+				span.SetAttributes(subjectAttr(op).String(key))
 			}
 		}
 	}
@@ -314,7 +304,9 @@ func (s *opSpan) record(oc outcomeKind, err error) {
 	}
 	switch oc {
 	case ocConflict:
-		o.conflicts.Add(s.ctx, 1, o.returned...)
+		if s.op != opGetIf { // a read's failed If-Match refused no write
+			o.conflicts.Add(s.ctx, 1, o.returned...)
+		}
 	case ocUnknown:
 		o.log.WarnContext(s.ctx, "etagstore: outcome unknown", "operation", opNames[s.op], "error", o.describe(err, oc))
 	case ocFenced:
@@ -328,7 +320,7 @@ func (s *opSpan) annotate(oc outcomeKind, err error) {
 	if !s.span.IsRecording() {
 		return
 	}
-	s.span.SetAttributes(attrOutcome.String(outcomeNames[oc]))
+	s.span.SetAttributes(attrOutcome.String(oc.String()))
 	if s.stats.attempts > 0 {
 		s.span.SetAttributes(attrAttempts.Int(s.stats.attempts))
 	}
@@ -338,18 +330,16 @@ func (s *opSpan) annotate(oc outcomeKind, err error) {
 	if s.op == opGet || s.op == opUpdate {
 		s.span.SetAttributes(attrCacheHit.Bool(s.stats.cacheHit))
 	}
-	if oc != ocOK && oc != ocNotFound && oc != ocExists && oc != ocConflict {
+	if oc.Failed() {
 		s.span.SetStatus(codes.Error, s.o.describe(err, oc))
 	}
 }
 
 // describe is what spans and logs say of err: its text, which names the
-// key, only with Options.RecordKeys; otherwise the outcome's name.
+// key, only with Options.RecordKeys; otherwise the outcome's name (see
+// telemetry.Describe, which every package's telemetry uses).
 func (o *observer) describe(err error, oc outcomeKind) string {
-	if o.keys {
-		return err.Error()
-	}
-	return outcomeNames[oc]
+	return telemetry.Describe(err, oc, o.keys)
 }
 
 // absorbedConflict counts a 412 that a retry absorbed.
@@ -358,6 +348,13 @@ func (o *observer) absorbedConflict(ctx context.Context) { o.conflicts.Add(ctx, 
 // lostResponse counts a write whose answer was lost, by verdict.
 func (o *observer) lostResponse(ctx context.Context, op, key string, v verdict) {
 	o.lost.Add(ctx, 1, o.verdicts[v]...)
+	if !o.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	if o.keys {
+		o.log.DebugContext(ctx, "etagstore: lost response resolved by reading", "operation", op, "verdict", v.String(), "key", key)
+		return
+	}
 	o.log.DebugContext(ctx, "etagstore: lost response resolved by reading", "operation", op, "verdict", v.String())
 }
 
@@ -373,9 +370,10 @@ func (o *observer) cacheLookup(ctx context.Context, hit, revalidated bool) {
 	}
 }
 
-// retrying logs a retry and its delay.
+// retrying logs a retry and its delay, and what it retries after as
+// describe says it (the error's text names the key and the ETags).
 func (o *observer) retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error) {
 	if o.log.Enabled(ctx, slog.LevelDebug) {
-		o.log.DebugContext(ctx, "etagstore: retrying", "operation", op, "attempt", attempt+1, "delay", delay, "after", err)
+		o.log.DebugContext(ctx, "etagstore: retrying", "operation", op, "attempt", attempt+1, "delay", delay, "after", o.describe(err, outcomeOf(err)))
 	}
 }

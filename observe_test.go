@@ -3,6 +3,9 @@ package etagstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -233,4 +236,121 @@ func TestTelemetryPanicsAndKeys(t *testing.T) {
 	if got := tel.sums(t, "etagstore.operation.duration")["etagstore.operation=Update,etagstore.outcome=error count"]; got != 2 {
 		t.Errorf("panicking Updates counted %d times, want 2", got)
 	}
+}
+
+// logRecords is a slog handler that keeps every record, at every level.
+type logRecords struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r.Clone())
+	return nil
+}
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logRecords) WithGroup(string) slog.Handler      { return h }
+
+// texts returns each record as its message and its attributes' keys and
+// resolved values (an error's value is its text).
+func (h *logRecords) texts() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.records {
+		s := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			s += " " + a.Key + "=" + a.Value.Resolve().String()
+			return true
+		})
+		out = append(out, s)
+	}
+	return out
+}
+
+// An Update that loses a race and retries, and one whose answer is lost
+// after it committed, logged at Debug: without RecordKeys no record names
+// the key or an ETag (the retry line once carried the ConflictError's
+// text, which quotes both); with RecordKeys the retry and lost-response
+// lines say which key.
+func TestDebugLogsKeepKeysAndETagsOut(t *testing.T) {
+	const key = "alice@example.com"
+	for _, recordKeys := range []bool{false, true} {
+		texts, etags := debugLogsOfRetries(t, key, recordKeys)
+		lines := map[string]int{}
+		for _, text := range texts {
+			for _, line := range []string{"etagstore: retrying", "etagstore: lost response resolved by reading"} {
+				if strings.HasPrefix(text, line) {
+					lines[line]++
+					if recordKeys && !strings.Contains(text, key) {
+						t.Errorf("with RecordKeys, a debug line does not name its key: %s", text)
+					}
+				}
+			}
+			if !recordKeys {
+				for _, leak := range append([]string{key}, etags...) {
+					if strings.Contains(text, leak) {
+						t.Errorf("without RecordKeys, a log record carries %s: %s", leak, text)
+					}
+				}
+			}
+		}
+		if len(lines) != 2 {
+			t.Errorf("RecordKeys %v: debug lines %v, want a retry and a lost response", recordKeys, lines)
+		}
+	}
+}
+
+// debugLogsOfRetries runs, on a Store logging every level, an Update that
+// loses a race and retries, then one whose answer is lost after it
+// committed; it returns the log records as texts, and the ETags memstore
+// issued (quoted, as errors quote them).
+func debugLogsOfRetries(t *testing.T, key string, recordKeys bool) (texts, etags []string) {
+	t.Helper()
+	logs := &logRecords{}
+	clock := newFakeClock()
+	hb := &hookBackend{Backend: memstore.New(nil)}
+	s := etagstore.New[counter](hb, &etagstore.Options{Clock: clock, Logger: slog.New(logs), RecordKeys: recordKeys})
+	ctx := t.Context()
+	if _, err := s.Create(ctx, key, counter{}); err != nil {
+		t.Fatal(err)
+	}
+	hb.reads, hb.writes = 0, 0
+	hb.afterRead = func(n int) {
+		if n == 1 { // the first read goes stale before its write: a 412, retried
+			interfere(t, hb.Backend, key)
+		}
+	}
+	hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
+		if n == 3 { // the second Update's write: committed, but the answer is lost
+			if _, err := hb.Backend.Write(ctx, key, w); err != nil {
+				t.Fatal(err)
+			}
+			return "", errors.New("connection reset"), true
+		}
+		return "", nil, false
+	}
+	inc := func(c *counter) error { c.N++; return nil }
+	if _, err := s.Update(ctx, key, inc); err != nil {
+		t.Fatal(err)
+	}
+	if len(clock.sleeps) == 0 {
+		t.Fatal("the Update did not back off: no retry to log")
+	}
+	d, err := s.Update(ctx, key, inc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// memstore's ETags are "0x1", "0x2", … up to the last version.
+	last, err := strconv.ParseUint(strings.Trim(string(d.ETag), `"0x`), 16, 64)
+	if err != nil {
+		t.Fatalf("ETag %s: %v", d.ETag, err)
+	}
+	for v := uint64(1); v <= last; v++ {
+		etags = append(etags, fmt.Sprintf(`"0x%x"`, v))
+	}
+	return logs.texts(), etags
 }

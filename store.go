@@ -116,8 +116,10 @@ type Options struct {
 	// debug level, every retry with its delay and every lost response
 	// resolved. Default: none.
 	Logger *slog.Logger
-	// RecordKeys adds each operation's key to its span (etagstore.key).
-	// Keys can be personal data. Default: false.
+	// RecordKeys adds each operation's key to its span (etagstore.key; a
+	// tablestore query's filter as etagstore.filter), and lets error texts,
+	// which name keys and ETags, into span statuses and logs (otherwise
+	// they say the outcome). Keys can be personal data. Default: false.
 	RecordKeys bool
 }
 

@@ -29,11 +29,15 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // metaKey is the blob metadata entry holding the Store's bookkeeping.
@@ -57,13 +61,28 @@ type Options struct {
 	// If-None-Match condition is never dropped (the SDK's chunked uploads
 	// would drop it). Default: 4 MiB; at most 256 MiB.
 	MaxDocSize int
+	// TracerProvider, MeterProvider and RecordKeys are the telemetry of the
+	// Backend's own lease handles (BlobLease, ContainerLease): one span per
+	// lease operation (etagstore.AcquireLease, …) and
+	// etagstore.operation.duration, with a Store's attribute keys; the key
+	// (etagstore.key) only with RecordKeys. A Store's operations, GetIf
+	// included, use the Store's etagstore.Options instead. Defaults: the
+	// global providers; no keys.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	RecordKeys     bool
 }
+
+// scope names the tracer and meter of the package's own operations
+// (leases and locks).
+const scope = "github.com/etagstore/etagstore/blobstore"
 
 // Backend is a driver.Backend on one blob container. It is safe for
 // concurrent use.
 type Backend struct {
 	c    *container.Client
 	opts Options
+	rec  *telemetry.Recorder // of lease handles
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -82,6 +101,9 @@ func New(c *container.Client, opts *Options) *Backend {
 		b.opts.MaxDocSize = 4 << 20
 	}
 	b.opts.MaxDocSize = min(b.opts.MaxDocSize, 256<<20)
+	b.rec = telemetry.NewRecorder(scope, "blobstore", telemetry.Providers{
+		TracerProvider: b.opts.TracerProvider, MeterProvider: b.opts.MeterProvider, RecordKeys: b.opts.RecordKeys,
+	})
 	return b
 }
 
@@ -255,8 +277,21 @@ func (c ReadConditions) azure() *blob.ModifiedAccessConditions {
 // GetIf reads the document under key if the conditions hold. A cached copy
 // that is still current gives ErrNotModified (HTTP 304: nothing is
 // downloaded); a failed If-Match or If-Unmodified-Since gives
-// etagstore.ErrConflict; a missing blob etagstore.ErrNotFound.
+// etagstore.ErrConflict; a missing blob etagstore.ErrNotFound. The call is
+// one span (etagstore.GetIf) of s's telemetry; a 304 is the outcome
+// not_modified.
 func GetIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond ReadConditions) (etagstore.Doc[T], error) {
+	ctx, end := access.Begin(s, ctx, access.GetIf, key)
+	d, err := getIf(ctx, s, key, cond)
+	if errors.Is(err, ErrNotModified) {
+		end(telemetry.ErrNotModified) // the outcome not_modified, not error
+	} else {
+		end(err)
+	}
+	return d, err
+}
+
+func getIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond ReadConditions) (etagstore.Doc[T], error) {
 	var b *Backend
 	if !s.Backend().As(&b) {
 		return etagstore.Doc[T]{}, fmt.Errorf("%w: blobstore: GetIf needs a Store on a blobstore Backend, not %T", etagstore.ErrInvalidInput, s.Backend())

@@ -8,9 +8,11 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // Infinite is the duration of a lease that lasts until it is released or
@@ -25,12 +27,28 @@ const Infinite time.Duration = -1
 // LeaseIsBrokenAndCannotBeRenewed, …); arguments out of range are
 // etagstore.ErrInvalidInput, refused before any request.
 //
+// Each operation is one span (etagstore.AcquireLease, RenewLease,
+// ChangeLease, ReleaseLease, BreakLease) with the attributes of a Store's
+// spans; a blob lease's key is recorded only with RecordKeys (see Options
+// and LockOptions).
+//
 // A Lease is safe for concurrent use, but its operations are meant to be
 // called by one owner.
 type Lease struct {
 	name string // what it leases, for errors
+	key  string // the key it leases, for telemetry; "" for a container
 	ops  leaseOps
+	rec  *telemetry.Recorder
 }
+
+// Operations of a Lease, as spans and metrics name them (Azure's names).
+const (
+	opAcquireLease = "AcquireLease"
+	opRenewLease   = "RenewLease"
+	opChangeLease  = "ChangeLease"
+	opReleaseLease = "ReleaseLease"
+	opBreakLease   = "BreakLease"
+)
 
 // leaseOps unifies the SDK's blob and container lease clients.
 type leaseOps interface {
@@ -49,10 +67,10 @@ func (b *Backend) BlobLease(key, leaseID string) (*Lease, error) {
 	if err := b.ValidateKey(key); err != nil {
 		return nil, err
 	}
-	return newBlobLease(b.blob(key), b.opts.Prefix+key, leaseID)
+	return newBlobLease(b.blob(key), b.opts.Prefix+key, key, leaseID, b.rec)
 }
 
-func newBlobLease(client *blockblob.Client, name, leaseID string) (*Lease, error) {
+func newBlobLease(client *blockblob.Client, name, key, leaseID string, rec *telemetry.Recorder) (*Lease, error) {
 	if leaseID == "" {
 		leaseID = NewLeaseID()
 	}
@@ -60,7 +78,7 @@ func newBlobLease(client *blockblob.Client, name, leaseID string) (*Lease, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: blobstore: lease id: %w", etagstore.ErrInvalidInput, err)
 	}
-	return &Lease{name: name, ops: blobLease{c}}, nil
+	return &Lease{name: name, key: key, ops: blobLease{c}, rec: rec}, nil
 }
 
 // ContainerLease returns a handle on the lease of the Backend's container.
@@ -74,7 +92,7 @@ func (b *Backend) ContainerLease(leaseID string) (*Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: blobstore: lease id: %w", etagstore.ErrInvalidInput, err)
 	}
-	return &Lease{name: "container", ops: containerLease{c}}, nil
+	return &Lease{name: "container", ops: containerLease{c}, rec: b.rec}, nil
 }
 
 // NewLeaseID returns a random lease id (a version 4 UUID).
@@ -93,11 +111,21 @@ func (l *Lease) ID() string { return l.ops.id() }
 // Another holder's lease matches etagstore.ErrLocked. Acquiring again with
 // the id already held renews it.
 func (l *Lease) Acquire(ctx context.Context, d time.Duration) error {
-	seconds, err := leaseSeconds(d)
-	if err != nil {
-		return err
-	}
-	return l.wrap("acquire", l.ops.acquire(ctx, seconds))
+	return l.observe(ctx, opAcquireLease, func(ctx context.Context) error {
+		seconds, err := leaseSeconds(d)
+		if err != nil {
+			return err
+		}
+		return l.wrap("acquire", l.ops.acquire(ctx, seconds))
+	})
+}
+
+// observe runs op as one span; opts add to the span's start options.
+func (l *Lease) observe(ctx context.Context, op string, run func(ctx context.Context) error, opts ...trace.SpanStartOption) error {
+	ctx, sp := l.rec.Begin(ctx, op, l.key, opts...)
+	err := run(ctx)
+	sp.End(err)
+	return err
 }
 
 func leaseSeconds(d time.Duration) (int32, error) {
@@ -112,30 +140,48 @@ func leaseSeconds(d time.Duration) (int32, error) {
 
 // Renew restarts the lease's period. A lease that expired and was taken,
 // or was broken, matches etagstore.ErrLockLost.
-func (l *Lease) Renew(ctx context.Context) error { return l.wrap("renew", l.ops.renew(ctx)) }
+func (l *Lease) Renew(ctx context.Context) error { return l.renew(ctx) }
+
+// renew is Renew; opts add to its span's start options.
+func (l *Lease) renew(ctx context.Context, opts ...trace.SpanStartOption) error {
+	return l.observe(ctx, opRenewLease, func(ctx context.Context) error {
+		return l.wrap("renew", l.ops.renew(ctx))
+	}, opts...)
+}
 
 // Change replaces the lease id with newID (a UUID) while keeping the lease.
 func (l *Lease) Change(ctx context.Context, newID string) error {
-	return l.wrap("change", l.ops.change(ctx, newID))
+	return l.observe(ctx, opChangeLease, func(ctx context.Context) error {
+		return l.wrap("change", l.ops.change(ctx, newID))
+	})
 }
 
 // Release ends the lease so that another can acquire it at once. Releasing
 // a lease that is no longer this handle's matches etagstore.ErrLockLost.
-func (l *Lease) Release(ctx context.Context) error { return l.wrap("release", l.ops.release(ctx)) }
+func (l *Lease) Release(ctx context.Context) error {
+	return l.observe(ctx, opReleaseLease, func(ctx context.Context) error {
+		return l.wrap("release", l.ops.release(ctx))
+	})
+}
 
 // Break ends whoever's lease is held, after period (0 to 60 whole seconds;
 // negative: the rest of the lease's own period) and returns the time left
 // until it is broken. It needs no lease id.
 func (l *Lease) Break(ctx context.Context, period time.Duration) (time.Duration, error) {
-	var p *int32
-	if period >= 0 {
-		if period > 60*time.Second || period%time.Second != 0 {
-			return 0, fmt.Errorf("%w: a break period is 0 to 60 whole seconds, not %v", etagstore.ErrInvalidInput, period)
+	var left time.Duration
+	err := l.observe(ctx, opBreakLease, func(ctx context.Context) error {
+		var p *int32
+		if period >= 0 {
+			if period > 60*time.Second || period%time.Second != 0 {
+				return fmt.Errorf("%w: a break period is 0 to 60 whole seconds, not %v", etagstore.ErrInvalidInput, period)
+			}
+			p = to(int32(period / time.Second))
 		}
-		p = to(int32(period / time.Second))
-	}
-	left, err := l.ops.brk(ctx, p)
-	return left, l.wrap("break", err)
+		var err error
+		left, err = l.ops.brk(ctx, p)
+		return l.wrap("break", err)
+	})
+	return left, err
 }
 
 func (l *Lease) wrap(op string, err error) error {

@@ -19,10 +19,12 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/azretry"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // tokenKey is the lock blob's metadata entry holding the fencing counter.
@@ -43,11 +45,32 @@ type LockOptions struct {
 	// while another holder has the lock. Defaults: 25ms and 1s.
 	PollInitial, PollMax time.Duration
 	// MeterProvider counts lock events (etagstore.lock.events: acquired,
-	// renewed, lost, released). Default: the global provider.
+	// renewed, lost, released) and records how long Lock, TryLock, Unlock
+	// and the lease operations under them took
+	// (etagstore.operation.duration). Default: the global provider.
 	MeterProvider metric.MeterProvider
 	// Logger receives a warning when a held lock is lost. Default: none.
 	Logger *slog.Logger
+	// TracerProvider makes one span of Lock, TryLock and Unlock, of each
+	// lease operation under them (AcquireLease, RenewLease, ReleaseLease;
+	// the background renewals link to the TryLock that acquired the lock),
+	// and of a lock's loss (etagstore.LockLost), with the attributes of a
+	// Store's spans. Default: the global provider.
+	TracerProvider trace.TracerProvider
+	// RecordKeys adds each lock's key to its spans (etagstore.key) and to
+	// the warning of its loss, and lets error texts, which name the key,
+	// into span statuses and logs. Keys can be personal data. Default:
+	// false.
+	RecordKeys bool
 }
+
+// Operations and events of a Locker, as spans and metrics name them.
+const (
+	opLock     = "Lock"
+	opTryLock  = "TryLock"
+	opUnlock   = "Unlock"
+	evLockLost = "LockLost"
+)
 
 // Locker hands out distributed locks, one lease-backed lock blob per key,
 // in one container. It is safe for concurrent use.
@@ -67,26 +90,28 @@ type Locker struct {
 	events lockEvents
 }
 
-// lockEvents counts what happens to a Locker's locks.
+// lockEvents counts what happens to a Locker's locks, and records its
+// operations.
 type lockEvents struct {
 	counter                           metric.Int64Counter
 	acquired, renewed, lost, released []metric.AddOption
-	log                               *slog.Logger
+	rec                               *telemetry.Recorder
 }
 
-func newLockEvents(mp metric.MeterProvider, log *slog.Logger) lockEvents {
+func newLockEvents(o LockOptions) lockEvents {
+	mp := o.MeterProvider
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	c, _ := mp.Meter("github.com/etagstore/etagstore/blobstore").Int64Counter("etagstore.lock.events", metric.WithUnit("{event}"),
+	rec := telemetry.NewRecorder(scope, "blobstore", telemetry.Providers{
+		TracerProvider: o.TracerProvider, MeterProvider: o.MeterProvider, Logger: o.Logger, RecordKeys: o.RecordKeys,
+	})
+	c, _ := mp.Meter(scope).Int64Counter("etagstore.lock.events", metric.WithUnit("{event}"),
 		metric.WithDescription("Lease lock events: acquired, renewed, lost (the lease expired, was broken or taken over), released."))
 	event := func(name string) []metric.AddOption {
 		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("etagstore.event", name)))}
 	}
-	return lockEvents{counter: c, acquired: event("acquired"), renewed: event("renewed"), lost: event("lost"), released: event("released"), log: log}
+	return lockEvents{counter: c, acquired: event("acquired"), renewed: event("renewed"), lost: event("lost"), released: event("released"), rec: rec}
 }
 
 // NewLocker returns a Locker keeping its lock blobs in c, which must exist.
@@ -96,7 +121,7 @@ func NewLocker(c *container.Client, opts *LockOptions) (*Locker, error) {
 	if opts != nil {
 		l.opts = *opts
 	}
-	l.events = newLockEvents(l.opts.MeterProvider, l.opts.Logger)
+	l.events = newLockEvents(l.opts)
 	o := &l.opts
 	if o.Prefix == "" {
 		o.Prefix = "locks/"
@@ -126,9 +151,18 @@ func NewLocker(c *container.Client, opts *LockOptions) (*Locker, error) {
 // holder has it, until ctx is done: the error then matches both
 // etagstore.ErrLocked and ctx.Err().
 func (l *Locker) Lock(ctx context.Context, key string) (*Lock, error) {
+	sctx, sp := l.events.rec.Begin(ctx, opLock, key)
+	lk, err := l.lock(sctx, ctx, key)
+	sp.End(err)
+	return lk, err
+}
+
+// lock is Lock, whose tries are spans under ctx; the lock's Context derives
+// from base, the caller's context.
+func (l *Locker) lock(ctx, base context.Context, key string) (*Lock, error) {
 	delay := l.opts.PollInitial
 	for {
-		lk, err := l.TryLock(ctx, key)
+		lk, err := l.tryLock(ctx, base, key)
 		if ctx.Err() != nil && (err == nil || errors.Is(err, ctx.Err())) && lk == nil {
 			return nil, fmt.Errorf("%w: %q: gave up waiting: %w", etagstore.ErrLocked, key, ctx.Err())
 		}
@@ -149,6 +183,20 @@ func (l *Locker) Lock(ctx context.Context, key string) (*Lock, error) {
 // TryLock takes the lock for key if it is free, or fails at once with
 // etagstore.ErrLocked.
 func (l *Locker) TryLock(ctx context.Context, key string) (*Lock, error) {
+	return l.tryLock(ctx, ctx, key)
+}
+
+// tryLock is TryLock, one span under ctx; the lock's Context derives from
+// base, the caller's context.
+func (l *Locker) tryLock(ctx, base context.Context, key string) (*Lock, error) {
+	ctx, sp := l.events.rec.Begin(ctx, opTryLock, key)
+	lk, err := l.acquire(ctx, base, key)
+	sp.End(err)
+	return lk, err
+}
+
+// acquire takes the lock for key if it is free: what TryLock does.
+func (l *Locker) acquire(ctx, base context.Context, key string) (*Lock, error) {
 	if err := driver.CheckKey(key); err != nil {
 		return nil, err
 	}
@@ -157,7 +205,7 @@ func (l *Locker) TryLock(ctx context.Context, key string) (*Lock, error) {
 		return nil, err
 	}
 	bc := l.c.NewBlockBlobClient(name)
-	ls, err := newBlobLease(bc, name, NewLeaseID()) // a fresh id for every acquisition
+	ls, err := newBlobLease(bc, name, key, NewLeaseID(), l.events.rec) // a fresh id for every acquisition
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +232,10 @@ func (l *Locker) TryLock(ctx context.Context, key string) (*Lock, error) {
 		key: key, lease: ls, token: token, opts: l.opts, events: &l.events,
 		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	lk.ctx, lk.cancel = context.WithCancelCause(etagstore.WithFence(context.WithoutCancel(ctx), token))
+	if origin := trace.SpanContextFromContext(ctx); origin.IsValid() {
+		lk.origin = []trace.SpanStartOption{trace.WithLinks(trace.Link{SpanContext: origin})}
+	}
+	lk.ctx, lk.cancel = context.WithCancelCause(etagstore.WithFence(context.WithoutCancel(base), token))
 	go lk.renewLoop(acquired)
 	return lk, nil
 }
@@ -275,6 +326,7 @@ type Lock struct {
 	token  int64
 	opts   LockOptions
 	events *lockEvents
+	origin []trace.SpanStartOption // links the spans of renewals and loss to the acquiring span
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -334,7 +386,7 @@ func (lk *Lock) renewLoop(lastOK time.Time) {
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), deadline())
 		started := time.Now()
-		err := lk.lease.Renew(ctx)
+		err := lk.lease.renew(ctx, lk.origin...)
 		cancel()
 		switch {
 		case err == nil:
@@ -364,7 +416,9 @@ func (lk *Lock) lose(err error) {
 	close(lk.lost)
 	lk.cancel(err)
 	lk.events.counter.Add(context.Background(), 1, lk.events.lost...)
-	lk.events.log.Warn("etagstore: lock lost", "key", lk.key, "error", err)
+	rec := lk.events.rec
+	rec.Event(context.Background(), evLockLost, lk.key, err, lk.origin...)
+	rec.Logger().Warn("etagstore: lock lost", append(rec.KeyAttrs(lk.key), "error", rec.Describe(err))...)
 }
 
 // Unlock stops renewal and releases the lease so another waiter can take
@@ -372,6 +426,13 @@ func (lk *Lock) lose(err error) {
 // had been lost, Unlock returns that error (matching etagstore.ErrLockLost):
 // work done under it may have overlapped another holder's.
 func (lk *Lock) Unlock(ctx context.Context) error {
+	ctx, sp := lk.events.rec.Begin(ctx, opUnlock, lk.key)
+	err := lk.unlock(ctx)
+	sp.End(err)
+	return err
+}
+
+func (lk *Lock) unlock(ctx context.Context) error {
 	lk.mu.Lock()
 	if lk.unlocked {
 		lk.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/pagetoken"
 )
 
@@ -42,7 +43,16 @@ func (b *Backend) QueryPage(ctx context.Context, filter Filter, after string, li
 // filter it was made for. A limit out of range, a token altered or made
 // for another filter, a filter that cannot be expressed, or a Store on
 // another backend match etagstore.ErrInvalidInput, and nothing is sent.
+// The call is one span (etagstore.QueryPage) of s's telemetry; with
+// RecordKeys it records the filter (etagstore.filter).
 func QueryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, limit int, token string) (etagstore.Page[T], error) {
+	ctx, end := access.Begin(s, ctx, access.QueryPage, filter.String())
+	p, err := queryPage(ctx, s, filter, limit, token)
+	end(err)
+	return p, err
+}
+
+func queryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, limit int, token string) (etagstore.Page[T], error) {
 	b, err := tableOf(s, "QueryPage")
 	if err != nil {
 		return etagstore.Page[T]{}, err

@@ -31,8 +31,10 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // maxKeyBytes is Azure's limit for a PartitionKey or RowKey: 1 KiB (UTF-16).
@@ -353,27 +355,38 @@ func (b *Backend) Query(ctx context.Context, filter Filter) iter.Seq2[driver.Ite
 // Query yields the typed documents of s (a Store on a table Backend)
 // matching filter, in table order. A filter that cannot be expressed, or a
 // Store on another backend, is yielded once as an error matching
-// etagstore.ErrInvalidInput.
+// etagstore.ErrInvalidInput. The iteration is one span (etagstore.Query)
+// of s's telemetry; with RecordKeys it records the filter
+// (etagstore.filter).
 func Query[T any](ctx context.Context, s *etagstore.Store[T], filter Filter) iter.Seq2[etagstore.Doc[T], error] {
 	return func(yield func(etagstore.Doc[T], error) bool) {
-		b, err := tableOf(s, "Query")
-		if err != nil {
-			yield(etagstore.Doc[T]{}, err)
-			return
+		ctx, end := access.Begin(s, ctx, access.Query, filter.String())
+		failed := telemetry.ErrPanicked // until the loop ends normally (yield may panic)
+		defer func() { end(failed) }()
+		failed = queryDocs(ctx, s, filter, yield)
+	}
+}
+
+// queryDocs yields what Query yields and returns the error it ended with.
+func queryDocs[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, yield func(etagstore.Doc[T], error) bool) error {
+	b, err := tableOf(s, "Query")
+	if err != nil {
+		yield(etagstore.Doc[T]{}, err)
+		return err
+	}
+	for it, err := range b.Query(ctx, filter) {
+		var d etagstore.Doc[T]
+		if err == nil {
+			d = etagstore.Doc[T]{Key: it.Key, ETag: it.ETag}
+			if uerr := s.Codec().Unmarshal(it.Data, &d.Value); uerr != nil {
+				err = fmt.Errorf("tablestore: decode %q: %w", it.Key, uerr)
+			}
 		}
-		for it, err := range b.Query(ctx, filter) {
-			var d etagstore.Doc[T]
-			if err == nil {
-				d = etagstore.Doc[T]{Key: it.Key, ETag: it.ETag}
-				if uerr := s.Codec().Unmarshal(it.Data, &d.Value); uerr != nil {
-					err = fmt.Errorf("tablestore: decode %q: %w", it.Key, uerr)
-				}
-			}
-			if !yield(d, err) || err != nil {
-				return
-			}
+		if !yield(d, err) || err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 func (b *Backend) query(ctx context.Context, filter Filter) iter.Seq2[driver.Item, error] {
