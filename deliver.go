@@ -11,20 +11,54 @@ import (
 // This file takes the writes that backend packages offer beyond the
 // Store's own — tablestore's Merge, UpsertMerge and Batch — into the same
 // engine (engine.go) as every Store write: the same retries, fences,
-// resolver and telemetry. They arrive through package internal/access,
-// so that the Store's API stays what a user calls.
+// resolver and telemetry; and lends them the Store's paging and decoding
+// (tablestore.QueryPage, blobstore.GetIf). They arrive through package
+// internal/access, so that the Store's API stays what a user calls.
+
+// accessible is what package access reaches of a *Store[T], for any T.
+type accessible interface {
+	deliverFor(context.Context, access.Write) ([]ETag, error)
+	pageFor(ctx context.Context, scope string, limit int, token string, list func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error)) (any, error)
+	decodeFor(it driver.Item) (any, error)
+}
 
 func init() {
 	access.Deliver = func(store any, ctx context.Context, w access.Write) ([]ETag, error) {
-		d, ok := store.(interface {
-			deliverFor(context.Context, access.Write) ([]ETag, error)
-		})
-		if !ok {
-			return nil, errorf(ErrInvalidInput, "%T is not a Store", store)
+		s, err := storeOf(store)
+		if err != nil {
+			return nil, err
 		}
-		return d.deliverFor(ctx, w)
+		return s.deliverFor(ctx, w)
+	}
+	access.Page = func(store any, ctx context.Context, scope string, limit int, token string, list func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error)) (any, error) {
+		s, err := storeOf(store)
+		if err != nil {
+			return nil, err
+		}
+		return s.pageFor(ctx, scope, limit, token, list)
+	}
+	access.Decode = func(store any, it driver.Item) (any, error) {
+		s, err := storeOf(store)
+		if err != nil {
+			return nil, err
+		}
+		return s.decodeFor(it)
 	}
 }
+
+func storeOf(store any) (accessible, error) {
+	s, ok := store.(accessible)
+	if !ok {
+		return nil, errorf(ErrInvalidInput, "%T is not a Store", store)
+	}
+	return s, nil
+}
+
+func (s *Store[T]) pageFor(ctx context.Context, scope string, limit int, token string, list func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error)) (any, error) {
+	return s.page(ctx, scope, limit, token, list)
+}
+
+func (s *Store[T]) decodeFor(it driver.Item) (any, error) { return s.decode(it) }
 
 var opOfWrite = map[string]opKind{"Merge": opMerge, "UpsertMerge": opUpsertMerge, "Batch": opBatch}
 

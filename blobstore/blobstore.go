@@ -306,11 +306,11 @@ func getIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond R
 	if err != nil {
 		return etagstore.Doc[T]{}, err
 	}
-	var v T
-	if err := s.Codec().Unmarshal(it.Data, &v); err != nil {
-		return etagstore.Doc[T]{}, fmt.Errorf("blobstore: decode %q: %w", key, err)
+	d, err := access.Decode(s, it) // as s decodes its own documents
+	if err != nil {
+		return etagstore.Doc[T]{}, err
 	}
-	return etagstore.Doc[T]{Key: key, Value: v, ETag: it.ETag}, nil
+	return d.(etagstore.Doc[T]), nil
 }
 
 // Write uploads w.Data as the blob under key in one Put Blob request with

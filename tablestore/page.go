@@ -10,7 +10,6 @@ import (
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/access"
-	"github.com/etagstore/etagstore/internal/pagetoken"
 )
 
 // ListPage returns up to limit entities whose key starts with prefix and
@@ -60,38 +59,13 @@ func queryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter,
 	if err := filter.Err(); err != nil {
 		return etagstore.Page[T]{}, fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, err)
 	}
-	if limit < 1 || limit > driver.MaxPageLimit {
-		return etagstore.Page[T]{}, fmt.Errorf("%w: page limit %d is not between 1 and %d", etagstore.ErrInvalidInput, limit, driver.MaxPageLimit)
-	}
-	scope := "tablestore.query\x00" + filter.String()
-	after, err := pagetoken.Decode(scope, token)
+	p, err := access.Page(s, ctx, "tablestore.query\x00"+filter.String(), limit, token, func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error) {
+		return b.QueryPage(ctx, filter, after, limit)
+	})
 	if err != nil {
 		return etagstore.Page[T]{}, err
 	}
-	if after != "" {
-		if err := b.ValidateKey(after); err != nil {
-			return etagstore.Page[T]{}, fmt.Errorf("%w: page token holds no key of this table: %v", etagstore.ErrInvalidInput, err)
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return etagstore.Page[T]{}, err
-	}
-	items, more, err := b.QueryPage(ctx, filter, after, limit)
-	if err != nil {
-		return etagstore.Page[T]{}, err
-	}
-	p := etagstore.Page[T]{Docs: make([]etagstore.Doc[T], 0, len(items))}
-	for _, it := range items {
-		d := etagstore.Doc[T]{Key: it.Key, ETag: it.ETag}
-		if err := s.Codec().Unmarshal(it.Data, &d.Value); err != nil {
-			return etagstore.Page[T]{}, fmt.Errorf("tablestore: decode %q: %w", it.Key, err)
-		}
-		p.Docs = append(p.Docs, d)
-	}
-	if more && len(items) > 0 {
-		p.Next = pagetoken.Encode(scope, items[len(items)-1].Key)
-	}
-	return p, nil
+	return p.(etagstore.Page[T]), nil
 }
 
 // afterFilter matches the keys after key in table order: a greater RowKey

@@ -377,10 +377,7 @@ func queryDocs[T any](ctx context.Context, s *etagstore.Store[T], filter Filter,
 	for it, err := range b.Query(ctx, filter) {
 		var d etagstore.Doc[T]
 		if err == nil {
-			d = etagstore.Doc[T]{Key: it.Key, ETag: it.ETag}
-			if uerr := s.Codec().Unmarshal(it.Data, &d.Value); uerr != nil {
-				err = fmt.Errorf("tablestore: decode %q: %w", it.Key, uerr)
-			}
+			d, err = decode(s, it)
 		}
 		if !yield(d, err) || err != nil {
 			return err
@@ -472,4 +469,13 @@ func mapError(op, key string, err error) error {
 		}
 	}
 	return fmt.Errorf("%w: tablestore: %s %q: %w", sentinel, op, key, err)
+}
+
+// decode is it as a document of s, decoded as s decodes its own.
+func decode[T any](s *etagstore.Store[T], it driver.Item) (etagstore.Doc[T], error) {
+	d, err := access.Decode(s, it)
+	if err != nil {
+		return etagstore.Doc[T]{}, err
+	}
+	return d.(etagstore.Doc[T]), nil
 }

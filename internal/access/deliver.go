@@ -41,3 +41,14 @@ type Write struct {
 // not known). A refusal of one action of several is a
 // *driver.ActionError. Set by package etagstore.
 var Deliver func(store any, ctx context.Context, w Write) ([]driver.ETag, error)
+
+// Page is one page of store's documents as Store.Page makes it — limit
+// and token checked, the token bound to scope, the items decoded, the next
+// token made — from list, which answers as driver.Backend.ListPage does.
+// It returns an etagstore.Page[T]. Set by package etagstore.
+var Page func(store any, ctx context.Context, scope string, limit int, token string,
+	list func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error)) (any, error)
+
+// Decode is it decoded as store's etagstore.Doc[T], with the Store's
+// codec and errors. Set by package etagstore.
+var Decode func(store any, it driver.Item) (any, error)
