@@ -1,5 +1,12 @@
 package etagstore
 
+// This file is the stored entity: a document (Doc) is its key, its value
+// of type T and the ETag of the version it came from, and the codec turns
+// T into the bytes a backend stores and back. Beside those bytes every
+// stored document carries the Store's bookkeeping (recent write ids,
+// lineage, fencing token: internal/meta) in driver.Item.Meta, which
+// neither T nor the codec sees.
+
 import (
 	"encoding/json"
 	"fmt"
@@ -7,6 +14,29 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 )
+
+// ETag is an opaque version token. Compare ETags only for equality: table
+// ETags are weak (W/"datetime'…'") and blob ETags are quoted hex.
+type ETag = driver.ETag
+
+// ETagAny matches any existing version (If-Match: *). Passing it is the
+// explicit last-writer-wins opt-out.
+const ETagAny = driver.ETagAny
+
+// Doc is a document with its key and the ETag of the version it came from.
+//
+// The ETag is empty when the value was never stored as a version of its
+// own, or that version's ETag was never seen: an Update that was not the
+// last of its group-commit batch (its state was committed together with
+// the mutations that followed it), and a write whose response was lost,
+// found committed with later writes after it. An empty ETag can never be
+// used to overwrite what followed (Replace and Delete refuse it with
+// ErrETagRequired); Get the document to go on.
+type Doc[T any] struct {
+	Key   string
+	Value T
+	ETag  ETag
+}
 
 // Codec turns documents into the bytes a Backend stores and back (see
 // driver.Codec). JSON is the default; tablestore's EntityCodec maps struct
