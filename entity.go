@@ -123,6 +123,12 @@ func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
 }
 
 // decodeError reports a stored document the codec cannot decode into T.
+// It matches ErrInvalidInput (the stored bytes are not a T), unless the
+// codec's error already matches one of the package's sentinels; the
+// codec's error stays in the chain for errors.As.
 func decodeError(key string, err error) error {
-	return fmt.Errorf("etagstore: decode %q: %w", key, err)
+	if sentinelOf(err) != nil {
+		return fmt.Errorf("etagstore: decode %q: %w", key, err)
+	}
+	return fmt.Errorf("%w: decode %q: %w", ErrInvalidInput, key, err)
 }

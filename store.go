@@ -35,7 +35,9 @@ var (
 	// ErrTooLarge: the document exceeds the backend's limits. Nothing was sent.
 	ErrTooLarge = driver.ErrTooLarge
 	// ErrInvalidInput: an argument is out of range (for example a lease
-	// duration). Nothing was sent.
+	// duration) or a value cannot be stored (an *InvalidValueError):
+	// nothing was sent. A stored document that does not decode into T
+	// (read by a Store of another type) matches it too.
 	ErrInvalidInput = driver.ErrInvalidInput
 	// ErrFenced: the document was written under a newer fencing token than
 	// the one this write carries (see WithFence). Nothing was written.
