@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"unicode/utf8"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/fields"
 )
 
 // ETag is an opaque version token. Compare ETags only for equality: table
@@ -64,6 +66,43 @@ var JSON Codec = jsonCodec{}
 type jsonCodec struct{}
 
 func (jsonCodec) Marshal(v any) ([]byte, error) { return marshalJSON(v) }
+
+// marshalJSON is JSON's Marshal: encoding/json, after a check for what it
+// would change silently, and with the field named when it refuses a value
+// (the check is internal/fields' Plan).
+func marshalJSON(v any) ([]byte, error) {
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() {
+		return json.Marshal(v) // null
+	}
+	p := fields.PlanOf(rv.Type())
+	if p.Suspect(rv) {
+		return nil, invalidValue(p, rv, "it holds text that is not valid UTF-8")
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		if pr := p.Locate(rv); pr != nil {
+			return nil, &InvalidValueError{Field: pr.Field, Reason: pr.Reason}
+		}
+		if sentinelOf(err) != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	if p.Raw() && !utf8.Valid(data) {
+		return nil, invalidValue(p, rv, "a json.Marshaler in it wrote invalid UTF-8")
+	}
+	return data, nil
+}
+
+// invalidValue is the error for rv, in which something was found: the
+// first problem located, or reason for the whole value.
+func invalidValue(p *fields.Plan, rv reflect.Value, reason string) *InvalidValueError {
+	if pr := p.Locate(rv); pr != nil {
+		return &InvalidValueError{Field: pr.Field, Reason: pr.Reason}
+	}
+	return &InvalidValueError{Reason: reason}
+}
 
 func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
