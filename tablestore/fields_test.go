@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,8 +76,9 @@ func TestEntityFieldRules(t *testing.T) {
 		{pointerEmbedDoc{Embedded: &Embedded{E1: "a"}, S: "s"}, "Embedded S"},
 	} {
 		got := properties(t, tc.v)
-		if strings.Join(sorted(got), " ") != tc.want {
-			t.Errorf("%T: properties %v, want %s", tc.v, sorted(got), tc.want)
+		slices.Sort(got)
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%T: properties %v, want %s", tc.v, got, tc.want)
 		}
 		data, _ := tablestore.EntityCodec{}.Marshal(tc.v)
 		back := reflect.New(reflect.TypeOf(tc.v))
@@ -98,16 +100,4 @@ func TestEntityFieldRules(t *testing.T) {
 			t.Errorf("%T: Marshal = %v, want ErrInvalidInput naming the clash", v, err)
 		}
 	}
-}
-
-func sorted(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
 }
