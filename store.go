@@ -13,29 +13,6 @@ import (
 	"github.com/etagstore/etagstore/driver"
 )
 
-// ETag is an opaque version token. Compare ETags only for equality: table
-// ETags are weak (W/"datetime'…'") and blob ETags are quoted hex.
-type ETag = driver.ETag
-
-// ETagAny matches any existing version (If-Match: *). Passing it is the
-// explicit last-writer-wins opt-out.
-const ETagAny = driver.ETagAny
-
-// Doc is a document with its key and the ETag of the version it came from.
-//
-// The ETag is empty when the value was never stored as a version of its
-// own, or that version's ETag was never seen: an Update that was not the
-// last of its group-commit batch (its state was committed together with
-// the mutations that followed it), and a write whose response was lost,
-// found committed with later writes after it. An empty ETag can never be
-// used to overwrite what followed (Replace and Delete refuse it with
-// ErrETagRequired); Get the document to go on.
-type Doc[T any] struct {
-	Key   string
-	Value T
-	ETag  ETag
-}
-
 // Sentinel errors (the same values as package driver's, which backends
 // return). Every failure of the package matches exactly one of them with
 // errors.Is, with three exceptions passed through as they are: the
@@ -58,7 +35,9 @@ var (
 	// ErrTooLarge: the document exceeds the backend's limits. Nothing was sent.
 	ErrTooLarge = driver.ErrTooLarge
 	// ErrInvalidInput: an argument is out of range (for example a lease
-	// duration). Nothing was sent.
+	// duration) or a value cannot be stored (an *InvalidValueError):
+	// nothing was sent. A stored document that does not decode into T
+	// (read by a Store of another type) matches it too.
 	ErrInvalidInput = driver.ErrInvalidInput
 	// ErrFenced: the document was written under a newer fencing token than
 	// the one this write carries (see WithFence). Nothing was written.

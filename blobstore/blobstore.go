@@ -441,16 +441,7 @@ func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int)
 			if err != nil {
 				return nil, false, mapError("list", driver.CondNone, prefix, err)
 			}
-			for _, bi := range page.Segment.BlobItems {
-				if bi.Name == nil {
-					continue
-				}
-				key, ok := strings.CutPrefix(*bi.Name, b.opts.Prefix)
-				if ok && strings.HasPrefix(key, prefix) && driver.CompareKeys(key, after) > 0 &&
-					driver.CheckKey(key) == nil && b.ValidateKey(key) == nil && !isLockBlob(bi.Metadata) {
-					keys = append(keys, key)
-				}
-			}
+			keys = b.appendPageKeys(keys, page.Segment.BlobItems, prefix, after)
 		}
 		if need == 0 || len(keys) == 0 {
 			return items, need == 0 && len(keys) > 0, nil
@@ -462,6 +453,23 @@ func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int)
 		}
 		items, keys = append(items, got...), keys[n:]
 	}
+}
+
+// appendPageKeys appends to keys those of the listed blobs that belong to
+// the page: documents (not lock blobs) under prefix, after after, with
+// keys the backend accepts.
+func (b *Backend) appendPageKeys(keys []string, blobs []*container.BlobItem, prefix, after string) []string {
+	for _, bi := range blobs {
+		if bi.Name == nil {
+			continue
+		}
+		key, ok := strings.CutPrefix(*bi.Name, b.opts.Prefix)
+		if ok && strings.HasPrefix(key, prefix) && driver.CompareKeys(key, after) > 0 &&
+			driver.CheckKey(key) == nil && b.ValidateKey(key) == nil && !isLockBlob(bi.Metadata) {
+			keys = append(keys, key)
+		}
+	}
+	return keys
 }
 
 // pageReaders is how many documents ListPage downloads at once.

@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/etagstore/etagstore/internal/fields"
 )
 
 // This file applies JSON merge patches (RFC 7396) on JSON text, member by
@@ -31,13 +33,13 @@ func MergePatch(doc, patch []byte) ([]byte, error) {
 	return mergeJSON(doc, patch, nil, 0)
 }
 
+// maxPatchDepth bounds how deeply a merge patch may nest objects.
+const maxPatchDepth = 32
+
 // mergeJSON merges patch into doc, both valid JSON, for a value of type t.
 // When t is a struct, patch members name its fields the way encoding/json
 // matches them (exactly, else case-insensitively); otherwise (maps, any,
 // t nil) member names are compared exactly.
-// maxPatchDepth bounds how deeply a merge patch may nest objects.
-const maxPatchDepth = 32
-
 func mergeJSON(doc, patch []byte, t reflect.Type, depth int) ([]byte, error) {
 	if !isObject(patch) {
 		return patch, nil
@@ -131,7 +133,8 @@ var (
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// jsonFields returns the members of t as encoding/json decodes them.
+// jsonFields returns the members of t as encoding/json decodes them (by
+// fields.Of, in json's order, which its case-insensitive match follows).
 func jsonFields(t reflect.Type) fieldSet {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -147,49 +150,11 @@ func jsonFields(t reflect.Type) fieldSet {
 		return fieldSet{}
 	}
 	f := fieldSet{byName: map[string]reflect.Type{}}
-	addFields(&f, t, map[reflect.Type]bool{})
+	for _, sf := range fields.Of(t).Fields {
+		f.byName[sf.Name] = sf.Type
+		f.names = append(f.names, sf.Name)
+	}
 	return f
-}
-
-// addFields adds t's fields to f, promoting those of embedded structs
-// (a field nearer the top wins, as in encoding/json).
-func addFields(f *fieldSet, t reflect.Type, seen map[reflect.Type]bool) {
-	if seen[t] {
-		return
-	}
-	seen[t] = true
-	var embedded []reflect.Type
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		tag := sf.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		ft := sf.Type
-		if sf.Anonymous && name == "" {
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				embedded = append(embedded, ft)
-				continue
-			}
-		}
-		if !sf.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = sf.Name
-		}
-		if _, taken := f.byName[name]; !taken {
-			f.byName[name] = sf.Type
-			f.names = append(f.names, name)
-		}
-	}
-	for _, e := range embedded {
-		addFields(f, e, seen)
-	}
 }
 
 // decodeStrict decodes data, one JSON value, into a T: a member T has no

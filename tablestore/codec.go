@@ -18,6 +18,7 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/fields"
 )
 
 // Azure Table limits (Understanding the Table service data model).
@@ -41,8 +42,9 @@ const MetaProperty = "etagstoreMeta"
 
 // EntityCodec maps a struct to Azure Table entity properties, the default
 // Codec of a table Backend. Exported fields become properties named like
-// encoding/json names them (a `json:"name"` tag renames, `json:"-"` skips),
-// with these EDM types:
+// encoding/json names them (a `json:"name"` tag renames, `json:"-"` skips;
+// the fields of an exported struct embedded by value are properties too,
+// an embedded pointer is one property), with these EDM types:
 //
 //	string                          Edm.String
 //	string tagged `table:"guid"`    Edm.Guid
@@ -129,59 +131,58 @@ func buildPlan(t reflect.Type) ([]fieldPlan, error) {
 	if t.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("%w: tablestore: a table document must be a struct, not %s", etagstore.ErrInvalidInput, t)
 	}
-	var fields []fieldPlan
-	seen := map[string]string{}
-	for _, f := range reflect.VisibleFields(t) {
-		if !f.IsExported() || f.Anonymous && f.Type.Kind() == reflect.Struct || !reachable(t, f.Index) {
-			continue // embedded structs are flattened by VisibleFields
+	st := fields.Walk(t, promoteByValue)
+	for _, c := range st.Clashes {
+		// Two fields of one Go name at one depth hide each other in Go
+		// itself, and json stores neither; two names mapping to one
+		// property are refused.
+		if c.A.GoName != c.B.GoName {
+			return nil, fmt.Errorf("%w: tablestore: fields %s and %s of %s both map to property %q", etagstore.ErrInvalidInput, c.A.GoName, c.B.GoName, t, c.Name)
 		}
-		name := f.Name
-		if tag, ok := f.Tag.Lookup("json"); ok {
-			n, _, _ := strings.Cut(tag, ",")
-			if n == "-" && !strings.HasPrefix(tag, "-,") {
-				continue
-			}
-			if n != "" && n != "-" {
-				name = n
-			}
-		}
-		if reservedNames[name] || strings.HasPrefix(strings.ToLower(name), "odata.") {
-			return nil, fmt.Errorf("%w: tablestore: field %s of %s uses the reserved property name %q", etagstore.ErrInvalidInput, f.Name, t, name)
-		}
-		if !identifier.MatchString(name) {
-			return nil, fmt.Errorf("%w: tablestore: field %s of %s: %q is not a valid property name (letters, digits and _, at most 255)", etagstore.ErrInvalidInput, f.Name, t, name)
-		}
-		if other, dup := seen[name]; dup {
-			return nil, fmt.Errorf("%w: tablestore: fields %s and %s of %s both map to property %q", etagstore.ErrInvalidInput, other, f.Name, t, name)
-		}
-		seen[name] = f.Name
-		kind := kindOf(f.Type)
-		if f.Tag.Get("table") == "guid" {
-			if f.Type.Kind() != reflect.String {
-				return nil, fmt.Errorf("%w: tablestore: field %s of %s: the guid option needs a string field", etagstore.ErrInvalidInput, f.Name, t)
-			}
-			kind = edmGUID
-		}
-		fields = append(fields, fieldPlan{index: f.Index, name: name, kind: kind})
 	}
-	if len(fields) > MaxProperties {
-		return nil, fmt.Errorf("%w: tablestore: %s has %d fields, a table entity can hold %d", etagstore.ErrTooLarge, t, len(fields), MaxProperties)
+	var plan []fieldPlan
+	for _, f := range st.Fields {
+		if !f.Exported {
+			continue // an unexported embedded struct named by a json tag: not settable
+		}
+		fp, err := planField(t, f)
+		if err != nil {
+			return nil, err
+		}
+		plan = append(plan, fp)
 	}
-	return fields, nil
+	if len(plan) > MaxProperties {
+		return nil, fmt.Errorf("%w: tablestore: %s has %d fields, a table entity can hold %d", etagstore.ErrTooLarge, t, len(plan), MaxProperties)
+	}
+	return plan, nil
 }
 
-// reachable reports whether the field at index is t's own field or promoted
-// through exported embedded structs (not pointers), so that it can be read
-// and set without allocation or panics.
-func reachable(t reflect.Type, index []int) bool {
-	for _, i := range index[:len(index)-1] {
-		f := t.Field(i)
-		if !f.IsExported() || f.Type.Kind() != reflect.Struct {
-			return false
-		}
-		t = f.Type
+// promoteByValue is the table's rule for embedded structs: the fields of
+// an exported embedded struct held by value are properties of the entity
+// (whatever its json tag says); an embedded pointer is one property
+// holding its JSON, like any other pointer, and an unexported embedded
+// struct is not stored.
+func promoteByValue(sf reflect.StructField, _ bool) bool {
+	return sf.IsExported() && sf.Type.Kind() == reflect.Struct
+}
+
+// planField checks the property name and table options of field f of t.
+func planField(t reflect.Type, f fields.Field) (fieldPlan, error) {
+	name := f.Name
+	if reservedNames[name] || strings.HasPrefix(strings.ToLower(name), "odata.") {
+		return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s uses the reserved property name %q", etagstore.ErrInvalidInput, f.GoName, t, name)
 	}
-	return true
+	if !identifier.MatchString(name) {
+		return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s: %q is not a valid property name (letters, digits and _, at most 255)", etagstore.ErrInvalidInput, f.GoName, t, name)
+	}
+	kind := kindOf(f.Type)
+	if f.Tag.Get("table") == "guid" {
+		if f.Type.Kind() != reflect.String {
+			return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s: the guid option needs a string field", etagstore.ErrInvalidInput, f.GoName, t)
+		}
+		kind = edmGUID
+	}
+	return fieldPlan{index: f.Index, name: name, kind: kind}, nil
 }
 
 func kindOf(t reflect.Type) edmKind {
@@ -250,115 +251,146 @@ func (EntityCodec) Marshal(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	buf.WriteByte('{')
-	size := 0
-	first := true
-	prop := func(name string, value []byte, edm string) {
-		if !first {
-			buf.WriteByte(',')
+	var w entityWriter
+	w.buf.WriteByte('{')
+	for i := range plan.fields {
+		f := &plan.fields[i]
+		p, ok, err := encodeField(f, rv.FieldByIndex(f.index))
+		if err != nil {
+			return nil, err
 		}
-		first = false
-		writeString(&buf, name)
-		buf.WriteByte(':')
-		buf.Write(value)
-		if edm != "" {
-			buf.WriteByte(',')
-			writeString(&buf, name+"@odata.type")
-			buf.WriteByte(':')
-			writeString(&buf, edm)
+		if ok {
+			w.write(f.name, p)
 		}
 	}
-	for _, f := range plan.fields {
-		fv := rv.FieldByIndex(f.index)
-		var (
-			value []byte
-			edm   string
-			vsize int
-		)
-		switch f.kind {
-		case edmString, edmGUID:
-			s := fv.String()
-			if !utf8.ValidString(s) {
-				i := invalidAt(s)
-				return nil, invalid(f.name, "string is not valid UTF-8 (byte %d of %d is %#02x)", i, len(s), s[i])
-			}
-			vsize = 4 + 2*len(utf16.Encode([]rune(s)))
-			if vsize-4 > MaxPropertySize {
-				return nil, fmt.Errorf("%w: tablestore: field %s is %d bytes as UTF-16, a property holds %d", etagstore.ErrTooLarge, f.name, vsize-4, MaxPropertySize)
-			}
-			if f.kind == edmGUID {
-				if s == "" {
-					continue
-				}
-				if !guidPattern.MatchString(s) {
-					return nil, fmt.Errorf("%w: tablestore: field %s: %q is not a GUID", etagstore.ErrInvalidInput, f.name, s)
-				}
-				edm, vsize = "Edm.Guid", 16
-			}
-			value = jsonString(s)
-		case edmBool:
-			value, vsize = strconv.AppendBool(nil, fv.Bool()), 1
-		case edmInt32:
-			var n int64
-			if fv.CanInt() {
-				n = fv.Int()
-			} else {
-				n = int64(fv.Uint())
-			}
-			value, vsize = strconv.AppendInt(nil, n, 10), 4
-		case edmInt64:
-			var n int64
-			if fv.CanInt() {
-				n = fv.Int()
-			} else {
-				n = int64(fv.Uint()) // two's complement above MaxInt64
-			}
-			value, edm, vsize = jsonString(strconv.FormatInt(n, 10)), "Edm.Int64", 8
-		case edmDouble:
-			value, edm, vsize = formatDouble(fv.Float(), fv.Type().Bits()), "Edm.Double", 8
-		case edmDateTime:
-			t := fv.Interface().(time.Time)
-			if t.IsZero() {
-				continue // the zero time is no property; it decodes back to zero
-			}
-			t = t.UTC()
-			if t.Before(minDateTime) {
-				return nil, invalid(f.name, "%s is before 1601, the earliest Edm.DateTime", t)
-			}
-			if t.Year() > maxYear {
-				return nil, invalid(f.name, "%s is after 9999, the latest Edm.DateTime", t)
-			}
-			value, edm, vsize = jsonString(t.Format("2006-01-02T15:04:05.0000000Z")), "Edm.DateTime", 8
-		case edmBinary:
-			b := fv.Bytes()
-			if fv.IsNil() {
-				continue
-			}
-			if len(b) > MaxPropertySize {
-				return nil, fmt.Errorf("%w: tablestore: field %s is %d bytes, a property holds %d", etagstore.ErrTooLarge, f.name, len(b), MaxPropertySize)
-			}
-			value, edm, vsize = jsonString(base64.StdEncoding.EncodeToString(b)), "Edm.Binary", 4+len(b)
-		case edmJSON:
-			j, err := etagstore.JSON.Marshal(fv.Interface()) // refuses what JSON would change
-			if err != nil {
-				return nil, jsonFieldError(f.name, err)
-			}
-			s := string(j)
-			vsize = 4 + 2*len(utf16.Encode([]rune(s)))
-			if vsize-4 > MaxPropertySize {
-				return nil, fmt.Errorf("%w: tablestore: field %s is %d bytes of JSON as UTF-16, a property holds %d", etagstore.ErrTooLarge, f.name, vsize-4, MaxPropertySize)
-			}
-			value = jsonString(s)
+	if w.size > MaxEntitySize-reserveForKeys {
+		return nil, fmt.Errorf("%w: tablestore: document is %d bytes as an entity, the limit is %d", etagstore.ErrTooLarge, w.size, MaxEntitySize-reserveForKeys)
+	}
+	w.buf.WriteByte('}')
+	return w.buf.Bytes(), nil
+}
+
+// property is one encoded property value.
+type property struct {
+	value []byte // JSON
+	edm   string // the odata type annotation; "" when the JSON type says it
+	size  int    // the value's size as Azure counts it
+}
+
+// entityWriter writes the properties of an entity and adds up its size.
+type entityWriter struct {
+	buf  bytes.Buffer
+	size int
+}
+
+func (w *entityWriter) write(name string, p property) {
+	if w.buf.Len() > 1 {
+		w.buf.WriteByte(',')
+	}
+	writeString(&w.buf, name)
+	w.buf.WriteByte(':')
+	w.buf.Write(p.value)
+	if p.edm != "" {
+		w.buf.WriteByte(',')
+		writeString(&w.buf, name+"@odata.type")
+		w.buf.WriteByte(':')
+		writeString(&w.buf, p.edm)
+	}
+	w.size += 8 + 2*len(name) + p.size
+}
+
+// encodeField encodes field f, whose value is fv, as a property, or
+// reports that it is stored as no property (ok false: the zero time, a
+// nil []byte, an empty GUID).
+func encodeField(f *fieldPlan, fv reflect.Value) (p property, ok bool, err error) {
+	switch f.kind {
+	case edmString, edmGUID:
+		return encodeString(f, fv.String())
+	case edmBool:
+		return property{value: strconv.AppendBool(nil, fv.Bool()), size: 1}, true, nil
+	case edmInt32:
+		return property{value: strconv.AppendInt(nil, intOf(fv), 10), size: 4}, true, nil
+	case edmInt64:
+		return property{value: jsonString(strconv.FormatInt(intOf(fv), 10)), edm: "Edm.Int64", size: 8}, true, nil
+	case edmDouble:
+		return property{value: formatDouble(fv.Float(), fv.Type().Bits()), edm: "Edm.Double", size: 8}, true, nil
+	case edmDateTime:
+		return encodeDateTime(f, fv.Interface().(time.Time))
+	case edmBinary:
+		return encodeBinary(f, fv)
+	}
+	return encodeJSON(f, fv)
+}
+
+// intOf is the integer in fv; an unsigned one above MaxInt64 as its two's
+// complement.
+func intOf(fv reflect.Value) int64 {
+	if fv.CanInt() {
+		return fv.Int()
+	}
+	return int64(fv.Uint())
+}
+
+func encodeString(f *fieldPlan, s string) (property, bool, error) {
+	if !utf8.ValidString(s) {
+		i := invalidAt(s)
+		return property{}, false, invalid(f.name, "string is not valid UTF-8 (byte %d of %d is %#02x)", i, len(s), s[i])
+	}
+	p := property{size: 4 + 2*len(utf16.Encode([]rune(s)))}
+	if p.size-4 > MaxPropertySize {
+		return p, false, fmt.Errorf("%w: tablestore: field %s is %d bytes as UTF-16, a property holds %d", etagstore.ErrTooLarge, f.name, p.size-4, MaxPropertySize)
+	}
+	if f.kind == edmGUID {
+		if s == "" {
+			return p, false, nil
 		}
-		size += 8 + 2*len(f.name) + vsize
-		prop(f.name, value, edm)
+		if !guidPattern.MatchString(s) {
+			return p, false, fmt.Errorf("%w: tablestore: field %s: %q is not a GUID", etagstore.ErrInvalidInput, f.name, s)
+		}
+		p.edm, p.size = "Edm.Guid", 16
 	}
-	if size > MaxEntitySize-reserveForKeys {
-		return nil, fmt.Errorf("%w: tablestore: document is %d bytes as an entity, the limit is %d", etagstore.ErrTooLarge, size, MaxEntitySize-reserveForKeys)
+	p.value = jsonString(s)
+	return p, true, nil
+}
+
+func encodeDateTime(f *fieldPlan, t time.Time) (property, bool, error) {
+	if t.IsZero() {
+		return property{}, false, nil // the zero time is no property; it decodes back to zero
 	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
+	t = t.UTC()
+	if t.Before(minDateTime) {
+		return property{}, false, invalid(f.name, "%s is before 1601, the earliest Edm.DateTime", t)
+	}
+	if t.Year() > maxYear {
+		return property{}, false, invalid(f.name, "%s is after 9999, the latest Edm.DateTime", t)
+	}
+	return property{value: jsonString(t.Format("2006-01-02T15:04:05.0000000Z")), edm: "Edm.DateTime", size: 8}, true, nil
+}
+
+func encodeBinary(f *fieldPlan, fv reflect.Value) (property, bool, error) {
+	b := fv.Bytes()
+	if fv.IsNil() {
+		return property{}, false, nil
+	}
+	if len(b) > MaxPropertySize {
+		return property{}, false, fmt.Errorf("%w: tablestore: field %s is %d bytes, a property holds %d", etagstore.ErrTooLarge, f.name, len(b), MaxPropertySize)
+	}
+	return property{value: jsonString(base64.StdEncoding.EncodeToString(b)), edm: "Edm.Binary", size: 4 + len(b)}, true, nil
+}
+
+// encodeJSON stores a field of any other type as a string holding its
+// JSON, by etagstore.JSON, which refuses what JSON would change.
+func encodeJSON(f *fieldPlan, fv reflect.Value) (property, bool, error) {
+	j, err := etagstore.JSON.Marshal(fv.Interface())
+	if err != nil {
+		return property{}, false, jsonFieldError(f.name, err)
+	}
+	s := string(j)
+	size := 4 + 2*len(utf16.Encode([]rune(s)))
+	if size-4 > MaxPropertySize {
+		return property{}, false, fmt.Errorf("%w: tablestore: field %s is %d bytes of JSON as UTF-16, a property holds %d", etagstore.ErrTooLarge, f.name, size-4, MaxPropertySize)
+	}
+	return property{value: jsonString(s), size: size}, true, nil
 }
 
 // jsonFieldError is the error for field name, held as JSON, that
@@ -458,12 +490,9 @@ func (EntityCodec) Unmarshal(data []byte, v any) error {
 }
 
 func decodeField(fv reflect.Value, kind edmKind, raw json.RawMessage) error {
-	// text is the value as a string: JSON strings unquoted, numbers as is.
-	text := string(raw)
-	if len(raw) > 0 && raw[0] == '"' {
-		if err := json.Unmarshal(raw, &text); err != nil {
-			return err
-		}
+	text, err := propertyText(raw)
+	if err != nil {
+		return err
 	}
 	switch kind {
 	case edmString, edmGUID:
@@ -475,36 +504,11 @@ func decodeField(fv reflect.Value, kind edmKind, raw json.RawMessage) error {
 		}
 		fv.SetBool(b)
 	case edmInt32, edmInt64:
-		n, err := strconv.ParseInt(text, 10, 64)
+		return decodeInt(fv, kind, text)
+	case edmDouble:
+		f, err := parseDouble(text, fv.Type().Bits())
 		if err != nil {
 			return err
-		}
-		if fv.CanInt() {
-			if fv.OverflowInt(n) {
-				return fmt.Errorf("%d overflows %s", n, fv.Type())
-			}
-			fv.SetInt(n)
-			return nil
-		}
-		u := uint64(n)
-		if kind == edmInt32 && n < 0 || fv.OverflowUint(u) {
-			return fmt.Errorf("%d overflows %s", n, fv.Type())
-		}
-		fv.SetUint(u)
-	case edmDouble:
-		var f float64
-		switch text {
-		case "NaN":
-			f = math.NaN()
-		case "Infinity", "INF":
-			f = math.Inf(1)
-		case "-Infinity", "-INF":
-			f = math.Inf(-1)
-		default:
-			var err error
-			if f, err = strconv.ParseFloat(text, fv.Type().Bits()); err != nil {
-				return err
-			}
 		}
 		fv.SetFloat(f)
 	case edmDateTime:
@@ -527,4 +531,52 @@ func decodeField(fv reflect.Value, kind edmKind, raw json.RawMessage) error {
 		fv.Set(p.Elem())
 	}
 	return nil
+}
+
+// propertyText is the property value raw as a string: a JSON string
+// unquoted, a number or boolean as it is.
+func propertyText(raw json.RawMessage) (string, error) {
+	text := string(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", err
+		}
+	}
+	return text, nil
+}
+
+// decodeInt sets the integer field fv (of kind edmInt32 or edmInt64) to
+// text; an unsigned field takes an Int64's two's complement back.
+func decodeInt(fv reflect.Value, kind edmKind, text string) error {
+	n, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return err
+	}
+	if fv.CanInt() {
+		if fv.OverflowInt(n) {
+			return fmt.Errorf("%d overflows %s", n, fv.Type())
+		}
+		fv.SetInt(n)
+		return nil
+	}
+	u := uint64(n)
+	if kind == edmInt32 && n < 0 || fv.OverflowUint(u) {
+		return fmt.Errorf("%d overflows %s", n, fv.Type())
+	}
+	fv.SetUint(u)
+	return nil
+}
+
+// parseDouble parses an Edm.Double, NaN and the infinities as the Table
+// service writes them included.
+func parseDouble(text string, bits int) (float64, error) {
+	switch text {
+	case "NaN":
+		return math.NaN(), nil
+	case "Infinity", "INF":
+		return math.Inf(1), nil
+	case "-Infinity", "-INF":
+		return math.Inf(-1), nil
+	}
+	return strconv.ParseFloat(text, bits)
 }

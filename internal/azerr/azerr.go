@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
 )
 
@@ -15,9 +14,9 @@ import (
 // (If-None-Match: * failed), ErrConflict otherwise.
 func PreconditionFailed(create bool) error {
 	if create {
-		return etagstore.ErrExists
+		return driver.ErrExists
 	}
-	return etagstore.ErrConflict
+	return driver.ErrConflict
 }
 
 // ServerBusy marks err as refused unapplied when the service answered 503
@@ -38,11 +37,11 @@ func ByStatus(status int, create bool) error {
 	case http.StatusPreconditionFailed:
 		return PreconditionFailed(create)
 	case http.StatusConflict:
-		return etagstore.ErrExists
+		return driver.ErrExists
 	case http.StatusNotFound:
-		return etagstore.ErrNotFound
+		return driver.ErrNotFound
 	case http.StatusRequestEntityTooLarge:
-		return etagstore.ErrTooLarge
+		return driver.ErrTooLarge
 	}
 	return nil
 }

@@ -1,12 +1,44 @@
 package etagstore
 
+// This file is the stored entity: a document (Doc) is its key, its value
+// of type T and the ETag of the version it came from, and the codec turns
+// T into the bytes a backend stores and back. Beside those bytes every
+// stored document carries the Store's bookkeeping (recent write ids,
+// lineage, fencing token: internal/meta) in driver.Item.Meta, which
+// neither T nor the codec sees.
+
 import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"unicode/utf8"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/fields"
 )
+
+// ETag is an opaque version token. Compare ETags only for equality: table
+// ETags are weak (W/"datetime'…'") and blob ETags are quoted hex.
+type ETag = driver.ETag
+
+// ETagAny matches any existing version (If-Match: *). Passing it is the
+// explicit last-writer-wins opt-out.
+const ETagAny = driver.ETagAny
+
+// Doc is a document with its key and the ETag of the version it came from.
+//
+// The ETag is empty when the value was never stored as a version of its
+// own, or that version's ETag was never seen: an Update that was not the
+// last of its group-commit batch (its state was committed together with
+// the mutations that followed it), and a write whose response was lost,
+// found committed with later writes after it. An empty ETag can never be
+// used to overwrite what followed (Replace and Delete refuse it with
+// ErrETagRequired); Get the document to go on.
+type Doc[T any] struct {
+	Key   string
+	Value T
+	ETag  ETag
+}
 
 // Codec turns documents into the bytes a Backend stores and back (see
 // driver.Codec). JSON is the default; tablestore's EntityCodec maps struct
@@ -34,6 +66,43 @@ var JSON Codec = jsonCodec{}
 type jsonCodec struct{}
 
 func (jsonCodec) Marshal(v any) ([]byte, error) { return marshalJSON(v) }
+
+// marshalJSON is JSON's Marshal: encoding/json, after a check for what it
+// would change silently, and with the field named when it refuses a value
+// (the check is internal/fields' Plan).
+func marshalJSON(v any) ([]byte, error) {
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() {
+		return json.Marshal(v) // null
+	}
+	p := fields.PlanOf(rv.Type())
+	if p.Suspect(rv) {
+		return nil, invalidValue(p, rv, "it holds text that is not valid UTF-8")
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		if pr := p.Locate(rv); pr != nil {
+			return nil, &InvalidValueError{Field: pr.Field, Reason: pr.Reason}
+		}
+		if sentinelOf(err) != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	if p.Raw() && !utf8.Valid(data) {
+		return nil, invalidValue(p, rv, "a json.Marshaler in it wrote invalid UTF-8")
+	}
+	return data, nil
+}
+
+// invalidValue is the error for rv, in which something was found: the
+// first problem located, or reason for the whole value.
+func invalidValue(p *fields.Plan, rv reflect.Value, reason string) *InvalidValueError {
+	if pr := p.Locate(rv); pr != nil {
+		return &InvalidValueError{Field: pr.Field, Reason: pr.Reason}
+	}
+	return &InvalidValueError{Reason: reason}
+}
 
 func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
@@ -93,6 +162,12 @@ func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
 }
 
 // decodeError reports a stored document the codec cannot decode into T.
+// It matches ErrInvalidInput (the stored bytes are not a T), unless the
+// codec's error already matches one of the package's sentinels; the
+// codec's error stays in the chain for errors.As.
 func decodeError(key string, err error) error {
-	return fmt.Errorf("etagstore: decode %q: %w", key, err)
+	if sentinelOf(err) != nil {
+		return fmt.Errorf("etagstore: decode %q: %w", key, err)
+	}
+	return fmt.Errorf("%w: decode %q: %w", ErrInvalidInput, key, err)
 }
