@@ -297,18 +297,8 @@ func (b *Backend) transactionAction(a driver.Action) (aztables.TransactionAction
 	if err != nil {
 		return aztables.TransactionAction{}, err
 	}
-	act := aztables.TransactionAction{Entity: body}
-	merge := a.Write.Mode == driver.ModeMerge || a.Check
-	switch {
-	case a.Delete:
-		act.ActionType = aztables.TransactionTypeDelete
-	case a.Write.Cond.Kind == driver.CondCreate && !merge:
-		act.ActionType = aztables.TransactionTypeAdd
-	case a.Write.Cond.Kind == driver.CondNone:
-		act.ActionType = map[bool]aztables.TransactionType{false: aztables.TransactionTypeInsertReplace, true: aztables.TransactionTypeInsertMerge}[merge]
-	case a.Write.Cond.Kind == driver.CondIfMatch:
-		act.ActionType = map[bool]aztables.TransactionType{false: aztables.TransactionTypeUpdateReplace, true: aztables.TransactionTypeUpdateMerge}[merge]
-	default:
+	act := aztables.TransactionAction{Entity: body, ActionType: actionType(a)}
+	if act.ActionType == "" {
 		return aztables.TransactionAction{}, fmt.Errorf("%w: tablestore: a create cannot merge", etagstore.ErrInvalidInput)
 	}
 	if a.Delete || a.Write.Cond.Kind == driver.CondIfMatch {
@@ -316,6 +306,26 @@ func (b *Backend) transactionAction(a driver.Action) (aztables.TransactionAction
 		act.IfMatch = &etag
 	}
 	return act, nil
+}
+
+// actionType is the Table operation of a ("" for a merging create).
+func actionType(a driver.Action) aztables.TransactionType {
+	merge := a.Write.Mode == driver.ModeMerge || a.Check
+	switch {
+	case a.Delete:
+		return aztables.TransactionTypeDelete
+	case a.Write.Cond.Kind == driver.CondCreate && !merge:
+		return aztables.TransactionTypeAdd
+	case a.Write.Cond.Kind == driver.CondNone && merge:
+		return aztables.TransactionTypeInsertMerge
+	case a.Write.Cond.Kind == driver.CondNone:
+		return aztables.TransactionTypeInsertReplace
+	case a.Write.Cond.Kind == driver.CondIfMatch && merge:
+		return aztables.TransactionTypeUpdateMerge
+	case a.Write.Cond.Kind == driver.CondIfMatch:
+		return aztables.TransactionTypeUpdateReplace
+	}
+	return ""
 }
 
 // refused reports whether the service answered a request with a refusal
