@@ -14,11 +14,13 @@ import (
 )
 
 // Sentinel errors (the same values as package driver's, which backends
-// return). Every failure of the package matches exactly one of them with
-// errors.Is, with three exceptions passed through as they are: the
+// return). Every failure of a Store matches exactly one of them
+// with errors.Is, with four exceptions passed through as they are: the
 // context's error when nothing was sent (or nothing for this call is in
-// flight), the error a mutate or merge function returned, and a transport
-// or service failure of a read, where nothing was written.
+// flight); the error a mutate, merge or transaction function returned; a
+// transport or service failure of a read, where nothing was written; and
+// errors.ErrUnsupported, for an ability the backend lacks (Transact on
+// blobs), before anything is sent.
 var (
 	// ErrNotFound: the key does not exist (HTTP 404).
 	ErrNotFound = driver.ErrNotFound

@@ -23,10 +23,12 @@ type ETag string
 const ETagAny ETag = "*"
 
 // Sentinel errors, re-exported by package etagstore. Every failure of a Store matches exactly one of them
-// with errors.Is, with three exceptions passed through as they are: the
+// with errors.Is, with four exceptions passed through as they are: the
 // context's error when nothing was sent (or nothing for this call is in
-// flight), the error a mutate or merge function returned, and a transport
-// or service failure of a read, where nothing was written.
+// flight); the error a mutate, merge or transaction function returned; a
+// transport or service failure of a read, where nothing was written; and
+// errors.ErrUnsupported, for an ability the backend lacks (Transact on
+// blobs), before anything is sent.
 var (
 	// ErrNotFound: the key does not exist (HTTP 404).
 	ErrNotFound = errors.New("etagstore: not found")
@@ -43,7 +45,9 @@ var (
 	// ErrTooLarge: the document exceeds the backend's limits. Nothing was sent.
 	ErrTooLarge = errors.New("etagstore: too large")
 	// ErrInvalidInput: an argument is out of range (for example a lease
-	// duration). Nothing was sent.
+	// duration) or a value cannot be stored: nothing was sent. A Store
+	// also reports with it a stored document that does not decode into
+	// its T.
 	ErrInvalidInput = errors.New("etagstore: invalid input")
 	// ErrFenced: the document was written under a newer fencing token than
 	// the one this write carries (see WithFence). Nothing was written.
