@@ -17,6 +17,13 @@
 // backoff (RetryPolicy). Save is the wiki-style variant: it merges the
 // caller's edit with the stored version (MergeFields by default) and reports
 // overlapping edits with all three versions so no one's text is lost.
+// Transact commits several documents at once: fn reads and writes through
+// a Tx, every document it read is checked at commit (serializable), and on
+// a conflict fn runs again on fresh reads.
+//
+// Every write — these, group-commit batches, table merges and batches —
+// goes through one delivery engine, which owns retries, backoff, throttling,
+// fences, the resolution of lost answers and telemetry.
 //
 // An ETag is never optional: an empty one fails with ErrETagRequired before
 // anything is sent. ETagAny ("*") is the explicit last-writer-wins opt-out,
@@ -66,10 +73,13 @@
 // *ConflictError[T]), ErrETagRequired, ErrInvalidKey and ErrTooLarge
 // (refused before any request), ErrInvalidInput (an argument or value the
 // codec cannot encode, such as NaN under JSON), ErrFenced, ErrLocked,
-// ErrLockLost and ErrOutcomeUnknown (an *OutcomeUnknownError). A context
+// ErrLockLost and ErrOutcomeUnknown (an *OutcomeUnknownError); a stored
+// document that does not decode into T matches ErrInvalidInput. A context
 // that ended before anything was sent returns ctx.Err() unchanged; a
-// mutate's or merge's own error is returned as is; a failed read
-// (transport, authorization) comes from the backend wrapped.
+// mutate's, merge's or transaction function's own error is returned as is;
+// a failed read (transport, authorization) comes from the backend wrapped;
+// an ability the backend lacks (Transact on blobs) matches
+// errors.ErrUnsupported.
 //
 // # Backends
 //
