@@ -74,6 +74,11 @@ type carry struct {
 	raced  bool      // the attempt lost a race
 }
 
+// errStale is what a plan that reads for itself (a transaction) reports
+// when a version it read changed before it could send: the engine builds
+// it again after a pause, as after a lost race.
+var errStale = errors.New("etagstore: a document read has changed")
+
 // engine carries one write to the backend until its fate is known.
 type engine struct {
 	c     *core

@@ -170,9 +170,6 @@ func (tx *Tx[T]) version(key string) (version, error) {
 	return b, nil
 }
 
-// errStale is a transaction's read found changed before it committed.
-var errStale = errors.New("etagstore: a document the transaction read has changed")
-
 // request is the commit of the transaction: every key it touched, in
 // order — its write, or a check of the version it read. A transaction
 // that writes nothing has nothing to send: its reads are checked by
