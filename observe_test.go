@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/attribute"
@@ -90,53 +91,56 @@ func render(set attribute.Set) string {
 // Sixteen writers on one key, a first one alone and fifteen batched behind
 // it: exact span and metric counts.
 func TestTelemetryOfGroupCommit(t *testing.T) {
-	tel := newTelemetry(t)
-	b := newStepBackend()
-	s := etagstore.New[counter](b, &tel.opts)
-	vals := make(chan int, 16)
-	var wg sync.WaitGroup
-	updates(t, s, 1, vals, &wg) // alone: its write is held
-	<-b.arrived
-	updates(t, s, 15, vals, &wg) // queue behind it: one batch
-	b.pass <- struct{}{}
-	<-b.arrived
-	b.pass <- struct{}{}
-	wg.Wait()
+	synctest.Test(t, func(t *testing.T) {
+		defer runOutTimers()
+		tel := newTelemetry(t)
+		b := newStepBackend()
+		s := etagstore.New[counter](b, &tel.opts)
+		vals := make(chan int, 16)
+		var wg sync.WaitGroup
+		updates(t, s, 1, vals, &wg) // alone: its write is held
+		<-b.arrived
+		updates(t, s, 15, vals, &wg) // queue behind it: one batch
+		b.pass <- struct{}{}
+		<-b.arrived
+		b.pass <- struct{}{}
+		wg.Wait()
 
-	spans := tel.spans.GetSpans()
-	batches := map[int64]int{}
-	for _, sp := range spans {
-		if sp.Name != "etagstore.Update" {
-			t.Errorf("span %q, want only etagstore.Update", sp.Name)
-			continue
+		spans := tel.spans.GetSpans()
+		batches := map[int64]int{}
+		for _, sp := range spans {
+			if sp.Name != "etagstore.Update" {
+				t.Errorf("span %q, want only etagstore.Update", sp.Name)
+				continue
+			}
+			attrs := map[attribute.Key]attribute.Value{}
+			for _, kv := range sp.Attributes {
+				attrs[kv.Key] = kv.Value
+			}
+			if attrs["etagstore.outcome"].AsString() != "ok" || attrs["etagstore.backend"].AsString() != "etagstore_test" {
+				t.Errorf("span attributes %v", sp.Attributes)
+			}
+			if _, ok := attrs["etagstore.key"]; ok {
+				t.Error("a span records the key without Options.RecordKeys")
+			}
+			batches[attrs["etagstore.batch_size"].AsInt64()]++
 		}
-		attrs := map[attribute.Key]attribute.Value{}
-		for _, kv := range sp.Attributes {
-			attrs[kv.Key] = kv.Value
+		if diff := cmp.Diff(map[int64]int{1: 1, 15: 15}, batches); diff != "" {
+			t.Errorf("spans by batch size (-want +got):\n%s", diff)
 		}
-		if attrs["etagstore.outcome"].AsString() != "ok" || attrs["etagstore.backend"].AsString() != "etagstore_test" {
-			t.Errorf("span attributes %v", sp.Attributes)
+		if diff := cmp.Diff(map[string]int64{" count": 16, " sum": 1 + 15*15}, tel.sums(t, "etagstore.batch.size")); diff != "" {
+			t.Errorf("etagstore.batch.size (-want +got):\n%s", diff)
 		}
-		if _, ok := attrs["etagstore.key"]; ok {
-			t.Error("a span records the key without Options.RecordKeys")
+		if diff := cmp.Diff(map[string]int64{" count": 16, " sum": 16}, tel.sums(t, "etagstore.update.attempts")); diff != "" {
+			t.Errorf("etagstore.update.attempts (-want +got):\n%s", diff)
 		}
-		batches[attrs["etagstore.batch_size"].AsInt64()]++
-	}
-	if diff := cmp.Diff(map[int64]int{1: 1, 15: 15}, batches); diff != "" {
-		t.Errorf("spans by batch size (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(map[string]int64{" count": 16, " sum": 1 + 15*15}, tel.sums(t, "etagstore.batch.size")); diff != "" {
-		t.Errorf("etagstore.batch.size (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(map[string]int64{" count": 16, " sum": 16}, tel.sums(t, "etagstore.update.attempts")); diff != "" {
-		t.Errorf("etagstore.update.attempts (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(map[string]int64{"etagstore.operation=Update,etagstore.outcome=ok count": 16}, tel.sums(t, "etagstore.operation.duration")); diff != "" {
-		t.Errorf("etagstore.operation.duration (-want +got):\n%s", diff)
-	}
-	if got := tel.sums(t, "etagstore.conflicts"); len(got) != 0 {
-		t.Errorf("conflicts %v, want none", got)
-	}
+		if diff := cmp.Diff(map[string]int64{"etagstore.operation=Update,etagstore.outcome=ok count": 16}, tel.sums(t, "etagstore.operation.duration")); diff != "" {
+			t.Errorf("etagstore.operation.duration (-want +got):\n%s", diff)
+		}
+		if got := tel.sums(t, "etagstore.conflicts"); len(got) != 0 {
+			t.Errorf("conflicts %v, want none", got)
+		}
+	})
 }
 
 // A lost response found committed, a conflict absorbed by a retry, a

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -477,7 +478,10 @@ func TestBackoffAdaptsToContention(t *testing.T) {
 }
 
 // slowBackend makes every write take a while, so that group-commit batches
-// form and callers wait in the queue.
+// form and callers wait in the queue. In a synctest bubble the while is on
+// the bubble's fake clock: it ends only when every other goroutine of the
+// bubble is blocked, so the latency models a slow server without making
+// the outcome depend on the machine's speed.
 type slowBackend struct {
 	driver.Backend
 	delay time.Duration
@@ -491,55 +495,60 @@ func (s slowBackend) Write(ctx context.Context, key string, w driver.Write) (eta
 // Callers that give up while queued or while their batch is written return
 // promptly with their context's error; the others are unaffected, nobody is
 // left waiting, and every increment that reported success is stored once.
+// The writes' latency and the callers' deadlines run on a synctest bubble's
+// fake clock, so where each deadline falls does not depend on the machine.
 func TestGroupCommitCancellation(t *testing.T) {
-	s := etagstore.New[counter](slowBackend{memstore.New(nil), 2 * time.Millisecond}, nil)
-	var ok, canceled, unknown atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 64 {
-		wg.Go(func() {
-			ctx := t.Context()
-			if i%3 == 0 { // a third give up after a random short while
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, time.Duration(i%7)*time.Millisecond)
-				defer cancel()
-			}
-			for range 5 {
-				_, err := s.Update(ctx, "k", func(c *counter) error { c.N++; return nil }, etagstore.CreateIfMissing())
-				switch {
-				case err == nil:
-					ok.Add(1)
-				case errors.Is(err, etagstore.ErrOutcomeUnknown):
-					var ue *etagstore.OutcomeUnknownError
-					if !errors.As(err, &ue) || !errors.Is(ue.Cause, context.DeadlineExceeded) {
-						t.Errorf("unknown outcome %v, want an *OutcomeUnknownError caused by the deadline", err)
-					}
-					unknown.Add(1)
-				case errors.Is(err, context.DeadlineExceeded):
-					canceled.Add(1)
-				default:
-					t.Errorf("Update: %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		defer runOutTimers()
+		s := etagstore.New[counter](slowBackend{memstore.New(nil), 2 * time.Millisecond}, nil)
+		var ok, canceled, unknown atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 64 {
+			wg.Go(func() {
+				ctx := t.Context()
+				if i%3 == 0 { // a third give up after a random short while
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, time.Duration(i%7)*time.Millisecond)
+					defer cancel()
 				}
-			}
-		})
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("callers still waiting after 30 s: a batch was never led")
-	}
-	d, err := s.Get(t.Context(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if int64(d.Value.N) < ok.Load() || int64(d.Value.N) > ok.Load()+unknown.Load() {
-		t.Fatalf("N = %d with %d successes and %d unknown outcomes", d.Value.N, ok.Load(), unknown.Load())
-	}
-	if canceled.Load() == 0 {
-		t.Log("no caller was cancelled while queued this time")
-	}
-	t.Logf("%d ok, %d cancelled, %d unknown, N = %d", ok.Load(), canceled.Load(), unknown.Load(), d.Value.N)
+				for range 5 {
+					_, err := s.Update(ctx, "k", func(c *counter) error { c.N++; return nil }, etagstore.CreateIfMissing())
+					switch {
+					case err == nil:
+						ok.Add(1)
+					case errors.Is(err, etagstore.ErrOutcomeUnknown):
+						var ue *etagstore.OutcomeUnknownError
+						if !errors.As(err, &ue) || !errors.Is(ue.Cause, context.DeadlineExceeded) {
+							t.Errorf("unknown outcome %v, want an *OutcomeUnknownError caused by the deadline", err)
+						}
+						unknown.Add(1)
+					case errors.Is(err, context.DeadlineExceeded):
+						canceled.Add(1)
+					default:
+						t.Errorf("Update: %v", err)
+					}
+				}
+			})
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("callers still waiting after 30 s: a batch was never led")
+		}
+		d, err := s.Get(t.Context(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(d.Value.N) < ok.Load() || int64(d.Value.N) > ok.Load()+unknown.Load() {
+			t.Fatalf("N = %d with %d successes and %d unknown outcomes", d.Value.N, ok.Load(), unknown.Load())
+		}
+		if canceled.Load() == 0 {
+			t.Log("no caller was cancelled while queued this time")
+		}
+		t.Logf("%d ok, %d cancelled, %d unknown, N = %d", ok.Load(), canceled.Load(), unknown.Load(), d.Value.N)
+	})
 }
 
 // A write whose answer was lost, judged against the window the document
@@ -583,39 +592,45 @@ func TestLostWriteJudgedByTheDocumentsWindow(t *testing.T) {
 // A value the codec cannot encode fails only its own caller, also when it
 // rides in a batch, and matches ErrInvalidInput.
 func TestUnencodableValueFailsItsOwnCaller(t *testing.T) {
-	type doc struct{ X float64 }
-	ctx := t.Context()
-	release := make(chan struct{})
-	b := gateBackend{memstore.New(nil), release}
-	s := etagstore.New[doc](b, nil)
-	var wg sync.WaitGroup
-	results := make([]error, 8)
-	for i := range results {
-		wg.Go(func() {
-			_, results[i] = s.Update(ctx, "k", func(d *doc) error {
-				if i == 5 {
-					d.X = math.NaN()
+	synctest.Test(t, func(t *testing.T) {
+		defer runOutTimers()
+		type doc struct{ X float64 }
+		ctx := t.Context()
+		release := make(chan struct{})
+		b := gateBackend{memstore.New(nil), release}
+		s := etagstore.New[doc](b, nil)
+		var wg sync.WaitGroup
+		results := make([]error, 8)
+		for i := range results {
+			wg.Go(func() {
+				_, results[i] = s.Update(ctx, "k", func(d *doc) error {
+					if i == 5 {
+						d.X = math.NaN()
+						return nil
+					}
+					d.X++
 					return nil
-				}
-				d.X++
-				return nil
-			}, etagstore.CreateIfMissing())
-		})
-	}
-	time.Sleep(20 * time.Millisecond) // let them queue behind the first write
-	close(release)
-	wg.Wait()
-	for i, err := range results {
-		switch {
-		case i == 5 && !errors.Is(err, etagstore.ErrInvalidInput):
-			t.Errorf("NaN: Update = %v, want ErrInvalidInput", err)
-		case i != 5 && err != nil:
-			t.Errorf("Update %d: %v", i, err)
+				}, etagstore.CreateIfMissing())
+			})
+			if i == 0 {
+				synctest.Wait() // the first caller's write is held: the others queue, NaN among them
+			}
 		}
-	}
-	if d, _ := s.Get(ctx, "k"); d.Value.X != 7 {
-		t.Fatalf("X = %v, want 7", d.Value.X)
-	}
+		synctest.Wait() // all have queued behind the first write
+		close(release)
+		wg.Wait()
+		for i, err := range results {
+			switch {
+			case i == 5 && !errors.Is(err, etagstore.ErrInvalidInput):
+				t.Errorf("NaN: Update = %v, want ErrInvalidInput", err)
+			case i != 5 && err != nil:
+				t.Errorf("Update %d: %v", i, err)
+			}
+		}
+		if d, _ := s.Get(ctx, "k"); d.Value.X != 7 {
+			t.Fatalf("X = %v, want 7", d.Value.X)
+		}
+	})
 }
 
 // gateBackend holds every write until release is closed.
@@ -697,7 +712,8 @@ func (b *stepBackend) Write(ctx context.Context, key string, w driver.Write) (et
 }
 
 // updates starts n Updates incrementing k's counter, each sending the value
-// it got on vals, and returns once they have had time to queue.
+// it got on vals, and returns once each is held or queued: every goroutine
+// of the synctest bubble it runs in is blocked.
 func updates(t *testing.T, s *etagstore.Store[counter], n int, vals chan<- int, wg *sync.WaitGroup) {
 	for range n {
 		wg.Go(func() {
@@ -708,77 +724,83 @@ func updates(t *testing.T, s *etagstore.Store[counter], n int, vals chan<- int, 
 			vals <- d.Value.N
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	synctest.Wait()
 }
 
 // Back-to-back group-commit batches: the second starts from the version the
 // first wrote and sends no read.
 func TestGroupCommitChainsBatches(t *testing.T) {
-	b := newStepBackend()
-	s := etagstore.New[counter](b, nil)
-	vals := make(chan int, 16)
-	var wg sync.WaitGroup
-	updates(t, s, 1, vals, &wg) // alone: read 1, write 1 (held)
-	<-b.arrived
-	updates(t, s, 3, vals, &wg) // queue behind it
-	b.pass <- struct{}{}
-	<-b.arrived // batch 1: read 2, write 2 (held)
-	updates(t, s, 3, vals, &wg)
-	b.pass <- struct{}{}
-	<-b.arrived // batch 2: write 3, with no read
-	b.pass <- struct{}{}
-	wg.Wait()
-	close(vals)
-	if got := b.reads.Load(); got != 2 {
-		t.Errorf("%d reads for 3 writes, want 2 (the second batch chains on the first's version)", got)
-	}
-	seen := map[int]bool{}
-	for v := range vals {
-		seen[v] = true
-	}
-	if len(seen) != 7 || !seen[1] || !seen[7] {
-		t.Errorf("values returned: %v, want 1..7 each once", seen)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		defer runOutTimers()
+		b := newStepBackend()
+		s := etagstore.New[counter](b, nil)
+		vals := make(chan int, 16)
+		var wg sync.WaitGroup
+		updates(t, s, 1, vals, &wg) // alone: read 1, write 1 (held)
+		<-b.arrived
+		updates(t, s, 3, vals, &wg) // queue behind it
+		b.pass <- struct{}{}
+		<-b.arrived // batch 1: read 2, write 2 (held)
+		updates(t, s, 3, vals, &wg)
+		b.pass <- struct{}{}
+		<-b.arrived // batch 2: write 3, with no read
+		b.pass <- struct{}{}
+		wg.Wait()
+		close(vals)
+		if got := b.reads.Load(); got != 2 {
+			t.Errorf("%d reads for 3 writes, want 2 (the second batch chains on the first's version)", got)
+		}
+		seen := map[int]bool{}
+		for v := range vals {
+			seen[v] = true
+		}
+		if len(seen) != 7 || !seen[1] || !seen[7] {
+			t.Errorf("values returned: %v, want 1..7 each once", seen)
+		}
+	})
 }
 
 // A chained batch whose version another Store has moved on gets 412, reads,
 // re-applies its mutations and lands each exactly once.
 func TestChainedBatchLosesToAnotherStore(t *testing.T) {
-	b := newStepBackend()
-	s := etagstore.New[counter](b, nil)
-	other := etagstore.New[counter](b.Backend, nil)
-	vals := make(chan int, 16)
-	var wg sync.WaitGroup
-	updates(t, s, 1, vals, &wg)
-	<-b.arrived
-	updates(t, s, 3, vals, &wg)
-	b.pass <- struct{}{}
-	<-b.arrived // batch 1's write
-	updates(t, s, 3, vals, &wg)
-	b.pass <- struct{}{}
-	<-b.arrived // batch 2's chained write, held while the other Store writes
-	if _, err := other.Update(t.Context(), "k", func(c *counter) error { c.N += 100; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	b.pass <- struct{}{} // 412
-	<-b.arrived          // after a read, batch 2 again
-	b.pass <- struct{}{}
-	wg.Wait()
-	close(vals)
-	if got := b.reads.Load(); got != 3 {
-		t.Errorf("%d reads, want 3", got)
-	}
-	var got []int
-	for v := range vals {
-		got = append(got, v)
-	}
-	slices.Sort(got)
-	if diff := cmp.Diff([]int{1, 2, 3, 4, 105, 106, 107}, got); diff != "" {
-		t.Errorf("values returned (-want +got):\n%s", diff)
-	}
-	if d, _ := other.Get(t.Context(), "k"); d.Value.N != 107 {
-		t.Errorf("N = %d, want 107", d.Value.N)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		defer runOutTimers()
+		b := newStepBackend()
+		s := etagstore.New[counter](b, nil)
+		other := etagstore.New[counter](b.Backend, nil)
+		vals := make(chan int, 16)
+		var wg sync.WaitGroup
+		updates(t, s, 1, vals, &wg)
+		<-b.arrived
+		updates(t, s, 3, vals, &wg)
+		b.pass <- struct{}{}
+		<-b.arrived // batch 1's write
+		updates(t, s, 3, vals, &wg)
+		b.pass <- struct{}{}
+		<-b.arrived // batch 2's chained write, held while the other Store writes
+		if _, err := other.Update(t.Context(), "k", func(c *counter) error { c.N += 100; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		b.pass <- struct{}{} // 412
+		<-b.arrived          // after a read, batch 2 again
+		b.pass <- struct{}{}
+		wg.Wait()
+		close(vals)
+		if got := b.reads.Load(); got != 3 {
+			t.Errorf("%d reads, want 3", got)
+		}
+		var got []int
+		for v := range vals {
+			got = append(got, v)
+		}
+		slices.Sort(got)
+		if diff := cmp.Diff([]int{1, 2, 3, 4, 105, 106, 107}, got); diff != "" {
+			t.Errorf("values returned (-want +got):\n%s", diff)
+		}
+		if d, _ := other.Get(t.Context(), "k"); d.Value.N != 107 {
+			t.Errorf("N = %d, want 107", d.Value.N)
+		}
+	})
 }
 
 // busyBackend refuses the first write and the first delete of each key

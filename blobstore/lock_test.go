@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/blobstore"
 	"github.com/etagstore/etagstore/internal/azuritetest"
@@ -39,38 +41,39 @@ func TestLockerOptions(t *testing.T) {
 }
 
 // 8 goroutines take the same lock repeatedly: never two holders at once,
-// and every acquisition's token is greater than all before it.
+// and every acquisition's token is greater than all before it. Each holder
+// stays inside until another's acquire was refused while it held the lock
+// (or nobody else wants it): the exclusion is exercised on every hold.
 func TestLockMutualExclusion(t *testing.T) {
-	l, _ := newLocker(t, &blobstore.LockOptions{PollInitial: 10 * time.Millisecond, PollMax: 200 * time.Millisecond})
+	c := newContention()
+	l, err := blobstore.NewLocker(watchedContainer(t, "", azcore.ClientOptions{}, c), &blobstore.LockOptions{PollInitial: 10 * time.Millisecond, PollMax: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	const workers, rounds = 8, 3
 	var (
-		inside, maxInside atomic.Int32
-		mu                sync.Mutex
-		tokens            []int64
-		wg                sync.WaitGroup
+		mu     sync.Mutex
+		tokens []int64
+		wg     sync.WaitGroup
 	)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	for range workers {
 		wg.Go(func() {
 			for range rounds {
+				c.waitingForLock(+1)
 				lk, err := l.Lock(ctx, "shared")
+				c.waitingForLock(-1)
 				if err != nil {
 					t.Errorf("Lock: %v", err)
 					return
 				}
-				n := inside.Add(1)
-				for {
-					m := maxInside.Load()
-					if n <= m || maxInside.CompareAndSwap(m, n) {
-						break
-					}
-				}
+				c.enter()
 				mu.Lock()
 				tokens = append(tokens, lk.Token())
 				mu.Unlock()
-				time.Sleep(5 * time.Millisecond)
-				inside.Add(-1)
+				c.hold(ctx)
+				c.leave()
 				if err := lk.Unlock(ctx); err != nil {
 					t.Errorf("Unlock: %v", err)
 				}
@@ -78,8 +81,9 @@ func TestLockMutualExclusion(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if maxInside.Load() != 1 {
-		t.Fatalf("%d holders at once, want 1", maxInside.Load())
+	t.Log(c)
+	if c.maxHolders != 1 {
+		t.Fatalf("%d holders at once, want 1", c.maxHolders)
 	}
 	if len(tokens) != workers*rounds {
 		t.Fatalf("%d acquisitions, want %d", len(tokens), workers*rounds)
@@ -258,38 +262,41 @@ func TestLockGuardsTableUpdate(t *testing.T) {
 }
 
 // Under dropped responses and 503s the lock still never has two holders.
+// As in TestLockMutualExclusion, each holder stays inside until another's
+// acquire was refused while it held the lock, or nobody else wants it.
 func TestLockUnderFaults(t *testing.T) {
 	proxy := storetest.StartFaultProxy(t, azuritetest.Host(t, "Blob"), storetest.DefaultFaults)
-	l, err := blobstore.NewLocker(azuritetest.NewContainerVia(t, proxy.URL()), &blobstore.LockOptions{PollInitial: 10 * time.Millisecond, PollMax: 100 * time.Millisecond})
+	c := newContention()
+	l, err := blobstore.NewLocker(watchedContainer(t, proxy.URL(), azuritetest.FastRetries, c), &blobstore.LockOptions{PollInitial: 10 * time.Millisecond, PollMax: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	var inside, overlaps, acquired, failed atomic.Int32
+	var acquired, failed atomic.Int32
 	var wg sync.WaitGroup
 	for range 6 {
 		wg.Go(func() {
 			for range 4 {
+				c.waitingForLock(+1)
 				lk, err := l.Lock(ctx, "shared")
+				c.waitingForLock(-1)
 				if err != nil {
 					failed.Add(1) // an injected fault surfaced; not a safety problem
 					continue
 				}
 				acquired.Add(1)
-				if inside.Add(1) > 1 {
-					overlaps.Add(1)
-				}
-				time.Sleep(2 * time.Millisecond)
-				inside.Add(-1)
+				c.enter()
+				c.hold(ctx)
+				c.leave()
 				_ = lk.Unlock(ctx)
 			}
 		})
 	}
 	wg.Wait()
-	t.Logf("%d acquisitions, %d failed attempts, faults %v", acquired.Load(), failed.Load(), proxy.Counts())
-	if overlaps.Load() != 0 {
-		t.Fatalf("%d times two holders at once", overlaps.Load())
+	t.Logf("%d acquisitions, %d failed attempts, faults %v; %v", acquired.Load(), failed.Load(), proxy.Counts(), c)
+	if c.maxHolders > 1 {
+		t.Fatalf("%d holders at once", c.maxHolders)
 	}
 	if acquired.Load() == 0 {
 		t.Fatal("the lock was never acquired")

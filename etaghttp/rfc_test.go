@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -302,51 +303,93 @@ func TestConflictProblemBody(t *testing.T) {
 	}
 }
 
-// slow delays writes so that concurrent Updates are committed together
-// (group commit): all but the last of a batch get an empty ETag from the
-// Store.
-type slow struct{ driver.Backend }
+// heldWrites holds every write while a gate is set, so that concurrent
+// Updates are committed together (group commit): all but the last of a
+// batch get an empty ETag from the Store.
+type heldWrites struct {
+	driver.Backend
+	mu   sync.Mutex
+	gate chan struct{} // nil: writes pass
+}
 
-func (s slow) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
-	time.Sleep(3 * time.Millisecond)
-	return s.Backend.Write(ctx, key, w)
+func (h *heldWrites) hold() chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gate = make(chan struct{})
+	return h.gate
+}
+
+func (h *heldWrites) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
+	h.mu.Lock()
+	gate := h.gate
+	h.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return h.Backend.Write(ctx, key, w)
+}
+
+// serve answers one request with h on the calling goroutine, without a
+// network (which a synctest bubble cannot wait for).
+func serve(h http.Handler, method, path, body string, hdr map[string]string) (*http.Response, string) {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Result(), rec.Body.String()
 }
 
 // Every 2xx answer to a write carries an ETag the next If-Match accepts;
-// If-Match: * never fails on an existing document, however busy.
+// If-Match: * never fails on an existing document, however busy. In a
+// synctest bubble: the concurrent PATCHes queue behind a held write
+// (synctest.Wait) and are committed as one batch.
 func TestWriteAnswersCarryETag(t *testing.T) {
-	srv, s := newRecServer(t, slow{memstore.New(nil)})
-	tag := create(t, s, "r", Rec{})
-	// A chain: each write's ETag is the next one's If-Match.
-	for i, step := range []struct{ method, body string }{
-		{"PUT", `{"Title":"1"}`}, {"PATCH", `{"Big":2}`}, {"PUT", `{"Title":"3"}`}, {"PATCH", `{"U":4}`},
-	} {
-		resp, body := do(t, srv, step.method, "/r", step.body, map[string]string{"If-Match": tag})
-		tag = resp.Header.Get("ETag")
-		if resp.StatusCode != 200 || tag == "" || tag == `""` {
-			t.Fatalf("step %d %s: %d, ETag %q, %s", i, step.method, resp.StatusCode, tag, body)
-		}
-	}
-	// Concurrent PATCHes with If-Match: *: all apply, each with an ETag of
-	// a version holding its change.
-	var wg sync.WaitGroup
-	for i := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, body := do(t, srv, "PATCH", "/r", fmt.Sprintf(`{"Meta":{"k%d":%d}}`, i, i), map[string]string{"If-Match": "*"})
-			etag := resp.Header.Get("ETag")
-			var got Rec
-			_ = json.Unmarshal([]byte(body), &got)
-			if resp.StatusCode != 200 || etag == "" || etag == `""` || got.Meta[fmt.Sprint("k", i)] != i {
-				t.Errorf("PATCH * #%d: %d, ETag %q, %s", i, resp.StatusCode, etag, body)
+	synctest.Test(t, func(t *testing.T) {
+		// At the end, let the fake clock run out the Store's own timers (a
+		// runner lingering after its last batch): every caller has returned.
+		defer time.Sleep(time.Minute)
+		b := &heldWrites{Backend: memstore.New(nil)}
+		s := etagstore.New[Rec](b, nil)
+		h := etaghttp.Handler(s, nil)
+		tag := create(t, s, "r", Rec{})
+		// A chain: each write's ETag is the next one's If-Match.
+		for i, step := range []struct{ method, body string }{
+			{"PUT", `{"Title":"1"}`}, {"PATCH", `{"Big":2}`}, {"PUT", `{"Title":"3"}`}, {"PATCH", `{"U":4}`},
+		} {
+			resp, body := serve(h, step.method, "/r", step.body, map[string]string{"If-Match": tag})
+			tag = resp.Header.Get("ETag")
+			if resp.StatusCode != 200 || tag == "" || tag == `""` {
+				t.Fatalf("step %d %s: %d, ETag %q, %s", i, step.method, resp.StatusCode, tag, body)
 			}
-		}()
-	}
-	wg.Wait()
-	if n := len(stored(t, s, "r").Value.Meta); n != 16 {
-		t.Errorf("%d of 16 concurrent PATCHes applied", n)
-	}
+		}
+		// Concurrent PATCHes with If-Match: *: all apply, each with an ETag of
+		// a version holding its change. The first one's write is held until
+		// the other fifteen have queued behind it: they are one batch.
+		gate := b.hold()
+		var wg sync.WaitGroup
+		for i := range 16 {
+			wg.Go(func() {
+				resp, body := serve(h, "PATCH", "/r", fmt.Sprintf(`{"Meta":{"k%d":%d}}`, i, i), map[string]string{"If-Match": "*"})
+				etag := resp.Header.Get("ETag")
+				var got Rec
+				_ = json.Unmarshal([]byte(body), &got)
+				if resp.StatusCode != 200 || etag == "" || etag == `""` || got.Meta[fmt.Sprint("k", i)] != i {
+					t.Errorf("PATCH * #%d: %d, ETag %q, %s", i, resp.StatusCode, etag, body)
+				}
+			})
+			if i == 0 {
+				synctest.Wait() // its write is held
+			}
+		}
+		synctest.Wait() // the other fifteen are queued
+		close(gate)
+		wg.Wait()
+		if n := len(stored(t, s, "r").Value.Meta); n != 16 {
+			t.Errorf("%d of 16 concurrent PATCHes applied", n)
+		}
+	})
 }
 
 // A collection GET pages through the documents with ?limit= and a Link

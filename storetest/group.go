@@ -135,7 +135,9 @@ func blockedMutate(t *testing.T, s *etagstore.Store[Page], key string, batched b
 	mustCreate(t, s, key, Page{})
 	var wg sync.WaitGroup
 	extra := int64(0)
-	if batched { // a slow first caller: the blocked one arrives during its mutate
+	entered := make(chan struct{}) // closed when the blocked caller's mutate first runs
+	// In a batch: a slow first caller, during whose mutate the blocked one arrives.
+	if batched {
 		extra = 1
 		slowIn := make(chan struct{})
 		wg.Go(func() {
@@ -144,7 +146,13 @@ func blockedMutate(t *testing.T, s *etagstore.Store[Page], key string, batched b
 				case <-slowIn:
 				default:
 					close(slowIn)
-					time.Sleep(30 * time.Millisecond)
+					// Stay in the mutate until the caller arriving meanwhile
+					// has been served (in a batch) and is blocked in its own.
+					select {
+					case <-entered:
+					case <-time.After(30 * time.Second):
+						t.Error("a caller arriving during another's mutate waits for that mutate to return")
+					}
 				}
 				p.N++
 				return nil
@@ -156,14 +164,15 @@ func blockedMutate(t *testing.T, s *etagstore.Store[Page], key string, batched b
 		<-slowIn
 	}
 	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
+	var first sync.Once
 	blocked := make(chan error, 1)
 	go func() {
 		_, err := s.Update(ctx, key, func(p *Page) error {
-			select {
-			case entered <- struct{}{}:
-				<-release // only the first run blocks
-			default:
+			runs := false
+			first.Do(func() { runs = true })
+			if runs { // only the first run blocks
+				close(entered)
+				<-release
 			}
 			p.N += 100
 			return nil

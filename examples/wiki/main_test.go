@@ -33,6 +33,22 @@ func TestMainSmoke(t *testing.T) {
 
 var listening = regexp.MustCompile(`wiki on (http://127\.0\.0\.1:\d+) \(pages in ([^)]*)\)`)
 
+// signalling passes writes on to w and then signals on wrote, without
+// waiting: one signal pending is enough to make the reader look again.
+type signalling struct {
+	w     io.Writer
+	wrote chan<- struct{}
+}
+
+func (s signalling) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	select {
+	case s.wrote <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
 // smokeWiki runs the wiki with args (never shown: they hold a connection
 // string) and checks it keeps its pages in where.
 func smokeWiki(t *testing.T, bin, where string, args ...string) {
@@ -40,7 +56,8 @@ func smokeWiki(t *testing.T, bin, where string, args ...string) {
 	defer cancel()
 	var stdout, stderr smoke.Buffer
 	cmd := smoke.Command(ctx, bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	logged := make(chan struct{}, 1) // the wiki wrote to stderr since we last looked
+	cmd.Stdout, cmd.Stderr = &stdout, signalling{&stderr, logged}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +93,7 @@ func smokeWiki(t *testing.T, bin, where string, args ...string) {
 			<-exited
 			running = false
 			t.Fatalf("the wiki did not listen within 30 s; %s", output())
-		case <-time.After(20 * time.Millisecond):
+		case <-logged:
 		}
 	}
 

@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/etagstore/etagstore/internal/azuritetest"
@@ -54,12 +59,13 @@ func TestDuplicatesAndCrash(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = e.queue.Delete(context.Background(), nil) })
 	const items = 10
+	dups := []int{1, 3, 3, 7, 9} // duplicate deliveries
 	for i := range items {
 		if err := e.enqueue(ctx, Message{Resource: fmt.Sprintf("doc-%02d", i), Stage: "render"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, i := range []int{1, 3, 3, 7, 9} { // duplicate deliveries
+	for _, i := range dups {
 		if err := e.enqueue(ctx, Message{Resource: fmt.Sprintf("doc-%02d", i), Stage: "render"}); err != nil {
 			t.Fatal(err)
 		}
@@ -77,37 +83,34 @@ func TestDuplicatesAndCrash(t *testing.T) {
 
 	// Three healthy workers drain the queue; the crashed item comes back
 	// when its message's visibility ends and is taken once its lease has
-	// expired (15 s without renewal).
+	// expired (15 s without renewal). They are done when every message
+	// enqueued has been deleted (acknowledged): their queue client counts
+	// the deletions the service confirmed.
+	acks := newAcks(items + len(dups))
+	q := watchedQueue(t, name, acks)
 	stats := &Stats{}
 	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	done := make(chan struct{})
 	for range 3 {
 		w := e.worker(stats, 4*time.Second)
+		w.Queue = q
 		go func() {
 			_ = w.Run(wctx, time.Hour)
 			done <- struct{}{}
 		}()
 	}
-	for {
-		n := 0
-		for _, err := range e.outputs.List(ctx, "") {
-			if err != nil {
-				t.Fatal(err)
-			}
-			n++
-		}
-		if n == items && queueEmpty(t, e.queue) {
-			break
-		}
-		if wctx.Err() != nil {
-			t.Fatalf("after 90 s: %d of %d outputs; %s", n, items, stats)
-		}
-		time.Sleep(500 * time.Millisecond)
+	select {
+	case <-acks.all:
+	case <-wctx.Done():
+		t.Fatalf("after 90 s: %d of %d messages acknowledged; %s", acks.count(), items+len(dups), stats)
 	}
 	cancel()
 	for range 3 {
 		<-done
+	}
+	if !queueEmpty(t, e.queue) {
+		t.Error("every message was acknowledged, yet the queue is not empty")
 	}
 
 	runs := map[string]int64{}
@@ -135,6 +138,47 @@ func TestDuplicatesAndCrash(t *testing.T) {
 		t.Errorf("%d items ran twice, want exactly the crashed one", twice)
 	}
 	t.Logf("%s; expensive step runs per item: %v", stats, runs)
+}
+
+// acks counts the messages deleted, and closes all when want have been.
+type acks struct {
+	mu   sync.Mutex
+	n    int
+	want int
+	all  chan struct{}
+}
+
+func newAcks(want int) *acks { return &acks{want: want, all: make(chan struct{})} }
+
+func (a *acks) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
+}
+
+// Do is a pipeline policy: a DELETE of a message answered 204 is one
+// acknowledged message (a stale pop receipt gets 404; no message is
+// deleted twice).
+func (a *acks) Do(req *policy.Request) (*http.Response, error) {
+	resp, err := req.Next()
+	if err == nil && req.Raw().Method == http.MethodDelete && strings.Contains(req.Raw().URL.Path, "/messages/") && resp.StatusCode == http.StatusNoContent {
+		a.mu.Lock()
+		if a.n++; a.n == a.want {
+			close(a.all)
+		}
+		a.mu.Unlock()
+	}
+	return resp, err
+}
+
+// watchedQueue returns a client for the queue name whose calls pass a.
+func watchedQueue(t *testing.T, name string, a *acks) *azqueue.QueueClient {
+	t.Helper()
+	qs, err := azqueue.NewServiceClientFromConnectionString(azuritetest.ConnectionString(t), &azqueue.ClientOptions{ClientOptions: azcore.ClientOptions{PerCallPolicies: []policy.Policy{a}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qs.NewQueueClient(name)
 }
 
 func queueEmpty(t *testing.T, q *azqueue.QueueClient) bool {
