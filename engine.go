@@ -130,7 +130,7 @@ func (e *engine) run(ctx context.Context) error {
 	}
 	attempts, err := retry(ctx, e.c.retry, e.c.clock, e.attempt, warm, e.c.obs, e.op)
 	if e.rebuilds && len(e.keys) > 0 {
-		e.c.heat.learn(e.name(), attempts)
+		e.c.heat.learn(e.name(), attempts, e.c.clock)
 	}
 	e.attempts = attempts
 	switch {

@@ -159,29 +159,51 @@ func fullJitter(limit time.Duration) time.Duration {
 }
 
 // contention remembers, per key, how hot a Store has found it lately: each
-// Update that lost a race warms the key one step (up to maxHeat), each that
+// write that lost a race warms the key one step (up to maxHeat), each that
 // won at once cools it one step. A warm key's first backoff starts that many
 // doublings up, so that writers — in this process and, since every process
 // backs off alike, in others — spread out instead of colliding again, and
-// cool keys keep the short first delay. Safe for concurrent use.
+// cool keys keep the short first delay.
+//
+// Only warm keys take memory, and only while they are busy: heat lives in
+// two generations of heatWindow each, and a key that loses no race for two
+// windows is forgotten (cool again), so a process that touches millions of
+// keys holds heat for the ones contended lately. Safe for concurrent use.
 type contention struct {
-	mu   sync.Mutex
-	heat map[string]int
+	mu    sync.Mutex
+	cur   map[string]int // warmed or looked at in this window
+	old   map[string]int // the window before
+	since time.Time      // when cur's window began
 }
 
-const maxHeat = 5
+const (
+	maxHeat    = 5
+	heatWindow = time.Minute
+)
 
 func (c *contention) warmth(key string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.heat[key]
+	if h, ok := c.cur[key]; ok {
+		return h
+	}
+	return c.old[key]
 }
 
-// learn records the outcome of a write of key that took attempts.
-func (c *contention) learn(key string, attempts int) {
+// learn records the outcome of a write of key that took attempts; clock
+// tells the time (read only when some key is warm).
+func (c *contention) learn(key string, attempts int, clock Clock) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := c.heat[key]
+	if attempts <= 1 && len(c.cur) == 0 && len(c.old) == 0 {
+		return // nothing warm: nothing to cool, no clock read
+	}
+	c.turn(clock.Now())
+	h, ok := c.cur[key]
+	if !ok {
+		h = c.old[key]
+		delete(c.old, key)
+	}
 	switch {
 	case attempts > 1:
 		h = min(h+1, maxHeat)
@@ -189,11 +211,24 @@ func (c *contention) learn(key string, attempts int) {
 		h--
 	}
 	if h == 0 {
-		delete(c.heat, key) // only warm keys take memory
-	} else {
-		if c.heat == nil {
-			c.heat = map[string]int{}
-		}
-		c.heat[key] = h
+		delete(c.cur, key)
+		return
+	}
+	if c.cur == nil {
+		c.cur = map[string]int{}
+	}
+	c.cur[key] = h
+}
+
+// turn starts a new window when the current one is over; two windows
+// after its last lost race a key is gone.
+func (c *contention) turn(now time.Time) {
+	switch {
+	case c.since.IsZero():
+		c.since = now
+	case now.Sub(c.since) >= 2*heatWindow:
+		c.cur, c.old, c.since = nil, nil, now // idle for a whole window: all cool
+	case now.Sub(c.since) >= heatWindow:
+		c.cur, c.old, c.since = nil, c.cur, now
 	}
 }
