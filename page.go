@@ -61,7 +61,7 @@ func (s *Store[T]) page(ctx context.Context, scope string, limit int, token stri
 	if limit < 1 || limit > driver.MaxPageLimit {
 		return Page[T]{}, errorf(ErrInvalidInput, "page limit %d is not between 1 and %d", limit, driver.MaxPageLimit)
 	}
-	after, err := pagetoken.Decode(scope, token)
+	after, err := pagetoken.Decode(scope, token, max(s.abilities.MaxKeyLen, pagetoken.DefaultMaxKey))
 	if err != nil {
 		return Page[T]{}, err
 	}

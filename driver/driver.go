@@ -187,6 +187,10 @@ type Abilities struct {
 	// false, with no Item, when etag is still current. With the version
 	// cache on, Store.Get revalidates its copy with it.
 	ReadIfChanged func(ctx context.Context, key string, etag ETag) (it Item, changed bool, err error)
+	// MaxKeyLen is the longest key, in bytes, ValidateKey may accept, when
+	// that is more than 8 KiB (page tokens carry a key and are bounded by
+	// it); 0 means at most 8 KiB.
+	MaxKeyLen int
 	// Merge: Write accepts ModeMerge (tablestore: Merge Entity). A
 	// backend without it refuses ModeMerge with ErrInvalidInput.
 	Merge bool

@@ -60,7 +60,7 @@ func New(opts *Options) *Backend {
 // and that several writes over any keys can be committed atomically.
 // memstore cannot merge (driver.ModeMerge).
 func (b *Backend) Abilities() driver.Abilities {
-	return driver.Abilities{Verbatim: true, Commit: b.commit}
+	return driver.Abilities{Verbatim: true, Commit: b.commit, MaxKeyLen: b.opts.MaxKeyLen}
 }
 
 // As sets a **memstore.Backend target to b.

@@ -11,3 +11,9 @@ import (
 func TestPaging(t *testing.T) {
 	storetest.RunPaging(t, func(t *testing.T) driver.Backend { return memstore.New(nil) })
 }
+
+// Keys longer than the Azure services allow (MaxKeyLen 64 KiB) page too:
+// the page token's bound is the backend's own.
+func TestPagingLongKeys(t *testing.T) {
+	storetest.RunPaging(t, func(t *testing.T) driver.Backend { return memstore.New(&memstore.Options{MaxKeyLen: 64 << 10}) })
+}

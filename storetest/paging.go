@@ -25,6 +25,7 @@ var pagingTests = []struct {
 	{"PageConcurrentChanges", testPageConcurrentChanges},
 	{"PageMany", testPageMany},
 	{"PageAboveServiceMax", testPageAboveServiceMax},
+	{"PageAtMaxKeyLength", testPageAtMaxKeyLength},
 }
 
 // RunPaging runs the paging cases (Store.Page over Backend.ListPage)
@@ -374,5 +375,37 @@ func testPageAboveServiceMax(t *testing.T, s *etagstore.Store[Page]) {
 	createMany(t, s, keys)
 	for _, limit := range []int{1050, driver.MaxPageLimit} {
 		wantPages(t, walk(t, s, "x-", limit, nil), limit, keys)
+	}
+}
+
+// testPageAtMaxKeyLength: a page that ends at a key as long as the backend
+// accepts hands out a token that the next Page accepts.
+func testPageAtMaxKeyLength(t *testing.T, s *etagstore.Store[Page]) {
+	ctx := t.Context()
+	b := s.Backend()
+	fits := func(n int) bool { return b.ValidateKey("maxkey-"+strings.Repeat("a", n)) == nil }
+	lo, hi := 1, 1<<20 // the longest run of 'a' after the prefix that fits
+	if !fits(lo) {
+		t.Fatalf("the backend refuses a short key: %v", b.ValidateKey("maxkey-a"))
+	}
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	first := "maxkey-" + strings.Repeat("a", lo)
+	second := "maxkey-" + strings.Repeat("a", lo-1) + "b"
+	mustCreate(t, s, first, Page{Title: "first"})
+	mustCreate(t, s, second, Page{Title: "second"})
+	p, err := s.Page(ctx, "maxkey-", 1, "")
+	if err != nil || len(p.Docs) != 1 || p.Docs[0].Key != first || p.Next == "" {
+		t.Fatalf("first page at a %d-byte key: %d docs, next %q, %v", len(first), len(p.Docs), p.Next, err)
+	}
+	p, err = s.Page(ctx, "maxkey-", 1, p.Next)
+	if err != nil || len(p.Docs) != 1 || p.Docs[0].Key != second {
+		t.Fatalf("the page after a %d-byte key: %+v, %v", len(first), p.Docs, err)
 	}
 }

@@ -24,7 +24,10 @@ import (
 const (
 	pageTokenVersion = 1
 	pageTokenSum     = 8
-	maxPageTokenKey  = 8 << 10 // longer than any backend's longest key
+	// DefaultMaxKey bounds the key of a token when the backend declares no
+	// longer keys (driver.Abilities.MaxKeyLen): longer than the Azure
+	// services' longest key.
+	DefaultMaxKey = 8 << 10
 )
 
 var errBadToken = errors.New("page token is invalid, altered, or from another listing")
@@ -38,13 +41,14 @@ func Encode(scope, after string) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// Decode returns the key token resumes after, "" for the empty token.
-// Anything but a token Encode made for scope matches driver.driver.ErrInvalidInput.
-func Decode(scope, token string) (string, error) {
+// Decode returns the key token resumes after, "" for the empty token. A
+// token holding a key longer than maxKey bytes, and anything but a token
+// Encode made for scope, matches driver.ErrInvalidInput.
+func Decode(scope, token string, maxKey int) (string, error) {
 	if token == "" {
 		return "", nil
 	}
-	if len(token) > base64.RawURLEncoding.EncodedLen(1+maxPageTokenKey+pageTokenSum) {
+	if len(token) > base64.RawURLEncoding.EncodedLen(1+maxKey+pageTokenSum) {
 		return "", fmt.Errorf("%w: %w", driver.ErrInvalidInput, errBadToken)
 	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(token)
