@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/meta"
 )
 
@@ -43,10 +44,11 @@ type version struct {
 	driver.Item
 	meta      meta.Meta
 	exists    bool
-	verified  bool  // read during this call: current at some instant of it
-	metaKnown bool  // false for a caller's Doc, whose bookkeeping is not at hand
-	canonical bool  // Data is exactly what the codec makes of its value
-	missing   error // why it does not exist, when read so (matches ErrNotFound)
+	verified  bool   // read during this call: current at some instant of it
+	metaKnown bool   // false for a caller's Doc, whose bookkeeping is not at hand
+	canonical bool   // Data is exactly what the codec makes of its value
+	missing   error  // why it does not exist, when read so (matches ErrNotFound)
+	extra     []byte // the members T does not know (members.Unknown)
 }
 
 // flight is how group commit follows the write that holds its members'
@@ -230,7 +232,24 @@ func (c *core) readVersion(key string, it driver.Item, err error) version {
 	if err != nil {
 		return version{Item: driver.Item{Key: key}, verified: true, metaKnown: true, missing: err}
 	}
-	return version{Item: it, meta: meta.Parse(it.Meta), exists: true, verified: true, metaKnown: true, canonical: c.verbatim}
+	return c.stored(it, true)
+}
+
+// stored is the version it, read (verified) or known from a write.
+func (c *core) stored(it driver.Item, verified bool) version {
+	v := version{Item: it, meta: meta.Parse(it.Meta), exists: true, verified: verified, metaKnown: true}
+	v.extra = members.Unknown(it.Data, c.known)
+	v.canonical = c.verbatim && v.extra == nil
+	return v
+}
+
+// keep is data, a new encoding of b's document, with the members of b that
+// T does not know added back (nothing a write did not touch is lost).
+func (b version) keep(data []byte) []byte {
+	if !b.exists {
+		return data
+	}
+	return members.Add(data, b.extra)
 }
 
 func verified(vs []version) bool {

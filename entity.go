@@ -15,6 +15,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/fields"
+	"github.com/etagstore/etagstore/internal/members"
 )
 
 // ETag is an opaque version token. Compare ETags only for equality: table
@@ -34,10 +35,56 @@ const ETagAny = driver.ETagAny
 // found committed with later writes after it. An empty ETag can never be
 // used to overwrite what followed (Replace and Delete refuse it with
 // ErrETagRequired); Get the document to go on.
+//
+// Extra holds what the stored document holds beyond T: members T does not
+// know (written by a newer version of T during a deploy, or by another
+// program), each with its value and, on tables, its type. Every write
+// that starts from a read keeps them: Update, Save, Transact, table
+// merges, and Replace of a Doc that Get, List, Page, Update, Save or
+// Transact returned, which carries them here. Create, Upsert and Replace of
+// a Doc built by hand (a zero Extra) write T alone: that is also how to
+// drop unknown members on purpose, for the migration that removes a field
+// (d.Extra = etagstore.Extra{}, then Replace).
 type Doc[T any] struct {
 	Key   string
 	Value T
 	ETag  ETag
+	Extra Extra
+}
+
+// Extra is the members of a stored document that a Doc's T does not know,
+// kept so that writing the Doc back does not erase them. The zero Extra
+// holds none. Extras compare with == and Equal (go-cmp uses it).
+type Extra struct {
+	raw string // the members, as members.Unknown returns them
+}
+
+// Empty reports whether e holds no members.
+func (e Extra) Empty() bool { return len(e.raw) == 0 }
+
+// Names returns the names of the members e holds (on tables, a typed
+// property's type annotation is a member of its own, "Name@odata.type").
+func (e Extra) Names() []string { return members.Names([]byte(e.raw)) }
+
+// Equal reports whether e and o hold the same members.
+func (e Extra) Equal(o Extra) bool { return e.raw == o.raw }
+
+// extraOf is the Extra of a stored document under a codec whose member
+// names for T are known (nil: every member is T's).
+func extraOf(data []byte, known map[string]bool) Extra {
+	return Extra{raw: string(members.Unknown(data, known))}
+}
+
+// knownMembers returns the member names codec stores for type t, or nil
+// when codec cannot tell (see driver.Codec).
+func knownMembers(codec Codec, t reflect.Type) map[string]bool {
+	m, ok := codec.(interface {
+		Members(reflect.Type) map[string]bool
+	})
+	if !ok {
+		return nil
+	}
+	return m.Members(t)
 }
 
 // Codec turns documents into the bytes a Backend stores and back (see
@@ -66,6 +113,22 @@ var JSON Codec = jsonCodec{}
 type jsonCodec struct{}
 
 func (jsonCodec) Marshal(v any) ([]byte, error) { return marshalJSON(v) }
+
+// Members returns the members encoding/json stores for a struct t (or a
+// pointer to one); nil for other types, which know every member.
+func (jsonCodec) Members(t reflect.Type) map[string]bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	known := map[string]bool{}
+	for _, f := range fields.Of(t).Fields {
+		known[f.Name] = true
+	}
+	return known
+}
 
 // marshalJSON is JSON's Marshal: encoding/json, after a check for what it
 // would change silently, and with the field named when it refuses a value
@@ -158,7 +221,7 @@ func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
 	if err := s.codec.Unmarshal(it.Data, &v); err != nil {
 		return Doc[T]{}, decodeError(it.Key, err)
 	}
-	return Doc[T]{Key: it.Key, Value: v, ETag: it.ETag}, nil
+	return Doc[T]{Key: it.Key, Value: v, ETag: it.ETag, Extra: extraOf(it.Data, s.known)}, nil
 }
 
 // decodeError reports a stored document the codec cannot decode into T.

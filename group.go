@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // Group commit: concurrent Updates of one key in one Store share one read
@@ -379,7 +378,7 @@ func (b *batchRun[T]) commit(create bool, last []version) []version {
 		return nil
 	}
 	it := e.out[0]
-	return []version{{Item: it, meta: meta.Parse(it.Meta), exists: true, metaKnown: true, canonical: b.s.verbatim}}
+	return []version{b.s.stored(it, false)}
 }
 
 // apply gives each member still in the batch a turn, in arrival order.
@@ -491,7 +490,7 @@ func (b *batchRun[T]) finish(e *engine, err error) {
 		}
 		switch {
 		case err == nil:
-			d := Doc[T]{Key: b.key, Value: r.value}
+			d := Doc[T]{Key: b.key, Value: r.value, Extra: extraOf(e.out[0].Data, s.known)}
 			if i >= tail {
 				d.ETag = e.out[0].ETag
 			}

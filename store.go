@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"reflect"
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
@@ -128,6 +129,7 @@ type core struct {
 	cache     *itemCache
 	heat      contention
 	obs       *observer
+	known     map[string]bool // the members T's documents hold (nil: all; see Extra)
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the
@@ -147,6 +149,7 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 		s.codec = JSON
 	}
 	s.verbatim = s.abilities.Verbatim
+	s.known = knownMembers(s.codec, reflect.TypeFor[T]())
 	if o.Retry != nil {
 		s.retry = o.Retry.withDefaults()
 	} else {

@@ -191,7 +191,7 @@ func (tx *Tx[T]) request() (request, error) {
 		case w.del:
 			req = append(req, deleteOf(key, b.ETag))
 		default:
-			req = append(req, tx.s.over(b, w.data, fence))
+			req = append(req, tx.s.over(b, b.keep(w.data), fence))
 		}
 	}
 	if len(tx.writes) == 0 {
@@ -240,7 +240,7 @@ func (tx *Tx[T]) written(out []driver.Item) []Doc[T] {
 		}
 		d := Doc[T]{Key: key, Value: w.value}
 		if i < len(out) {
-			d.ETag = out[i].ETag
+			d.ETag, d.Extra = out[i].ETag, extraOf(out[i].Data, tx.s.known)
 		}
 		docs = append(docs, d)
 	}

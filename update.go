@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // UpdateOption changes how Update behaves.
@@ -108,7 +107,7 @@ func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mut
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: mine, ETag: e.out[0].ETag}, nil
+	return Doc[T]{Key: key, Value: mine, ETag: e.out[0].ETag, Extra: extraOf(e.out[0].Data, s.known)}, nil
 }
 
 // cached returns the version of key the version cache holds, if it is on
@@ -124,7 +123,7 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 	if !ok {
 		return nil
 	}
-	return []version{{Item: it, exists: true, meta: meta.Parse(it.Meta), metaKnown: true, canonical: s.verbatim}}
+	return []version{s.stored(it, false)}
 }
 
 // modify delivers a read-modify-write of key — an Update, a Save, a
@@ -146,7 +145,7 @@ func (s *Store[T]) modify(ctx context.Context, op, key string, create bool, star
 		if err != nil || !changed {
 			return nil, err
 		}
-		return request{e.over(b, data)}, nil
+		return request{e.over(b, b.keep(data))}, nil
 	})
 	e.flight = f
 	e.then.base = start

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/members"
 )
 
 // This file holds the single-document writes — Create, Replace, Upsert and
@@ -66,6 +67,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
+	data = members.Add(data, []byte(d.Extra.raw)) // what the Doc's read held beyond T
 	var it driver.Item
 	if _, fenced := FenceFrom(ctx); fenced {
 		it, err = s.conditioned(ctx, "Replace", d.Key, d.ETag, d.Value, func(e *engine, b version) keyWrite { return e.over(b, data) })
@@ -78,7 +80,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag}, nil
+	return Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: d.Extra}, nil
 }
 
 // blind delivers w, a write that starts from nothing: the request is the

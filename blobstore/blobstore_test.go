@@ -15,6 +15,13 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// A Store of an older type keeps the members a newer type wrote.
+func TestExtraMembersKept(t *testing.T) {
+	storetest.RunExtra(t, func(t *testing.T) driver.Backend {
+		return blobstore.New(azuritetest.NewContainer(t), &blobstore.Options{Prefix: "docs/"})
+	})
+}
+
 func TestExactlyOnceUnderFaults(t *testing.T) {
 	storetest.RunFaults(t, func(t *testing.T, f storetest.Faults) (driver.Backend, func() map[string]int) {
 		proxy := storetest.StartFaultProxy(t, azuritetest.Host(t, "Blob"), f)

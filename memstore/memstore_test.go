@@ -18,3 +18,8 @@ func TestExactlyOnceUnderFaults(t *testing.T) {
 		return fb, fb.Counts
 	})
 }
+
+// A Store of an older type keeps the members a newer type wrote.
+func TestExtraMembersKept(t *testing.T) {
+	storetest.RunExtra(t, func(t *testing.T) driver.Backend { return memstore.New(nil) })
+}

@@ -235,6 +235,25 @@ func (EntityCodec) CheckType(t reflect.Type) error {
 	return err
 }
 
+// Members returns the entity properties the codec stores for struct type t
+// (or a pointer to one), with their type annotations ("Name@odata.type");
+// nil for a type it cannot store. A Store keeps the other properties of an
+// entity it writes over (see etagstore.Doc's Extra), each with its type.
+func (EntityCodec) Members(t reflect.Type) map[string]bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	p, err := planFor(t)
+	if err != nil {
+		return nil
+	}
+	known := make(map[string]bool, 2*len(p.fields))
+	for _, f := range p.fields {
+		known[f.name], known[f.name+"@odata.type"] = true, true
+	}
+	return known
+}
+
 // invalid is the error for a field's value that cannot be stored exactly.
 func invalid(field, format string, args ...any) error {
 	return &etagstore.InvalidValueError{Field: field, Reason: fmt.Sprintf(format, args...)}

@@ -15,6 +15,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// A Store of an older type keeps the properties a newer type wrote, each
+// with its type.
+func TestExtraMembersKept(t *testing.T) {
+	storetest.RunExtra(t, func(t *testing.T) driver.Backend {
+		return tablestore.New(azuritetest.NewTable(t), &tablestore.Options{Partition: "docs"})
+	})
+}
+
 func TestExactlyOnceUnderFaults(t *testing.T) {
 	storetest.RunFaults(t, func(t *testing.T, f storetest.Faults) (driver.Backend, func() map[string]int) {
 		proxy := storetest.StartFaultProxy(t, azuritetest.Host(t, "Table"), f)

@@ -1,0 +1,151 @@
+// Package members finds, in a stored document encoded as a JSON object
+// (the JSON codec's documents, tablestore's entity properties), the
+// members that a type does not know — written by a newer version of the
+// type, or by another program — and adds them back to a new encoding, so
+// that a write that starts from a read loses nothing it did not touch.
+package members
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// Unknown returns the members of doc, a JSON object, whose names are not
+// in known, as a fragment `"name":value,"name":value` in doc's order; nil
+// when there are none (the usual case, which allocates nothing) or when
+// doc is not a JSON object. A nil known knows every name.
+func Unknown(doc []byte, known map[string]bool) []byte {
+	if known == nil {
+		return nil
+	}
+	var out []byte
+	each(doc, func(member, name []byte) {
+		if !known[string(name)] {
+			if out != nil {
+				out = append(out, ',')
+			}
+			out = append(out, member...)
+		}
+	})
+	return out
+}
+
+// Add returns doc, a JSON object, with the members of fragment (as
+// Unknown returns it) appended; doc itself when fragment is empty.
+func Add(doc, fragment []byte) []byte {
+	if len(fragment) == 0 {
+		return doc
+	}
+	doc = bytes.TrimRight(doc, " \t\r\n")
+	if len(doc) < 2 || doc[len(doc)-1] != '}' {
+		return doc
+	}
+	out := make([]byte, 0, len(doc)+len(fragment)+1)
+	out = append(out, doc[:len(doc)-1]...)
+	if !bytes.Equal(bytes.TrimSpace(doc[:len(doc)-1]), []byte("{")) {
+		out = append(out, ',')
+	}
+	out = append(out, fragment...)
+	return append(out, '}')
+}
+
+// Names returns the names of the members of fragment.
+func Names(fragment []byte) []string {
+	var names []string
+	each(append(append([]byte("{"), fragment...), '}'), func(_, name []byte) { names = append(names, string(name)) })
+	return names
+}
+
+// each calls f with every member of the JSON object doc (its bytes, from
+// the name's opening quote to the end of its value) and its name, decoded.
+// It stops at the first syntax error.
+func each(doc []byte, f func(member, name []byte)) {
+	i := skipSpace(doc, 0)
+	if i >= len(doc) || doc[i] != '{' {
+		return
+	}
+	i = skipSpace(doc, i+1)
+	for i < len(doc) && doc[i] == '"' {
+		start := i
+		end := skipString(doc, i)
+		if end < 0 {
+			return
+		}
+		name := doc[i+1 : end-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			var s string
+			if json.Unmarshal(doc[i:end], &s) != nil {
+				return
+			}
+			name = []byte(s)
+		}
+		i = skipSpace(doc, end)
+		if i >= len(doc) || doc[i] != ':' {
+			return
+		}
+		i = skipValue(doc, skipSpace(doc, i+1))
+		if i < 0 {
+			return
+		}
+		f(doc[start:i], name)
+		i = skipSpace(doc, i)
+		if i < len(doc) && doc[i] == ',' {
+			i = skipSpace(doc, i+1)
+		}
+	}
+}
+
+func skipSpace(doc []byte, i int) int {
+	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at doc[i] ('"'),
+// or -1.
+func skipString(doc []byte, i int) int {
+	for j := i + 1; j < len(doc); j++ {
+		switch doc[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// skipValue returns the index after the value starting at doc[i], or -1.
+func skipValue(doc []byte, i int) int {
+	if i >= len(doc) {
+		return -1
+	}
+	switch doc[i] {
+	case '"':
+		return skipString(doc, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(doc); j++ {
+			switch doc[j] {
+			case '"':
+				if j = skipString(doc, j); j < 0 {
+					return -1
+				}
+				j--
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(doc) && doc[j] != ',' && doc[j] != '}' && doc[j] != ']' && doc[j] != ' ' && doc[j] != '\n' && doc[j] != '\r' && doc[j] != '\t' {
+		j++
+	}
+	return j
+}

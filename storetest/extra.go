@@ -1,0 +1,214 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
+)
+
+// Older and Newer are two versions of one document type, as two versions
+// of an app run them during a deploy: Newer has fields Older lacks, of
+// every kind a backend stores (on tables: strings, Int32 and Int64 of every
+// size, Double, DateTime, Binary, a GUID, and JSON for nested structs,
+// lists and maps).
+type Older struct {
+	Title string
+	N     int64
+}
+
+// Newer is Older with more fields.
+type Newer struct {
+	Title  string
+	N      int64
+	S      string
+	I8     int8
+	I16    int16
+	I32    int32
+	I64    int64
+	Int    int
+	U8     uint8
+	U16    uint16
+	U32    uint32
+	U64    uint64
+	F32    float32
+	F64    float64
+	On     bool
+	When   time.Time
+	Bytes  []byte
+	ID     string `table:"guid"`
+	Nested struct {
+		A string
+		B []int
+	}
+	List []string
+	Map  map[string]int
+}
+
+// newerOnly is a Newer whose own fields (those Older lacks) all hold values.
+func newerOnly(title string) Newer {
+	n := Newer{Title: title, S: "ünïcode ✓", I8: -8, I16: -1600, I32: -320000, I64: -1 << 40, Int: 12345,
+		U8: 200, U16: 60000, U32: 4000000000, U64: 1<<63 + 5, F32: 1.5, F64: -2.25e-7, On: true,
+		When:  time.Date(2026, 11, 26, 5, 30, 0, 123456700, time.UTC),
+		Bytes: []byte{0, 1, 2, 250}, ID: "6f9619ff-8b86-d011-b42d-00c04fc964ff",
+		List: []string{"a", "b"}, Map: map[string]int{"x": 1, "y": 2}}
+	n.Nested.A, n.Nested.B = "deep", []int{1, 2, 3}
+	return n
+}
+
+// RunExtra checks that a Store of an older type keeps the members of a
+// document written by a newer type — every field, exactly, with its type —
+// through every write that starts from a read, and that the writes that
+// start from nothing write the older type alone.
+func RunExtra(t *testing.T, newBackend NewBackend) {
+	t.Helper()
+	for _, tc := range []struct {
+		name  string
+		opts  etagstore.Options
+		write func(ctx context.Context, s *etagstore.Store[Older], key string) error
+	}{
+		{"Update", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
+			_, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil })
+			return err
+		}},
+		{"UpdateUngrouped", etagstore.Options{DisableGroupCommit: true}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
+			_, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil })
+			return err
+		}},
+		{"UpdateCached", etagstore.Options{CacheSize: 8}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
+			if _, err := s.Get(ctx, key); err != nil { // cache it
+				return err
+			}
+			_, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil })
+			return err
+		}},
+		{"Save", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
+			base, err := s.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			_, err = s.Save(ctx, base, Older{Title: base.Value.Title, N: base.Value.N + 1}, nil)
+			return err
+		}},
+		{"ReplaceOfGet", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
+			d, err := s.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			d.Value.N++
+			_, err = s.Replace(ctx, d)
+			return err
+		}},
+		{"ReplaceOfPage", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
+			p, err := s.Page(ctx, key, 1, "")
+			if err != nil || len(p.Docs) != 1 {
+				return errors.Join(err, errors.New("no page"))
+			}
+			d := p.Docs[0]
+			d.Value.N++
+			_, err = s.Replace(ctx, d)
+			return err
+		}},
+		{"ReplaceOfUpdate", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
+			d, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil })
+			if err != nil {
+				return err
+			}
+			d.Value.N++
+			_, err = s.Replace(ctx, d)
+			return err
+		}},
+		{"Transact", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
+			if s.Backend().Abilities().Commit == nil {
+				_, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil })
+				return err
+			}
+			_, err := s.Transact(ctx, func(tx *etagstore.Tx[Older]) error {
+				o, err := tx.Get(key)
+				if err != nil {
+					return err
+				}
+				o.N++
+				return tx.Put(key, o)
+			})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			b := newBackend(t)
+			newer := etagstore.New[Newer](b, nil)
+			older := etagstore.New[Older](b, &tc.opts)
+			want := newerOnly("doc")
+			if _, err := newer.Create(ctx, "extra", want); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.write(ctx, older, "extra"); err != nil {
+				t.Fatalf("the older type's write: %v", err)
+			}
+			got, err := newer.Get(ctx, "extra")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Value.N < 1 {
+				t.Errorf("the older type's change is lost: N = %d", got.Value.N)
+			}
+			want.N = got.Value.N
+			if diff := cmp.Diff(want, got.Value); diff != "" {
+				t.Errorf("the newer type's fields after the older type's write (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("FromNothing", func(t *testing.T) { testExtraFromNothing(t, newBackend(t)) })
+}
+
+// testExtraFromNothing: Upsert, and Replace of a Doc built by hand or whose
+// Extra was cleared, write the older type alone.
+func testExtraFromNothing(t *testing.T, b driver.Backend) {
+	ctx := t.Context()
+	newer := etagstore.New[Newer](b, nil)
+	older := etagstore.New[Older](b, nil)
+	for _, key := range []string{"upsert", "by-hand", "dropped"} {
+		if _, err := newer.Create(ctx, key, newerOnly(key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := older.Get(ctx, "dropped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Extra.Empty() || len(d.Extra.Names()) < 10 {
+		t.Errorf("a document of the newer type read by the older one: Extra holds %q", d.Extra.Names())
+	}
+	d.Extra = etagstore.Extra{}
+	if _, err := older.Replace(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := older.Upsert(ctx, "upsert", Older{Title: "upsert"}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := older.Get(ctx, "by-hand")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := older.Replace(ctx, etagstore.Doc[Older]{Key: "by-hand", Value: Older{Title: "by-hand"}, ETag: h.ETag}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"upsert", "by-hand", "dropped"} {
+		got, err := newer.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(Newer{Title: key}, got.Value); diff != "" {
+			t.Errorf("%s: the older type alone (-want +got):\n%s", key, diff)
+		}
+		if o, _ := older.Get(ctx, key); !o.Extra.Empty() {
+			t.Errorf("%s: Extra %q after a write of the older type alone", key, o.Extra.Names())
+		}
+	}
+}
