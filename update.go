@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-
 )
 
 // UpdateOption changes how Update behaves.
