@@ -6,6 +6,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/access"
+	"github.com/etagstore/etagstore/internal/members"
 )
 
 // This file takes the writes that backend packages offer beyond the
@@ -182,6 +183,9 @@ func (s *Store[T]) prepareOne(a *action[T], fenced bool) error {
 	}
 	var err error
 	a.data, err = a.Encode()
+	if x, ok := a.Extra.(Extra); ok && a.Kind == access.Replace {
+		a.data = members.Add(a.data, []byte(x.raw)) // the members the Doc's read held beyond T
+	}
 	return err
 }
 

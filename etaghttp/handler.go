@@ -277,7 +277,9 @@ func (h *handler[T]) write(w http.ResponseWriter, r *http.Request, key string, i
 		h.fail(w, key, err)
 		return
 	}
-	d, err := h.s.Replace(ctx, etagstore.Doc[T]{Key: key, Value: v, ETag: cur.ETag})
+	// cur.Extra: the members the server's T does not know are kept; a PUT
+	// replaces the representation this handler serves, not what it cannot see.
+	d, err := h.s.Replace(ctx, etagstore.Doc[T]{Key: key, Value: v, ETag: cur.ETag, Extra: cur.Extra})
 	h.written(w, r, key, d, err, http.StatusOK)
 }
 

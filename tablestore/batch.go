@@ -44,6 +44,7 @@ type Batch[T any] struct {
 }
 
 type batchAction[T any] struct {
+	extra  etagstore.Extra
 	op     access.Kind
 	key    string
 	etag   etagstore.ETag
@@ -73,9 +74,10 @@ func (b *Batch[T]) Create(key string, v T) *Batch[T] {
 	return b.add(batchAction[T]{op: access.Create, key: key, value: v})
 }
 
-// Replace replaces d.Key with d.Value if its ETag is still d.ETag.
+// Replace replaces d.Key with d.Value if its ETag is still d.ETag, keeping
+// the properties d.Extra holds (those T does not know; see etagstore.Doc).
 func (b *Batch[T]) Replace(d etagstore.Doc[T]) *Batch[T] {
-	return b.add(batchAction[T]{op: access.Replace, key: d.Key, etag: d.ETag, value: d.Value})
+	return b.add(batchAction[T]{op: access.Replace, key: d.Key, etag: d.ETag, value: d.Value, extra: d.Extra})
 }
 
 // Merge writes only the named properties of d.Value (all if none are
@@ -157,7 +159,7 @@ func (b *Batch[T]) Submit(ctx context.Context) ([]etagstore.ETag, error) {
 	}
 	w := access.Write{Op: "Batch", Actions: make([]access.Action, len(b.actions))}
 	for i, a := range b.actions {
-		act := access.Action{Kind: a.op, Key: a.key, ETag: a.etag, Mine: a.value}
+		act := access.Action{Kind: a.op, Key: a.key, ETag: a.etag, Mine: a.value, Extra: a.extra}
 		if a.op != access.Delete {
 			act.Encode = encodeProperties(b.store, a.value, a.fields)
 		}

@@ -5,7 +5,12 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/internal/azuritetest"
+	"github.com/etagstore/etagstore/storetest"
+	"github.com/etagstore/etagstore/tablestore"
 )
 
 // A transaction is one entity group transaction: documents of one
@@ -56,5 +61,39 @@ func TestTransactLimits(t *testing.T) {
 	got, err := s.Get(ctx, "p/n099")
 	if err != nil || got.ETag != docs[99].ETag {
 		t.Errorf("p/n099 = %+v, %v; Transact said ETag %q", got, err, docs[99].ETag)
+	}
+}
+
+// A batch Replace of a Doc read by an older type keeps the properties a
+// newer type wrote; a batch Merge leaves them alone anyway.
+func TestBatchKeepsPropertiesTheStoreDoesNotKnow(t *testing.T) {
+	ctx := t.Context()
+	b := tablestore.New(azuritetest.NewTable(t), &tablestore.Options{Partition: "p"})
+	newer := etagstore.New[storetest.Newer](b, nil)
+	older := etagstore.New[storetest.Older](b, nil)
+	want := storetest.Newer{Title: "v2", I8: -8, U64: 1<<63 + 1, F32: 1.5, Bytes: []byte{1, 2}, ID: "6f9619ff-8b86-d011-b42d-00c04fc964ff", List: []string{"a"}}
+	for _, k := range []string{"r", "m"} {
+		if _, err := newer.Create(ctx, k, want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := older.Get(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := older.Get(ctx, "m")
+	r.Value.N, m.Value.N = 1, 1
+	if _, err := tablestore.NewBatch(older).Replace(r).Merge(m, "N").Submit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"r", "m"} {
+		got, err := newer.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.N = 1
+		if diff := cmp.Diff(want, got.Value); diff != "" {
+			t.Errorf("%s after the older type's batch (-want +got):\n%s", k, diff)
+		}
 	}
 }

@@ -28,6 +28,9 @@ type Action struct {
 	// operation's span, after the keys are checked.
 	Encode func() ([]byte, error)
 	Mine   any // the caller's value (a T), for a *ConflictError
+	// Extra is the etagstore.Extra of the Doc a Replace writes back: the
+	// members its T does not know, kept.
+	Extra any
 }
 
 // Write is a write a backend package hands to a Store's engine.
