@@ -241,6 +241,14 @@ func (e *ActionError) Unwrap() error { return e.Err }
 // codec and a non-struct T, say) may also have a method
 // CheckType(reflect.Type) error; the Store calls it for an interface T,
 // whose Marshal sees only the concrete value inside.
+//
+// A codec whose documents are JSON objects, one member per stored field
+// (the JSON codec; tablestore's entity codec, whose members are properties
+// and their "Name@odata.type" annotations), may also have a method
+// Members(reflect.Type) map[string]bool returning the member names a
+// type's documents hold (nil: every name). A Store then keeps, in every
+// write that starts from a read, the members of the stored document its T
+// does not know (etagstore.Doc's Extra).
 type Codec interface {
 	Marshal(v any) ([]byte, error)
 	Unmarshal(data []byte, v any) error
