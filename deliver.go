@@ -102,11 +102,12 @@ func (s *Store[T]) deliverActions(ctx context.Context, w access.Write) ([]ETag, 
 			return nil, err
 		}
 	}
-	p := func([]version) (request, error) { return blind, nil }
+	p := func(*engine, []version) (request, error) { return blind, nil }
 	if fenced { // every action is checked against the version read, and conditioned on it
-		p = func(base []version) (request, error) { return s.overAll(acts, base, fence) }
+		p = func(_ *engine, base []version) (request, error) { return s.overAll(acts, base, fence) }
 	}
-	e := s.newEngine(ctx, w.Op, keys, fenced, p)
+	e := s.newEngine(ctx, w.Op, fenced, p)
+	e.keys = keys
 	err = e.run(ctx)
 	var ae *driver.ActionError
 	if errors.As(err, &ae) && ae.Index >= 0 && ae.Index < len(acts) && errors.Is(ae.Err, ErrConflict) && !fenced {

@@ -36,8 +36,10 @@ type request []keyWrite
 
 // plan builds the request of an attempt from base, the current versions
 // of the engine's keys (nil for a blind write, which starts from nothing).
-// An empty request means nothing needs writing.
-type plan func(base []version) (request, error)
+// An empty request means nothing needs writing. e is the engine asking
+// (its over builds a write over a version; its one makes a request of one
+// write without allocating).
+type plan func(e *engine, base []version) (request, error)
 
 // version is a version of a key an attempt starts from.
 type version struct {
@@ -104,19 +106,34 @@ type engine struct {
 	cachedWon bool          // the first write, on a version not read, went through
 	out       []driver.Item // per key, the version written ("" ETag: later writes followed)
 
-	key1 [1]string
-	out1 [1]driver.Item
+	// Room for a write of one key, so that it allocates no slices.
+	key1  [1]string
+	out1  [1]driver.Item
+	base1 [1]version
+	req1  [1]keyWrite
 }
 
-func (c *core) newEngine(ctx context.Context, op string, keys []string, based bool, p plan) *engine {
+// newEngine returns the engine of a write of keys (set keys, or call on
+// for one key).
+func (c *core) newEngine(ctx context.Context, op string, based bool, p plan) *engine {
 	e := &engine{c: c, op: op, based: based, rebuilds: based, plan: p, flight: alone{}}
 	e.fence, e.fenced = FenceFrom(ctx)
-	if len(keys) == 1 {
-		e.key1[0] = keys[0]
-		keys = e.key1[:]
-	}
-	e.keys = keys
 	return e
+}
+
+// on makes key the one key of the write.
+func (e *engine) on(key string) *engine {
+	e.key1[0] = key
+	e.keys = e.key1[:]
+	return e
+}
+
+// one is the request of the single write w. It lives in the engine: a
+// request carried to the next attempt (to send again, or to check) is used
+// before the next one is built.
+func (e *engine) one(w keyWrite) request {
+	e.req1[0] = w
+	return e.req1[:]
 }
 
 // run delivers the write under the retry policy. A write whose answer was
@@ -179,7 +196,7 @@ func (e *engine) attempt(ctx context.Context, n int) (next, error) {
 	if err := e.admit(base); err != nil {
 		return stop, err
 	}
-	req, err := e.plan(base)
+	req, err := e.plan(e, base)
 	if errors.Is(err, errStale) && e.rebuilds {
 		e.then = carry{raced: true} // a transaction's read changed: run it again
 		return afterPause, errorf(ErrConflict, "%v", err)
@@ -214,7 +231,10 @@ func (e *engine) base(ctx context.Context, known []version) ([]version, error) {
 
 // read reads every key of the write.
 func (e *engine) read(ctx context.Context) ([]version, error) {
-	vs := make([]version, len(e.keys))
+	vs := e.base1[:]
+	if len(e.keys) != 1 {
+		vs = make([]version, len(e.keys))
+	}
 	for i, key := range e.keys {
 		it, err := e.c.b.Read(ctx, key)
 		e.c.cache.note(key, it, err)
@@ -301,7 +321,8 @@ func (e *engine) nameAction(i int, err error) error {
 
 // confirm ends an attempt that has nothing to write. Versions not read
 // during this call are confirmed by a read first; if they moved on, the
-// change is built again over the new ones.
+// change is built again over the new ones. (Versions not read never live
+// in e.base1, which the read fills.)
 func (e *engine) confirm(ctx context.Context, base []version) (next, error) {
 	if !verified(base) {
 		cur, err := e.read(ctx)

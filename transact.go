@@ -54,8 +54,7 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *o
 		return nil, errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(s.b))
 	}
 	var tx *Tx[T]
-	var e *engine
-	e = s.newEngine(ctx, "Transact", nil, false, func([]version) (request, error) {
+	e := s.newEngine(ctx, "Transact", false, func(e *engine, _ []version) (request, error) {
 		tx = &Tx[T]{s: s, ctx: ctx, reads: map[string]version{}, writes: map[string]txWrite[T]{}}
 		if err := fn(tx); err != nil {
 			return nil, err

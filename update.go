@@ -131,8 +131,7 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 // version and reports whether it differs. *mine is the value the last
 // apply computed, for a *ConflictError when every attempt lost its race.
 func (s *Store[T]) modify(ctx context.Context, op, key string, create bool, start []version, mine *T, apply func(b version) ([]byte, bool, error), f flight) (*engine, error) {
-	var e *engine
-	e = s.newEngine(ctx, op, []string{key}, true, func(base []version) (request, error) {
+	e := s.newEngine(ctx, op, true, func(e *engine, base []version) (request, error) {
 		b := base[0]
 		if !b.exists && !create {
 			if b.missing != nil {
@@ -144,8 +143,8 @@ func (s *Store[T]) modify(ctx context.Context, op, key string, create bool, star
 		if err != nil || !changed {
 			return nil, err
 		}
-		return request{e.over(b, b.keep(data))}, nil
-	})
+		return e.one(e.over(b, b.keep(data))), nil
+	}).on(key)
 	e.flight = f
 	e.then.base = start
 	err := e.run(ctx)

@@ -88,7 +88,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 // it was found committed with later writes after it); a definite refusal
 // comes back as the backend reported it.
 func (c *core) blind(ctx context.Context, op string, w keyWrite) (driver.Item, error) {
-	e := c.newEngine(ctx, op, []string{w.Key}, false, func([]version) (request, error) { return request{w}, nil })
+	e := c.newEngine(ctx, op, false, func(e *engine, _ []version) (request, error) { return e.one(w), nil }).on(w.Key)
 	if err := e.run(ctx); err != nil {
 		return driver.Item{}, err
 	}
@@ -101,8 +101,7 @@ func (c *core) blind(ctx context.Context, op string, w keyWrite) (driver.Item, e
 // A version that holds another ETag is a *ConflictError; a lost race with
 // ETagAny is retried on the new version.
 func (s *Store[T]) conditioned(ctx context.Context, op, key string, held ETag, mine T, write func(*engine, version) keyWrite) (driver.Item, error) {
-	var e *engine
-	e = s.newEngine(ctx, op, []string{key}, true, func(base []version) (request, error) {
+	e := s.newEngine(ctx, op, true, func(e *engine, base []version) (request, error) {
 		b := base[0]
 		switch {
 		case !b.exists:
@@ -110,8 +109,8 @@ func (s *Store[T]) conditioned(ctx context.Context, op, key string, held ETag, m
 		case held != ETagAny && b.ETag != held:
 			return nil, s.conflictWith(b.Item, held, mine, e.attempts)
 		}
-		return request{write(e, b)}, nil
-	})
+		return e.one(write(e, b)), nil
+	}).on(key)
 	err := e.run(ctx)
 	if err != nil && e.raced() && ctx.Err() == nil && errors.Is(err, ErrConflict) {
 		err = s.conflictNow(ctx, key, e.held, mine, e.attempts) // every attempt lost its race
