@@ -23,7 +23,13 @@
 //
 // Every write — these, group-commit batches, table merges and batches —
 // goes through one delivery engine, which owns retries, backoff, throttling,
-// fences, the resolution of lost answers and telemetry.
+// fences, the resolution of lost answers and telemetry. Its words mean one
+// thing each: a write is delivered (carried until its fate is known), one
+// attempt sends one request, and a request whose answer was lost is
+// settled by reading. "Merge" names three things users meet, each in its
+// own place: Save's three-way merge of two edits (MergeFunc, MergeFields),
+// a partial write of table properties (tablestore.Merge, Azure's Merge
+// Entity; driver.ModeMerge), and etaghttp's JSON merge patch (RFC 7396).
 //
 // An ETag is never optional: an empty one fails with ErrETagRequired before
 // anything is sent. ETagAny ("*") is the explicit last-writer-wins opt-out,
