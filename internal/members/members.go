@@ -125,27 +125,33 @@ func skipValue(doc []byte, i int) int {
 	case '"':
 		return skipString(doc, i)
 	case '{', '[':
-		depth := 0
-		for j := i; j < len(doc); j++ {
-			switch doc[j] {
-			case '"':
-				if j = skipString(doc, j); j < 0 {
-					return -1
-				}
-				j--
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
+		return skipNested(doc, i)
 	}
 	j := i
-	for j < len(doc) && doc[j] != ',' && doc[j] != '}' && doc[j] != ']' && doc[j] != ' ' && doc[j] != '\n' && doc[j] != '\r' && doc[j] != '\t' {
+	for j < len(doc) && !bytes.ContainsRune([]byte(",}] \n\r\t"), rune(doc[j])) {
 		j++
 	}
 	return j
+}
+
+// skipNested returns the index after the object or array starting at
+// doc[i], or -1.
+func skipNested(doc []byte, i int) int {
+	depth := 0
+	for j := i; j < len(doc); j++ {
+		switch doc[j] {
+		case '"':
+			if j = skipString(doc, j); j < 0 {
+				return -1
+			}
+			j--
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth == 0 {
+				return j + 1
+			}
+		}
+	}
+	return -1
 }
