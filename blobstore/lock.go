@@ -27,8 +27,46 @@ import (
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
-// tokenKey is the lock blob's metadata entry holding the fencing counter.
+// tokenKey is the lock blob's metadata entry holding the last fencing token
+// handed out.
 const tokenKey = "fencetoken"
+
+// Fencing tokens are a hybrid logical clock: an acquisition's token is
+// max(stored+1, now), stored the last token on the lock blob and now a clock
+// reading in microseconds since the Unix epoch. Kept above the stored token,
+// tokens grow with every acquisition whatever the clocks do. Bounded below
+// by the clock, they also grow across the deletion of the lock blob (a
+// cleanup job, a lifecycle rule), which takes the stored token with it: the
+// next acquisition starts again at about now, above every earlier token as
+// long as it comes later after the last acquisition before the deletion
+// than the two acquirers' clocks disagree.
+//
+// The reading is the acquiring process's clock kept within the storage
+// service's, the Date of the service's answer to the token read (whole
+// seconds): raised to that Date, lowered to at most maxAhead past it. A
+// correct clock stays as it is (the service answered between sending and
+// receiving, within the second its Date names), unless the answer took
+// more than a second; a wrong one is pulled in. So no process's clock runs
+// the tokens more than maxAhead ahead of the service's clock, nor restarts
+// them more than a second behind it: whatever the processes' clocks, a
+// deleted lock blob restarts above every earlier token when re-acquired
+// more than 3 s after the last acquisition before the deletion (plus any
+// disagreement between the service's own clocks); with the processes'
+// clocks synchronised, more than their skew after it.
+//
+// Why not a plain counter kept where deleting an idle lock blob cannot
+// reset it: it would live in another object (the container's metadata, a
+// table entity) that cleanup can delete just as well, costs a second write
+// per acquisition, and still restarts at 1 when it goes. A clock needs no
+// state at all to restart high.
+//
+// Tokens of the earlier scheme, a counter from 1, stay valid: they are far
+// below any clock reading, so documents that recorded one accept the new
+// tokens.
+
+// maxAhead is how far past the Date of the service's answer a clock reading
+// may be: that Date's second, and up to a second of round trip.
+const maxAhead = 2 * time.Second
 
 // LockOptions configure a Locker. Zero fields take their defaults.
 type LockOptions struct {
@@ -81,13 +119,16 @@ const (
 // cancelled and Lost is closed the moment the lease is definitely lost — or
 // renewals have failed for so long that it may have expired; Unlock releases
 // at once and is idempotent; waiters back off with jitter; and each
-// acquisition increments a fencing token stored on the lock blob, which the
+// acquisition advances a fencing token stored on the lock blob, which the
 // lock's Context carries to Store writes (see etagstore.WithFence), so a
-// stale holder's late writes are refused with etagstore.ErrFenced.
+// stale holder's late writes are refused with etagstore.ErrFenced. The
+// token is bounded below by the clock, so it grows across the deletion of
+// the lock blob too (see Lock.Token).
 type Locker struct {
 	c      *container.Client
 	opts   LockOptions
 	events lockEvents
+	now    func() time.Time // the clock of fencing tokens
 }
 
 // lockEvents counts what happens to a Locker's locks, and records its
@@ -117,7 +158,7 @@ func newLockEvents(o LockOptions) lockEvents {
 // NewLocker returns a Locker keeping its lock blobs in c, which must exist.
 // Nil opts means the defaults.
 func NewLocker(c *container.Client, opts *LockOptions) (*Locker, error) {
-	l := &Locker{c: c}
+	l := &Locker{c: c, now: time.Now}
 	if opts != nil {
 		l.opts = *opts
 	}
@@ -220,7 +261,7 @@ func (l *Locker) acquire(ctx, base context.Context, key string) (*Lock, error) {
 		return nil, err
 	}
 	acquired := time.Now()
-	token, err := bumpToken(ctx, bc, name, ls.ID())
+	token, err := bumpToken(ctx, bc, name, ls.ID(), l.now)
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -242,8 +283,8 @@ func (l *Locker) acquire(ctx, base context.Context, key string) (*Lock, error) {
 
 // createLockBlob makes the empty lock blob with If-None-Match: *, so racing
 // creators never clobber one another (nor a token already counted). It
-// carries the fencing counter from the start, which is how a Store's List
-// on the same container tells it is not a document.
+// carries the fencing token from the start, which is how a Store's List on
+// the same container tells it is not a document.
 func createLockBlob(ctx context.Context, bc *blockblob.Client, name string) error {
 	zero := "0"
 	_, err := bc.Upload(ctx, nopCloser{bytes.NewReader(nil)}, &blockblob.UploadOptions{
@@ -260,7 +301,7 @@ func createLockBlob(ctx context.Context, bc *blockblob.Client, name string) erro
 }
 
 // isLockBlob reports whether a blob's metadata marks it as a Locker's lock
-// blob (it holds the fencing counter).
+// blob (it holds the fencing token).
 func isLockBlob(md map[string]*string) bool {
 	for k := range md {
 		if strings.EqualFold(k, tokenKey) {
@@ -270,21 +311,16 @@ func isLockBlob(md map[string]*string) bool {
 	return false
 }
 
-// bumpToken increments the fencing counter on the lock blob, under the
-// lease just acquired, and returns the new value.
-func bumpToken(ctx context.Context, bc *blockblob.Client, name, leaseID string) (int64, error) {
+// bumpToken advances the fencing token on the lock blob, under the lease
+// just acquired, and returns the new value (see nextToken), reading clock
+// when the service's answer arrives.
+func bumpToken(ctx context.Context, bc *blockblob.Client, name, leaseID string, clock func() time.Time) (int64, error) {
 	lac := &blob.LeaseAccessConditions{LeaseID: &leaseID}
 	props, err := bc.GetProperties(ctx, &blob.GetPropertiesOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: lac}})
 	if err != nil {
 		return 0, mapError("read lock token", driver.CondNone, name, err)
 	}
-	var token int64
-	for k, v := range props.Metadata {
-		if strings.EqualFold(k, tokenKey) && v != nil {
-			token, _ = strconv.ParseInt(*v, 10, 64)
-		}
-	}
-	token++
+	token := nextToken(storedToken(props.Metadata), clock(), props.Date)
 	value := strconv.FormatInt(token, 10)
 	_, err = bc.SetMetadata(azretry.NoRetry(ctx), map[string]*string{tokenKey: &value}, &blob.SetMetadataOptions{
 		AccessConditions: &blob.AccessConditions{
@@ -306,17 +342,41 @@ func bumpToken(ctx context.Context, bc *blockblob.Client, name, leaseID string) 
 	return token, nil
 }
 
+// nextToken returns the token following stored: max(stored+1, now), now in
+// microseconds since the Unix epoch. now is the clock reading received,
+// taken when the answer dated date (nil: no Date) arrived, kept within
+// [date, date+maxAhead].
+func nextToken(stored int64, received time.Time, date *time.Time) int64 {
+	now := received
+	if date != nil {
+		switch hi := date.Add(maxAhead); {
+		case now.Before(*date):
+			now = *date
+		case now.After(hi):
+			now = hi
+		}
+	}
+	return max(stored+1, now.UnixMicro())
+}
+
+// storedToken returns the fencing token in a lock blob's metadata; 0 if it
+// has none, or none that parses.
+func storedToken(md map[string]*string) int64 {
+	for k, v := range md {
+		if strings.EqualFold(k, tokenKey) && v != nil {
+			token, _ := strconv.ParseInt(*v, 10, 64)
+			return token
+		}
+	}
+	return 0
+}
+
 func readToken(ctx context.Context, bc *blockblob.Client, lac *blob.LeaseAccessConditions) (int64, error) {
 	props, err := bc.GetProperties(ctx, &blob.GetPropertiesOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: lac}})
 	if err != nil {
 		return 0, err
 	}
-	for k, v := range props.Metadata {
-		if strings.EqualFold(k, tokenKey) && v != nil {
-			return strconv.ParseInt(*v, 10, 64)
-		}
-	}
-	return 0, nil
+	return storedToken(props.Metadata), nil
 }
 
 // Lock is a held distributed lock. Its methods are safe for concurrent use.
@@ -343,7 +403,18 @@ type Lock struct {
 func (lk *Lock) Key() string { return lk.key }
 
 // Token returns the fencing token of this acquisition: greater than the
-// token of every earlier acquisition of the same key.
+// token of every earlier acquisition of the same key. It is microseconds
+// since the Unix epoch, kept above the token stored on the lock blob, so it
+// stays greater when the lock blob was deleted in between (a cleanup job, a
+// lifecycle rule) if this acquisition came later after the last one before
+// the deletion than the clocks of the processes that made them disagree:
+// their skew when synchronised, and whatever the clocks never more than
+// 3 s on the storage service's clock, within a second or two of which each
+// reading is kept.
+// Where that fails, a document written under the earlier token refuses
+// Store writes made with this lock's Context with etagstore.ErrFenced, and
+// nothing is written. Tokens of earlier versions, a count from 1, are below
+// every token handed out now.
 func (lk *Lock) Token() int64 { return lk.token }
 
 // LeaseID returns the id of the lease on the lock blob.
