@@ -128,10 +128,15 @@ func skipValue(doc []byte, i int) int {
 		return skipNested(doc, i)
 	}
 	j := i
-	for j < len(doc) && !bytes.ContainsRune([]byte(",}] \n\r\t"), rune(doc[j])) {
+	for j < len(doc) && !endsLiteral(doc[j]) {
 		j++
 	}
 	return j
+}
+
+// endsLiteral reports whether c ends a number, true, false or null.
+func endsLiteral(c byte) bool {
+	return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\n' || c == '\r' || c == '\t'
 }
 
 // skipNested returns the index after the object or array starting at
