@@ -49,32 +49,7 @@ func testTransact(t *testing.T, s *etagstore.Store[Page]) {
 	ctx := t.Context()
 	a := mustCreate(t, s, "tx-a", Page{Title: "a", N: 10})
 	mustCreate(t, s, "tx-gone", Page{Title: "gone"})
-	docs, err := s.Transact(ctx, func(tx *etagstore.Tx[Page]) error {
-		pa, err := tx.Get("tx-a")
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Get("tx-b"); !errors.Is(err, etagstore.ErrNotFound) {
-			return fmt.Errorf("Get of a missing key = %v, want ErrNotFound", err)
-		}
-		pa.N -= 3
-		if err := tx.Put("tx-a", pa); err != nil {
-			return err
-		}
-		if err := tx.Put("tx-b", Page{Title: "b", N: 3}); err != nil {
-			return err
-		}
-		if got, err := tx.Get("tx-b"); err != nil || got.N != 3 {
-			return fmt.Errorf("Get after Put = %+v, %v; want its own write", got, err)
-		}
-		if err := tx.Delete("tx-gone"); err != nil {
-			return err
-		}
-		if err := tx.Delete("tx-gone"); !errors.Is(err, etagstore.ErrNotFound) {
-			return fmt.Errorf("second Delete = %v, want ErrNotFound", err)
-		}
-		return nil
-	})
+	docs, err := s.Transact(ctx, moveAndCreate)
 	if err != nil {
 		t.Fatalf("Transact: %v", err)
 	}
@@ -217,22 +192,7 @@ func transfers(t *testing.T, s *etagstore.Store[Page], writers, each int, ok fun
 		wg.Go(func() {
 			for i := range each {
 				from, to := accounts[(w+i)%4], accounts[(w+i+1+w%3)%4]
-				_, err := s.Transact(ctx, func(tx *etagstore.Tx[Page]) error {
-					f, err := tx.Get(from)
-					if err != nil {
-						return err
-					}
-					d, err := tx.Get(to)
-					if err != nil {
-						return err
-					}
-					l, err := tx.Get("ledger")
-					if err != nil {
-						return err
-					}
-					f.N, d.N, l.N = f.N-1, d.N+1, l.N+1
-					return errors.Join(tx.Put(from, f), tx.Put(to, d), tx.Put("ledger", l))
-				})
+				_, err := s.Transact(ctx, transfer(from, to))
 				mu.Lock()
 				switch {
 				case err == nil:
@@ -266,4 +226,54 @@ func transfers(t *testing.T, s *etagstore.Store[Page], writers, each int, ok fun
 		t.Errorf("ledger counts %d transfers; %d succeeded and %d are unknown", n, succeeded, unknown)
 	}
 	t.Logf("%d transfers succeeded, %d unknown, ledger %d", succeeded, unknown, l.Value.N)
+}
+
+// moveAndCreate is testTransact's transaction: it moves 3 from tx-a to a
+// new tx-b, reads its own writes, and deletes tx-gone.
+func moveAndCreate(tx *etagstore.Tx[Page]) error {
+	pa, err := tx.Get("tx-a")
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Get("tx-b"); !errors.Is(err, etagstore.ErrNotFound) {
+		return fmt.Errorf("Get of a missing key = %v, want ErrNotFound", err)
+	}
+	pa.N -= 3
+	if err := tx.Put("tx-a", pa); err != nil {
+		return err
+	}
+	if err := tx.Put("tx-b", Page{Title: "b", N: 3}); err != nil {
+		return err
+	}
+	if got, err := tx.Get("tx-b"); err != nil || got.N != 3 {
+		return fmt.Errorf("Get after Put = %+v, %v; want its own write", got, err)
+	}
+	if err := tx.Delete("tx-gone"); err != nil {
+		return err
+	}
+	if err := tx.Delete("tx-gone"); !errors.Is(err, etagstore.ErrNotFound) {
+		return fmt.Errorf("second Delete = %v, want ErrNotFound", err)
+	}
+	return nil
+}
+
+// transfer is the transaction that moves 1 from one account to another and
+// counts itself in the ledger.
+func transfer(from, to string) func(tx *etagstore.Tx[Page]) error {
+	return func(tx *etagstore.Tx[Page]) error {
+		f, err := tx.Get(from)
+		if err != nil {
+			return err
+		}
+		d, err := tx.Get(to)
+		if err != nil {
+			return err
+		}
+		l, err := tx.Get("ledger")
+		if err != nil {
+			return err
+		}
+		f.N, d.N, l.N = f.N-1, d.N+1, l.N+1
+		return errors.Join(tx.Put(from, f), tx.Put(to, d), tx.Put("ledger", l))
+	}
 }
