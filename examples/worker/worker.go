@@ -46,8 +46,9 @@ func (s *Stats) String() string {
 		s.Received.Load(), s.Duplicates.Load(), s.LockBusy.Load(), s.Processed.Load(), s.Failed.Load())
 }
 
-// Worker drains a queue with the three layers of blob-lease-lock.md:
-// idempotent write, idempotent consumer, and a per-item lease lock.
+// Worker drains a queue with the three layers Azure's guidance on blob
+// leases as a distributed lock recommends: idempotent write, idempotent
+// consumer, and a per-item lease lock.
 type Worker struct {
 	Queue      *azqueue.QueueClient
 	Outputs    *etagstore.Store[Output] // layer 1 and 2
