@@ -42,7 +42,9 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 
 // Replace writes d.Value under d.Key only if the stored ETag is still d.ETag
 // (If-Match). d.ETag == ETagAny overwrites whatever is stored (last writer
-// wins) but still requires the document to exist.
+// wins) but still requires the document to exist. The members T does not
+// know that d.Extra holds (a Doc a read returned) are written back with it;
+// a Doc built by hand writes T alone (see Doc).
 //
 // An empty ETag matches ErrETagRequired and nothing is sent; a stale ETag
 // returns a *ConflictError[T] (matching ErrConflict) holding the current
