@@ -13,6 +13,15 @@
 // blob lease Lock (get and replace under it). HTTP requests are counted by a
 // counting transport.
 //
+// Transfers (memory and table; transfers.go): as many goroutines as
+// -writers says move 1 unit at a time between random accounts among 8 of
+// one partition; naive is two Gets and a tablestore.Batch of two Replaces
+// with their ETags, started again at once on 412; library is
+// Store.Transact. Each cell checks every account's balance against the
+// transfers that succeeded, and the total.
+//
+//	scripts/with-azurite go run ./cmd/etagbench -d 3s -backends table -writers 16 -only transfers -rtt 0,10ms
+//
 // -rtt puts a loopback latency proxy (storetest.FaultProxy with only
 // Latency set) in front of each Azurite endpoint, blob and table: every
 // request, the naive loop's and the library's alike, and those of the
@@ -106,6 +115,10 @@ type env struct {
 	// naive returns the raw-SDK increment of one key: one attempt, reporting
 	// whether it committed (false on 412).
 	naive func(space string) func(ctx context.Context, key string) (bool, error)
+	// transfer returns the hand-written transfer between two accounts of
+	// space, the cell's Store s (see transfers.go); nil where the backend
+	// has no multi-document transaction (blobs).
+	transfer func(s *etagstore.Store[Counter], space string) naiveTransfer
 	// locker is the lease Locker (nil where there is none).
 	locker *blobstore.Locker
 	// resource is the table or container name.
@@ -263,6 +276,7 @@ func open(backend, conn, resource string) (*env, error) {
 				return conflictOK(err)
 			}
 		}
+		e.transfer = func(_ *etagstore.Store[Counter], space string) naiveTransfer { return memoryTransfer(mem, space) }
 	case "table":
 		if conn == "" {
 			return nil, fmt.Errorf("set ETAGSTORE_AZURITE (run through scripts/with-azurite)")
@@ -296,6 +310,7 @@ func open(backend, conn, resource string) (*env, error) {
 				return conflictOK(err)
 			}
 		}
+		e.transfer = func(s *etagstore.Store[Counter], _ string) naiveTransfer { return tableTransfer(s) }
 		e.locker = lockerFor(conn, opts)
 	case "blob":
 		if conn == "" {
@@ -520,6 +535,7 @@ func bench(e *env, backend string, writers []int, d time.Duration) {
 			fmt.Fprintf(os.Stderr, "%s / %s / %s: %.0f commits/s\n", backend, sc.name, m, float64(r.Commits)/r.Seconds)
 		}
 	}
+	rows = append(rows, transferRows(ctx, e, backend, writers, d)...)
 	fmt.Printf("## %s\n\n| scenario | mode | commits/s | × naive | requests/commit | commits/write | p50 ms | p99 ms | worst attempts | counter |\n|---|---|---|---|---|---|---|---|---|---|\n", backend)
 	naive := map[string]float64{}
 	for _, r := range rows {
@@ -660,6 +676,29 @@ func cellShared(ctx context.Context, e *env, mode, space string, writers int, d 
 type prefixed struct {
 	*memstore.Backend
 	prefix string
+}
+
+// Abilities are memstore's, with Commit and CheckCommit (transactions)
+// on the cell's keys.
+func (p prefixed) Abilities() driver.Abilities {
+	ab := p.Backend.Abilities()
+	if commit := ab.Commit; commit != nil {
+		ab.Commit = func(ctx context.Context, actions []driver.Action) ([]driver.ETag, error) {
+			return commit(ctx, p.keyed(actions))
+		}
+	}
+	if check := ab.CheckCommit; check != nil {
+		ab.CheckCommit = func(actions []driver.Action) error { return check(p.keyed(actions)) }
+	}
+	return ab
+}
+
+func (p prefixed) keyed(actions []driver.Action) []driver.Action {
+	out := slices.Clone(actions)
+	for i := range out {
+		out[i].Key = p.prefix + out[i].Key
+	}
+	return out
 }
 
 func (p prefixed) Read(ctx context.Context, key string) (driver.Item, error) {

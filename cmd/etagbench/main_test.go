@@ -10,18 +10,24 @@ import (
 )
 
 // The README's etagbench command, short: every backend, one process and
-// several, with and without added latency. It must end, and every cell it
-// prints must end with its counter exact.
+// several, with and without added latency, and transfers where there are
+// transactions. It must end, and every cell it prints must end with its
+// counter exact (transfers: every account moved by exactly the transfers
+// that succeeded, the total conserved).
 func TestMainSmoke(t *testing.T) {
 	azuritetest.ConnectionString(t) // fails in CI, never skips, without Azurite
 	bin := smoke.Build(t)
 	out, errOut := smoke.Run(t, 3*time.Minute, bin, "-d", "300ms", "-writers", "4", "-only", "4", "-rtt", "0,2ms")
-	rows := 0
+	rows, transfers := 0, 0
 	for _, line := range strings.Split(out, "\n") {
-		if !strings.HasPrefix(line, "| hot key") {
+		switch {
+		case strings.HasPrefix(line, "| hot key"):
+			rows++
+		case strings.HasPrefix(line, "| transfers, 4 writers"):
+			transfers++
+		default:
 			continue
 		}
-		rows++
 		if !strings.Contains(line, "exact (") {
 			t.Errorf("a cell whose counter is not exact: %s", line)
 		}
@@ -30,6 +36,11 @@ func TestMainSmoke(t *testing.T) {
 	// writers and 4 processes × 4 writers, 4 to 5 modes each.
 	if rows < 5*4*2 {
 		t.Errorf("%d result rows, want at least %d", rows, 5*4*2)
+	}
+	// Transfers among 8 accounts by 4 writers, naive and library: memory and
+	// table at rtt 0, table at 2ms (blobs have no transactions).
+	if transfers != 3*2 {
+		t.Errorf("%d transfers rows, want %d", transfers, 3*2)
 	}
 	if t.Failed() {
 		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))

@@ -32,6 +32,7 @@ func NewApp(pages *etagstore.Store[Page]) *App {
 	a.mux.HandleFunc("GET /wiki/{name}/edit", a.editForm)
 	a.mux.HandleFunc("POST /wiki/{name}/edit", a.save)
 	a.mux.HandleFunc("GET /wiki/{name}/history", a.history)
+	a.mux.HandleFunc("POST /wiki/{name}/rename", a.rename)
 	a.mux.Handle("/api/pages/", http.StripPrefix("/api/pages", etaghttp.Handler(pages, &etaghttp.HandlerOptions[Page]{
 		MaxBodyBytes: maxFormBytes, CheckKey: checkName, Prepare: a.prepareAPI})))
 	return a
@@ -91,6 +92,19 @@ func (a *App) name(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return name, true
 }
 
+// viewData is what a page's view shows.
+type viewData struct {
+	Name  string
+	Page  Page
+	Flash flash  // the message after a save or a rename
+	From  string // the redirect's name the reader came through
+	CSRF  string // for the rename form
+	// A refused rename: the name typed, and why.
+	RenameTo, RenameError string
+}
+
+// view shows a page; a redirect's name (a page renamed) goes to the page
+// it names, and a missing page to its editor.
 func (a *App) view(w http.ResponseWriter, r *http.Request) {
 	name, ok := a.name(w, r)
 	if !ok {
@@ -105,8 +119,12 @@ func (a *App) view(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	saved, merged := takeFlash(w, r, name)
-	a.render(w, http.StatusOK, "view", map[string]any{"Name": name, "Page": d.Value, "Saved": saved, "Merged": merged})
+	if d.Value.RedirectTo != "" {
+		redirectTo(w, r, d.Value.RedirectTo, "", name)
+		return
+	}
+	a.render(w, http.StatusOK, "view", viewData{Name: name, Page: d.Value, Flash: takeFlash(w, r, name),
+		From: a.redirectedFrom(r.Context(), r, name), CSRF: a.csrfToken(w, r)})
 }
 
 func (a *App) history(w http.ResponseWriter, r *http.Request) {
@@ -130,6 +148,9 @@ func (a *App) editForm(w http.ResponseWriter, r *http.Request) {
 	data := editData{Name: name, Title: name, CSRF: a.csrfToken(w, r), Author: authorCookie(r)}
 	d, err := a.pages.Get(r.Context(), name)
 	switch {
+	case err == nil && d.Value.RedirectTo != "": // renamed: edit the page under its new name
+		redirectTo(w, r, d.Value.RedirectTo, "/edit", "")
+		return
 	case err == nil:
 		data.Title, data.Body = d.Value.Title, d.Value.Body
 		data.BaseETag, data.BaseBody = etaghttp.FormatETag(d.ETag), d.Value.Body
@@ -181,6 +202,8 @@ func (a *App) fail(w http.ResponseWriter, err error) {
 		http.Error(w, "the storage service's answer was lost: your save may or may not have been applied; open the page to check (use Back to get your text)", http.StatusServiceUnavailable)
 	case errors.Is(err, etagstore.ErrConflict):
 		http.Error(w, "the page keeps changing; reload the editor", http.StatusConflict)
+	case errors.Is(err, errRedirectLoop):
+		http.Error(w, "the page redirects too many times in a row: nothing was saved (use Back to get your text)", http.StatusLoopDetected)
 	default:
 		http.Error(w, "storage error", http.StatusInternalServerError)
 	}

@@ -13,12 +13,19 @@ import (
 	"testing"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/memstore"
 )
 
 func newWiki(t *testing.T) (*httptest.Server, *etagstore.Store[Page]) {
 	t.Helper()
-	pages := etagstore.New[Page](memstore.New(nil), nil)
+	return newWikiOn(t, memstore.New(nil))
+}
+
+// newWikiOn serves the wiki, seeded, on backend b.
+func newWikiOn(t *testing.T, b driver.Backend) (*httptest.Server, *etagstore.Store[Page]) {
+	t.Helper()
+	pages := etagstore.New[Page](b, nil)
 	app := NewApp(pages)
 	if err := app.Seed(t.Context()); err != nil {
 		t.Fatal(err)
@@ -38,9 +45,9 @@ type editor struct {
 
 func newEditor(t *testing.T, srv *httptest.Server) *editor {
 	jar, _ := cookiejar.New(nil)
-	c := srv.Client()
+	c := *srv.Client() // a copy: srv.Client() is one client, and each editor has cookies of its own
 	c.Jar = jar
-	return &editor{t: t, c: c, base: srv.URL}
+	return &editor{t: t, c: &c, base: srv.URL}
 }
 
 var hiddenField = regexp.MustCompile(`<input type="hidden" name="(\w+)" value="([^"]*)">`)

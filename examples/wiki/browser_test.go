@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/etagstore/etagstore"
 )
 
 // screenshotDir is where the browser test leaves its screenshots, from the
@@ -201,5 +203,36 @@ func TestBrowserTwoEditors(t *testing.T) {
 		t.Fatalf("(e) after recreate: %v, stored:\n%s", err, d.Value.Body)
 	}
 	shot(alice, "f-deleted-page-recreated.png")
+
+	// (g) Alice renames the page; bob's visit of the old name lands on it.
+	browserRename(t, srv.URL, alice, bob, pages, shot)
 	t.Logf("screenshots in %s", screenshotDir)
+}
+
+// browserRename: alice renames Sandbox to Playground with the form on its
+// view and lands on Playground, told so; bob opens the old name and lands
+// there too, told he was redirected.
+func browserRename(t *testing.T, base string, alice, bob context.Context, pages *etagstore.Store[Page], shot func(context.Context, string)) {
+	t.Helper()
+	err := chromedp.Do(alice, chromedp.Navigate(base+"/wiki/Sandbox"), chromedp.WaitVisible(chromedp.ID("to")),
+		chromedp.SetValue(chromedp.ID("to"), "Playground"), chromedp.Click(chromedp.ID("rename")),
+		chromedp.WaitVisible(chromedp.ID("flash")))
+	if err != nil {
+		t.Fatalf("(g) alice renames Sandbox: %v", err)
+	}
+	flash, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("flash")))
+	if err != nil || !strings.Contains(flash, "Renamed from Sandbox") {
+		t.Errorf("(g) after the rename alice is told %q (%v)", flash, err)
+	}
+	if d, err := pages.Get(t.Context(), "Sandbox"); err != nil || d.Value.RedirectTo != "Playground" {
+		t.Fatalf("(g) Sandbox after the rename: %+v, %v", d.Value, err)
+	}
+	if err := chromedp.Do(bob, chromedp.Navigate(base+"/wiki/Sandbox"), chromedp.WaitVisible(chromedp.ID("redirected"))); err != nil {
+		t.Fatalf("(g) bob opens Sandbox: %v", err)
+	}
+	where, err := chromedp.Run(bob, chromedp.Location())
+	if err != nil || !strings.Contains(where, "/wiki/Playground") {
+		t.Errorf("(g) bob opened Sandbox and is at %q (%v), want Playground", where, err)
+	}
+	shot(bob, "g-renamed-old-name-redirects.png")
 }

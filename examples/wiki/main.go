@@ -2,6 +2,9 @@
 // save is a conditional write, concurrent edits of different lines are
 // merged, overlapping edits get a conflict page that keeps the editor's
 // text, and "overwrite anyway" is the explicit last-writer-wins opt-out.
+// Renaming a page writes it under its new name and a redirect under the
+// old one in one transaction (Store.Transact; not on blob storage, which
+// has none).
 //
 //	go run ./examples/wiki                         # in memory, http://127.0.0.1:8080
 //	go run ./examples/wiki -table "$CONNECTION_STRING"   # Azure Table storage (or Azurite)

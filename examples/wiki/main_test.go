@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"html"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -29,6 +33,53 @@ func TestMainSmoke(t *testing.T) {
 	t.Run("blob", func(t *testing.T) {
 		smokeWiki(t, bin, "Azure blob container wiki", "-blob", azuritetest.ConnectionString(t))
 	})
+}
+
+// smokeRename renames a fresh page with the form on its view, as a browser
+// does: with transactions (memory, tables) the old name then leads to the
+// new one; without (blobs) the rename is refused, saying why.
+func smokeRename(t *testing.T, ctx context.Context, base string, transactions bool, output func() string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Timeout: 10 * time.Second, Jar: jar}
+	do := func(method, path string, body io.Reader, header http.Header) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, base+path, body)
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v; %s", method, path, err, output())
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	name := fmt.Sprintf("Smoke_%d", time.Now().UnixNano())
+	if resp, body := do(http.MethodPut, "/api/pages/"+name, strings.NewReader(`{"Body":"to be renamed"}`), http.Header{"If-None-Match": {"*"}}); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT /api/pages/%s: %s\n%s", name, resp.Status, body)
+	}
+	_, view := do(http.MethodGet, "/wiki/"+name, nil, nil)
+	m := renameCSRF.FindStringSubmatch(view)
+	if m == nil {
+		t.Fatalf("no rename form on /wiki/%s:\n%s", name, view)
+	}
+	form := url.Values{"csrf": {html.UnescapeString(m[1])}, "to": {name + "_renamed"}}
+	resp, body := do(http.MethodPost, "/wiki/"+name+"/rename", strings.NewReader(form.Encode()),
+		http.Header{"Content-Type": {"application/x-www-form-urlencoded"}})
+	if !transactions {
+		if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(body, "renaming needs a backend with transactions") {
+			t.Errorf("rename without transactions: %s, want 501 saying it needs transactions:\n%s", resp.Status, body)
+		}
+		return
+	}
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/wiki/"+name+"_renamed" {
+		t.Fatalf("rename: %s at %s\n%s", resp.Status, resp.Request.URL.Path, body)
+	}
+	if resp, body := do(http.MethodGet, "/wiki/"+name, nil, nil); resp.Request.URL.Path != "/wiki/"+name+"_renamed" || !strings.Contains(body, "to be renamed") {
+		t.Errorf("GET /wiki/%s after the rename ended at %s:\n%s", name, resp.Request.URL.Path, body)
+	}
 }
 
 var listening = regexp.MustCompile(`wiki on (http://127\.0\.0\.1:\d+) \(pages in ([^)]*)\)`)
@@ -134,6 +185,7 @@ func smokeWiki(t *testing.T, bin, where string, args ...string) {
 		get("/api/pages/Sandbox", http.Header{"If-None-Match": {etag}}, http.StatusNotModified)
 	}
 	get("/api/pages/No_such_page", nil, http.StatusNotFound)
+	smokeRename(t, ctx, base, where != "Azure blob container wiki", output)
 
 	// Stopped: an interrupt ends it cleanly, with exit status 0.
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {

@@ -9,13 +9,18 @@ import (
 	"time"
 )
 
-// Page is a wiki page as stored, and as the JSON API shows it.
+// Page is a wiki page as stored, and as the JSON API shows it. A page
+// that was renamed leaves a redirect under its old name: a Page whose
+// RedirectTo names the page's new name, with no text and a history of its
+// own ("renamed to …"). Viewing, editing or saving a redirect's name goes
+// to the page it names; only a rename writes one (see rename.go).
 type Page struct {
-	Title     string
-	Body      string
-	Author    string     // who saved last
-	Updated   time.Time  // kept by the wiki
-	Revisions []Revision // kept by the wiki: newest first, at most maxRevisions
+	Title      string
+	Body       string
+	Author     string     // who saved last
+	Updated    time.Time  // kept by the wiki
+	Revisions  []Revision // kept by the wiki: newest first, at most maxRevisions
+	RedirectTo string     `json:",omitempty"` // kept by the wiki: set on a redirect left by a rename
 }
 
 // Revision records one save.
@@ -53,10 +58,21 @@ func (a *App) revise(old Page, name, title, body, author, summary string) Page {
 	return Page{Title: title, Body: body, Author: author, Updated: now, Revisions: revs[:min(len(revs), maxRevisions)]}
 }
 
+// redirect is the document a rename leaves under the old name: a pointer
+// to the new name, with a history of its own.
+func (a *App) redirect(name, to, author string) Page {
+	p := a.revise(Page{}, name, "", "", author, "renamed to "+to)
+	p.RedirectTo = to
+	return p
+}
+
 // prepareAPI makes a page written through the JSON API (PUT or PATCH) a
 // wiki page like one saved from the editor (etaghttp's Prepare hook):
 // Author defaults to "api", and Updated and Revisions are the wiki's — a
-// write may leave them out or send them as read, never change them.
+// write may leave them out or send them as read, never change them. Only
+// a rename makes a redirect: a write naming RedirectTo is refused, and one
+// without it over a redirect (a PUT, or a PATCH with "RedirectTo": null)
+// makes it a page again.
 func (a *App) prepareAPI(_ *http.Request, name string, old, p *Page) error {
 	var prior Page
 	if old != nil {
@@ -64,6 +80,9 @@ func (a *App) prepareAPI(_ *http.Request, name string, old, p *Page) error {
 	}
 	if !p.Updated.IsZero() && !p.Updated.Equal(prior.Updated) || p.Revisions != nil && !sameRevisions(p.Revisions, prior.Revisions) {
 		return errors.New("Updated and Revisions are kept by the wiki: leave them out, or send them as you read them")
+	}
+	if p.RedirectTo != "" {
+		return errors.New("RedirectTo is kept by the wiki: only renaming a page (POST /wiki/{name}/rename) makes a redirect")
 	}
 	author := strings.TrimSpace(p.Author)
 	if author == "" {

@@ -110,27 +110,58 @@ func (a *App) refuseMarkers(w http.ResponseWriter, r *http.Request, name string,
 }
 
 // overwrite saves the text in the box over whatever version is stored,
-// recreating the page if it was deleted: the deliberate opt-out.
+// recreating the page if it was deleted: the deliberate opt-out. A page
+// renamed meanwhile is overwritten under its new name.
 func (a *App) overwrite(w http.ResponseWriter, r *http.Request, name string, f saveForm) {
-	_, err := a.pages.Update(r.Context(), name, func(p *Page) error {
-		*p = a.revise(*p, name, p.Title, f.mine, f.author, "overwrote concurrent changes")
-		return nil
-	}, etagstore.CreateIfMissing())
-	if err != nil {
-		a.fail(w, err)
+	edited := name
+	for range maxRedirects + 1 {
+		next := ""
+		_, err := a.pages.Update(r.Context(), name, func(p *Page) error {
+			if next = p.RedirectTo; next != "" {
+				return errRedirect
+			}
+			*p = a.revise(*p, name, p.Title, f.mine, f.author, "overwrote concurrent changes")
+			return nil
+		}, etagstore.CreateIfMissing())
+		if errors.Is(err, errRedirect) {
+			name = next // renamed: overwrite the page it was renamed to
+			continue
+		}
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		a.saved(w, r, name, flash{Renamed: renamedFrom(edited, name)})
 		return
 	}
-	a.saved(w, r, name, "")
+	a.fail(w, errRedirectLoop)
+}
+
+// errRedirect stops an overwrite's Update at a redirect, which it follows.
+var errRedirect = errors.New("a redirect")
+
+// renamedFrom is the name an edit was made on, when it was saved under
+// another name (the page was renamed meanwhile); "" otherwise.
+func renamedFrom(edited, saved string) string {
+	if edited == saved {
+		return ""
+	}
+	return edited
 }
 
 // saveMerged writes the text if the page is still at the version the edit
 // started from; otherwise it merges the edit with the version saved
-// meanwhile and writes that, or shows the conflict page.
+// meanwhile and writes that, or shows the conflict page. A page renamed
+// meanwhile is saved under its new name, merged with what is stored there.
 func (a *App) saveMerged(w http.ResponseWriter, r *http.Request, name string, f saveForm) {
 	ctx := r.Context()
-	mergedWith := ""
+	edited := name
+	var fl flash
 	for range 3 { // each round: write if held is current, else merge with theirs
-		cur, err := a.pages.Get(ctx, name)
+		target, cur, err := a.follow(ctx, name)
+		if target != name { // renamed: the version held is the old name's
+			name, f.held = target, ""
+		}
 		missing := errors.Is(err, etagstore.ErrNotFound)
 		if err != nil && !missing {
 			a.fail(w, err)
@@ -151,7 +182,8 @@ func (a *App) saveMerged(w http.ResponseWriter, r *http.Request, name string, f 
 		var ce *etagstore.ConflictError[Page]
 		switch {
 		case err == nil:
-			a.saved(w, r, name, mergedWith)
+			fl.Renamed = renamedFrom(edited, name)
+			a.saved(w, r, name, fl)
 			return
 		case errors.Is(err, etagstore.ErrExists):
 			continue // created meanwhile: the next round reads and merges
@@ -166,10 +198,20 @@ func (a *App) saveMerged(w http.ResponseWriter, r *http.Request, name string, f 
 			return
 		}
 		// Non-overlapping edits: save the merge on top of theirs.
+		fl.Merged = mergedWith(f.base, theirs.Value, fl.Merged)
 		f.base, f.mine, f.held = theirs.Value.Body, strings.Join(merged, "\n"), theirs.ETag
-		mergedWith = theirs.Value.Author
 	}
 	http.Error(w, "the page keeps changing; reload the editor", http.StatusConflict)
+}
+
+// mergedWith is who the message after a save names as the author of the
+// changes the edit was merged with: theirs's, when its text differs from
+// the edit's base (a rename alone changes no text), else the one before.
+func mergedWith(base string, theirs Page, before string) string {
+	if theirs.Body == base {
+		return before
+	}
+	return theirs.Author
 }
 
 // conflictChanged shows the conflict page of overlapping edits: both
@@ -196,42 +238,57 @@ func (a *App) conflictDeleted(w http.ResponseWriter, r *http.Request, name strin
 }
 
 // saved redirects to the page, with a message for the next view: "Saved",
-// or that the edit was merged with mergedWith's.
-func (a *App) saved(w http.ResponseWriter, r *http.Request, name, mergedWith string) {
-	setFlash(w, name, mergedWith)
+// that the edit was merged with changes by fl.Merged, and that it was
+// made on fl.Renamed, renamed to this page meanwhile.
+func (a *App) saved(w http.ResponseWriter, r *http.Request, name string, fl flash) {
+	fl.Saved = true
+	setFlash(w, name, fl)
 	http.Redirect(w, r, "/wiki/"+name, http.StatusSeeOther)
 }
 
-// The message after a save travels in a short-lived cookie the server
-// sets, scoped to the page: a link cannot make one up, as it could a
-// query parameter.
+// flash is the message the next view of a page shows.
+type flash struct {
+	Saved   bool   // after a save
+	Merged  string // the save was merged with changes this author saved meanwhile
+	Renamed string // the page's old name: after a rename; after a save, the edit was made there
+}
+
+// The message after a save or a rename travels in a short-lived cookie
+// the server sets, scoped to the page: a link cannot make one up, as it
+// could a query parameter.
 const flashCookie = "flash"
 
-func setFlash(w http.ResponseWriter, name, mergedWith string) {
-	v := url.Values{"saved": {"1"}}
-	if mergedWith != "" {
-		v.Set("merged", mergedWith)
+func setFlash(w http.ResponseWriter, name string, fl flash) {
+	v := url.Values{}
+	if fl.Saved {
+		v.Set("saved", "1")
+	}
+	if fl.Merged != "" {
+		v.Set("merged", fl.Merged)
+	}
+	if fl.Renamed != "" {
+		v.Set("renamed", fl.Renamed)
 	}
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: url.QueryEscape(v.Encode()), Path: "/wiki/" + name,
 		MaxAge: 60, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 }
 
 // takeFlash returns the message set for this page, and clears it.
-func takeFlash(w http.ResponseWriter, r *http.Request, name string) (saved bool, mergedWith string) {
+func takeFlash(w http.ResponseWriter, r *http.Request, name string) flash {
 	c, err := r.Cookie(flashCookie)
 	if err != nil {
-		return false, ""
+		return flash{}
 	}
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Path: "/wiki/" + name, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	raw, err := url.QueryUnescape(c.Value)
 	if err != nil {
-		return false, ""
+		return flash{}
 	}
 	v, err := url.ParseQuery(raw)
 	if err != nil {
-		return false, ""
+		return flash{}
 	}
-	return v.Get("saved") == "1", v.Get("merged")
+	return flash{Saved: v.Get("saved") == "1", Merged: v.Get("merged"), Renamed: v.Get("renamed")}
 }
 
 // markerLines returns the numbers (from 1) of the lines of text that are

@@ -30,14 +30,22 @@ pre.text{white-space:pre-wrap;border:1px solid #ccc;padding:.5em}.del{color:#a00
 {{define "foot"}}</body></html>{{end}}
 
 {{define "index"}}{{template "head" "Pages"}}<h1>Pages</h1><ul>
-{{range .Pages}}<li><a href="/wiki/{{.Key}}">{{.Value.Title}}</a> — {{.Value.Author}}, {{when .Value.Updated}}</li>{{end}}</ul>
+{{range .Pages}}<li><a href="/wiki/{{.Key}}">{{.Value.Title}}</a> — {{if .Value.RedirectTo}}renamed to <a href="/wiki/{{.Value.RedirectTo}}">{{.Value.RedirectTo}}</a>{{else}}{{.Value.Author}}{{end}}, {{when .Value.Updated}}</li>{{end}}</ul>
 {{if .Next}}<p><a id="next" rel="next" href="{{.Next}}">More pages</a></p>{{end}}
 <p>JSON API: <code>/api/pages/{name}</code> (GET, PUT with If-Match, PATCH, DELETE).</p>{{template "foot"}}{{end}}
 
 {{define "view"}}{{template "head" .Page.Title}}<h1 id="title">{{.Page.Title}}</h1>
-{{if .Merged}}<p class="note" id="flash">Saved. Your edit was merged with changes saved meanwhile by {{.Merged}}.</p>{{else if .Saved}}<p class="note" id="flash">Saved.</p>{{end}}
+{{if .From}}<p id="redirected">(Redirected from {{.From}}, the page's old name.)</p>{{end}}
+{{with .Flash}}{{if .Saved}}<p class="note" id="flash">Saved.{{if .Renamed}} The page you edited, {{.Renamed}}, was renamed to {{$.Name}} meanwhile: your edit was saved here.{{end}}{{if .Merged}} Your edit was merged with changes saved meanwhile by {{.Merged}}.{{end}}</p>
+{{else if .Renamed}}<p class="note" id="flash">Renamed from {{.Renamed}}. Links to {{.Renamed}} now lead here.</p>{{end}}{{end}}
 <pre class="text" id="content">{{.Page.Body}}</pre>
-<p>Last edited by {{.Page.Author}}, {{when .Page.Updated}} · <a id="edit" href="/wiki/{{.Name}}/edit">Edit</a> · <a href="/wiki/{{.Name}}/history">History</a></p>{{template "foot"}}{{end}}
+<p>Last edited by {{.Page.Author}}, {{when .Page.Updated}} · <a id="edit" href="/wiki/{{.Name}}/edit">Edit</a> · <a href="/wiki/{{.Name}}/history">History</a></p>
+{{if .RenameError}}<div class="warn" id="renameerror"><p>{{.RenameError}}</p></div>{{end}}
+<form method="post" action="/wiki/{{.Name}}/rename" id="renameform">
+<input type="hidden" name="csrf" value="{{.CSRF}}">
+<p><label>Rename to <input name="to" id="to" value="{{.RenameTo}}" required maxlength="64" pattern="[A-Za-z0-9_\-]{1,64}"
+title="1 to 64 letters, digits, - or _"></label> <button type="submit" id="rename">Rename</button>
+(the old name then leads here)</p></form>{{template "foot"}}{{end}}
 
 {{define "history"}}{{template "head" .Page.Title}}<h1>History of {{.Page.Title}}</h1><ol>
 {{range .Page.Revisions}}<li>{{when .At}} — {{.Author}}: {{.Summary}}</li>{{end}}</ol>{{template "foot"}}{{end}}
