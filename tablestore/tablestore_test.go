@@ -1,8 +1,12 @@
 package tablestore_test
 
 import (
+	"errors"
 	"testing"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/azuritetest"
 	"github.com/etagstore/etagstore/storetest"
@@ -34,4 +38,18 @@ func TestMissingTable(t *testing.T) {
 	storetest.RunMissingResource(t, func(t *testing.T) driver.Backend {
 		return tablestore.New(azuritetest.MissingTable(t), &tablestore.Options{Partition: "docs"})
 	}, "table")
+}
+
+// A 400 with no error code (Azurite's answer to a table name that is too
+// short) is a definite refusal, ErrInvalidInput — never an unknown outcome.
+func TestBadRequestIsDefinite(t *testing.T) {
+	svc, err := aztables.NewServiceClientFromConnectionString(azuritetest.ConnectionString(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := etagstore.New[struct{ N int }](tablestore.New(svc.NewClient("ab"), &tablestore.Options{Partition: "p"}), nil)
+	_, err = s.Upsert(t.Context(), "k", struct{ N int }{1})
+	if !errors.Is(err, etagstore.ErrInvalidInput) || errors.Is(err, etagstore.ErrOutcomeUnknown) {
+		t.Errorf("Upsert to table %q = %v, want ErrInvalidInput, definite", "ab", err)
+	}
 }

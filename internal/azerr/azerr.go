@@ -34,6 +34,10 @@ func ServerBusy(status int, code string, err error) error {
 // has none (the error then stays unclassified).
 func ByStatus(status int, create bool) error {
 	switch status {
+	case http.StatusBadRequest:
+		// The service refused the request as malformed (a table name too
+		// short, say): definite, never applied.
+		return driver.ErrInvalidInput
 	case http.StatusPreconditionFailed:
 		return PreconditionFailed(create)
 	case http.StatusConflict:
