@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -19,7 +20,8 @@ import (
 )
 
 // The linearizability check: several clients run random Get, Update
-// (increment, creating if missing), Upsert, Replace and Delete (with the
+// (increment, creating if missing; on a backend with transactions, some of
+// them as a Transact of the one key), Upsert, Replace and Delete (with the
 // ETag they last saw, often stale, or ETagAny) on a few keys; porcupine then
 // checks that the recorded history, ETags included, is that of one
 // register per key. Every Update's returned value is checked exactly: it
@@ -42,6 +44,7 @@ func (k opKind) String() string {
 
 type regInput struct {
 	op    opKind
+	tx    bool // an Update made as a Transact of the one key
 	key   string
 	etag  etagstore.ETag // Replace, Delete: the ETag sent
 	value int64          // Replace, Upsert: the value written
@@ -252,9 +255,12 @@ func checkLinearizable(t *testing.T, s *etagstore.Store[Page], clients, opsEach 
 				case r < 5:
 					in.op = opGet
 					d, err = s.Get(ctx, key)
-				case r < 12:
+				case r < 11 || r < 12 && s.Backend().Abilities().Commit == nil:
 					in.op = opUpdate
 					d, err = s.Update(ctx, key, func(p *Page) error { p.N++; return nil }, etagstore.CreateIfMissing())
+				case r < 12:
+					in.op, in.tx = opUpdate, true
+					d, err = incrementInTransaction(ctx, s, key)
 				case r < 13:
 					in.op, in.value = opUpsert, int64(1000*(c+1)+i)
 					d, err = s.Upsert(ctx, key, Page{N: in.value})
@@ -283,12 +289,16 @@ func checkLinearizable(t *testing.T, s *etagstore.Store[Page], clients, opsEach 
 	}
 	wg.Wait()
 	counts := map[opKind]int{}
+	transactions := 0
 	for _, op := range h.ops {
 		if out := op.Output.(regOutput); !out.notFound && !out.conflict && !out.unknown {
 			counts[op.Input.(regInput).op]++
+			if op.Input.(regInput).tx {
+				transactions++
+			}
 		}
 	}
-	t.Logf("%d operations; successful: %d Get, %d Update, %d Upsert, %d Replace, %d Delete", len(h.ops), counts[opGet], counts[opUpdate], counts[opUpsert], counts[opReplace], counts[opDelete])
+	t.Logf("%d operations; successful: %d Get, %d Update (%d of them Transact), %d Upsert, %d Replace, %d Delete", len(h.ops), counts[opGet], counts[opUpdate], transactions, counts[opUpsert], counts[opReplace], counts[opDelete])
 	if counts[opUpdate] == 0 || counts[opReplace] == 0 || counts[opDelete] == 0 || counts[opUpsert] == 0 {
 		t.Errorf("the history lacks successful writes of some kind: %v", counts)
 	}
@@ -363,4 +373,21 @@ func cmpInt(a, b int64) int {
 		return 1
 	}
 	return 0
+}
+
+// incrementInTransaction is an Update (increment, creating if missing) made
+// as a transaction of one key: in the model it is an Update.
+func incrementInTransaction(ctx context.Context, s *etagstore.Store[Page], key string) (etagstore.Doc[Page], error) {
+	docs, err := s.Transact(ctx, func(tx *etagstore.Tx[Page]) error {
+		p, err := tx.Get(key)
+		if err != nil && !errors.Is(err, etagstore.ErrNotFound) {
+			return err
+		}
+		p.N++
+		return tx.Put(key, p)
+	})
+	if err != nil {
+		return etagstore.Doc[Page]{}, err
+	}
+	return docs[0], nil
 }
