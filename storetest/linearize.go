@@ -245,32 +245,11 @@ func checkLinearizable(t *testing.T, s *etagstore.Store[Page], clients, opsEach 
 			for i := range opsEach {
 				key := keys[rng.IntN(len(keys))]
 				in := regInput{key: key, etag: seen[key]}
-				var d etagstore.Doc[Page]
-				var err error
 				call := h.now()
 				if in.etag == "" || rng.IntN(8) == 0 {
 					in.etag = etagstore.ETagAny // sometimes last writer wins on purpose
 				}
-				switch r := rng.IntN(20); {
-				case r < 5:
-					in.op = opGet
-					d, err = s.Get(ctx, key)
-				case r < 11 || r < 12 && s.Backend().Abilities().Commit == nil:
-					in.op = opUpdate
-					d, err = s.Update(ctx, key, func(p *Page) error { p.N++; return nil }, etagstore.CreateIfMissing())
-				case r < 12:
-					in.op, in.tx = opUpdate, true
-					d, err = incrementInTransaction(ctx, s, key)
-				case r < 13:
-					in.op, in.value = opUpsert, int64(1000*(c+1)+i)
-					d, err = s.Upsert(ctx, key, Page{N: in.value})
-				case r < 17:
-					in.op, in.value = opReplace, int64(1000*(c+1)+i)
-					d, err = s.Replace(ctx, etagstore.Doc[Page]{Key: key, Value: Page{N: in.value}, ETag: in.etag})
-				default:
-					in.op = opDelete
-					err = s.Delete(ctx, key, in.etag)
-				}
+				d, err := randomOp(ctx, s, rng, &in, int64(1000*(c+1)+i))
 				if in.op == opGet || in.op == opUpdate || in.op == opUpsert {
 					in.etag = ""
 				}
@@ -390,4 +369,29 @@ func incrementInTransaction(ctx context.Context, s *etagstore.Store[Page], key s
 		return etagstore.Doc[Page]{}, err
 	}
 	return docs[0], nil
+}
+
+// randomOp runs one random operation on in.key, filling in the rest of in;
+// value is what a Replace or Upsert writes.
+func randomOp(ctx context.Context, s *etagstore.Store[Page], rng *rand.Rand, in *regInput, value int64) (d etagstore.Doc[Page], err error) {
+	key := in.key
+	switch r := rng.IntN(20); {
+	case r < 5:
+		in.op = opGet
+		return s.Get(ctx, key)
+	case r < 11 || r < 12 && s.Backend().Abilities().Commit == nil:
+		in.op = opUpdate
+		return s.Update(ctx, key, func(p *Page) error { p.N++; return nil }, etagstore.CreateIfMissing())
+	case r < 12:
+		in.op, in.tx = opUpdate, true
+		return incrementInTransaction(ctx, s, key)
+	case r < 13:
+		in.op, in.value = opUpsert, value
+		return s.Upsert(ctx, key, Page{N: value})
+	case r < 17:
+		in.op, in.value = opReplace, value
+		return s.Replace(ctx, etagstore.Doc[Page]{Key: key, Value: Page{N: value}, ETag: in.etag})
+	}
+	in.op = opDelete
+	return etagstore.Doc[Page]{}, s.Delete(ctx, key, in.etag)
 }
