@@ -102,7 +102,7 @@ func (s *Store[T]) deliverActions(ctx context.Context, w access.Write) ([]ETag, 
 			return nil, err
 		}
 	}
-	p := func(*engine, []version) (request, error) { return blind, nil }
+	p := planFunc(func(*engine, []version) (request, error) { return blind, nil })
 	if fenced { // every action is checked against the version read, and conditioned on it
 		p = func(_ *engine, base []version) (request, error) { return s.overAll(acts, base, fence) }
 	}

@@ -39,7 +39,14 @@ type request []keyWrite
 // An empty request means nothing needs writing. e is the engine asking
 // (its over builds a write over a version; its one makes a request of one
 // write without allocating).
-type plan func(e *engine, base []version) (request, error)
+type plan interface {
+	build(e *engine, base []version) (request, error)
+}
+
+// planFunc is a plan written as a function.
+type planFunc func(e *engine, base []version) (request, error)
+
+func (f planFunc) build(e *engine, base []version) (request, error) { return f(e, base) }
 
 // version is a version of a key an attempt starts from.
 type version struct {
@@ -116,9 +123,16 @@ type engine struct {
 // newEngine returns the engine of a write of keys (set keys, or call on
 // for one key).
 func (c *core) newEngine(ctx context.Context, op string, based bool, p plan) *engine {
-	e := &engine{c: c, op: op, based: based, rebuilds: based, plan: p, flight: alone{}}
-	e.fence, e.fenced = FenceFrom(ctx)
+	e := &engine{}
+	c.initEngine(e, ctx, op, based, p)
 	return e
+}
+
+// initEngine sets up e, which may live inside a plan's own value (one
+// allocation for both).
+func (c *core) initEngine(e *engine, ctx context.Context, op string, based bool, p plan) {
+	*e = engine{c: c, op: op, based: based, rebuilds: based, plan: p, flight: alone{}}
+	e.fence, e.fenced = FenceFrom(ctx)
 }
 
 // on makes key the one key of the write.
@@ -196,7 +210,7 @@ func (e *engine) attempt(ctx context.Context, n int) (next, error) {
 	if err := e.admit(base); err != nil {
 		return stop, err
 	}
-	req, err := e.plan(e, base)
+	req, err := e.plan.build(e, base)
 	if errors.Is(err, errStale) && e.rebuilds {
 		e.then = carry{raced: true} // a transaction's read changed: run it again
 		return afterPause, errorf(ErrConflict, "%v", err)

@@ -372,7 +372,7 @@ func (b *batchRun[T]) commit(create bool, last []version) []version {
 	b.timer = time.NewTimer(time.Hour)
 	defer b.timer.Stop()
 	var mine T // a batch's *ConflictError is given each member's own value in finish
-	e, err := b.s.modify(ctx, "Update", b.key, create, last, &mine, b.apply, b)
+	e, err := b.s.modify(ctx, "Update", b.key, create, last, &mine, b, b)
 	b.finish(e, err)
 	if err != nil || e.out[0].ETag == "" {
 		return nil
@@ -381,8 +381,9 @@ func (b *batchRun[T]) commit(create bool, last []version) []version {
 	return []version{b.s.stored(it, false)}
 }
 
-// apply gives each member still in the batch a turn, in arrival order.
-func (b *batchRun[T]) apply(base version) ([]byte, bool, error) {
+// change gives each member still in the batch a turn, in arrival order (the
+// batch is the changer of its read-modify-write).
+func (b *batchRun[T]) change(base version) ([]byte, bool, error) {
 	t := turn{canonical: base.canonical}
 	if base.exists {
 		t.data = base.Data

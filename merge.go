@@ -81,7 +81,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	// The first attempt starts from the cached copy of base's version when
 	// there is one, otherwise from a read: a write continues the stored
 	// bookkeeping (write ids, fencing token), which base does not carry.
-	e, err := s.modify(ctx, "Save", base.Key, false, s.cached(ctx, base.Key, base.ETag), &mine, apply, alone{})
+	e, err := s.modify(ctx, "Save", base.Key, false, s.cached(ctx, base.Key, base.ETag), &mine, changeFunc(apply), alone{})
 	st.attempts = e.attempts
 	var ce *ConflictError[T]
 	if errors.As(err, &ce) {

@@ -54,7 +54,7 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *o
 		return nil, errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(s.b))
 	}
 	var tx *Tx[T]
-	e := s.newEngine(ctx, "Transact", false, func(e *engine, _ []version) (request, error) {
+	e := s.newEngine(ctx, "Transact", false, planFunc(func(e *engine, _ []version) (request, error) {
 		tx = &Tx[T]{s: s, ctx: ctx, reads: map[string]version{}, writes: map[string]txWrite[T]{}}
 		if err := fn(tx); err != nil {
 			return nil, err
@@ -62,7 +62,7 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *o
 		req, err := tx.request()
 		e.keys = tx.order
 		return req, err
-	})
+	}))
 	e.rebuilds = true
 	err := e.run(ctx)
 	st.attempts = e.attempts

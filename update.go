@@ -85,28 +85,51 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 // version), mutate, conditional write, retried. o, when set, is told when
 // mutate starts and ends.
 func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mutate func(*T) error, o solo[T], st *opStats) (Doc[T], error) {
-	var mine T
-	e, err := s.modify(ctx, "Update", key, create, s.cached(ctx, key, ""), &mine, func(b version) ([]byte, bool, error) {
-		v, baseline, err := s.startFrom(b)
-		if err != nil {
-			return nil, false, err
-		}
-		if o.g != nil {
-			o.enter()
-			defer o.leave()
-		}
-		if err := mutate(v); err != nil {
-			return nil, false, err
-		}
-		mine = *v
-		data, err := s.encode(key, *v)
-		return data, !b.exists || !bytes.Equal(data, baseline), err
-	}, alone{})
+	m := &mutation[T]{s: s, key: key, mutate: mutate, o: o}
+	e, err := s.modify(ctx, "Update", key, create, s.cached(ctx, key, ""), &m.mine, m, alone{})
 	st.attempts, st.batch, st.cacheHit = e.attempts, 1, e.cachedWon
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: mine, ETag: e.out[0].ETag, Extra: extraOf(e.out[0].Data, s.known)}, nil
+	return Doc[T]{Key: key, Value: m.mine, ETag: e.out[0].ETag, Extra: extraOf(e.out[0].Data, s.known)}, nil
+}
+
+// changer computes a read-modify-write's new encoding from the version b
+// it starts from, and reports whether it differs from b's.
+type changer interface {
+	change(b version) (data []byte, changed bool, err error)
+}
+
+// changeFunc is a changer written as a function.
+type changeFunc func(b version) ([]byte, bool, error)
+
+func (f changeFunc) change(b version) ([]byte, bool, error) { return f(b) }
+
+// mutation is the change of a plain Update: mutate applied to a fresh copy
+// of the version's value; mine is the value it made.
+type mutation[T any] struct {
+	s      *Store[T]
+	key    string
+	mutate func(*T) error
+	o      solo[T]
+	mine   T
+}
+
+func (m *mutation[T]) change(b version) ([]byte, bool, error) {
+	v, baseline, err := m.s.startFrom(b)
+	if err != nil {
+		return nil, false, err
+	}
+	if m.o.g != nil {
+		m.o.enter()
+		defer m.o.leave()
+	}
+	if err := m.mutate(v); err != nil {
+		return nil, false, err
+	}
+	m.mine = *v
+	data, err := m.s.encode(m.key, *v)
+	return data, !b.exists || !bytes.Equal(data, baseline), err
 }
 
 // cached returns the version of key the version cache holds, if it is on
@@ -130,21 +153,10 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 // (first) or a read, and apply computes the new encoding from that
 // version and reports whether it differs. *mine is the value the last
 // apply computed, for a *ConflictError when every attempt lost its race.
-func (s *Store[T]) modify(ctx context.Context, op, key string, create bool, start []version, mine *T, apply func(b version) ([]byte, bool, error), f flight) (*engine, error) {
-	e := s.newEngine(ctx, op, true, func(e *engine, base []version) (request, error) {
-		b := base[0]
-		if !b.exists && !create {
-			if b.missing != nil {
-				return nil, b.missing // the read's ErrNotFound, in the backend's words
-			}
-			return nil, errorf(ErrNotFound, "%q", key)
-		}
-		data, changed, err := apply(b)
-		if err != nil || !changed {
-			return nil, err
-		}
-		return e.one(e.over(b, b.keep(data))), nil
-	}).on(key)
+func (s *Store[T]) modify(ctx context.Context, op, key string, create bool, start []version, mine *T, ch changer, f flight) (*engine, error) {
+	m := &modification{create: create, changer: ch}
+	s.initEngine(&m.engine, ctx, op, true, m)
+	e := m.engine.on(key)
 	e.flight = f
 	e.then.base = start
 	err := e.run(ctx)
@@ -152,6 +164,30 @@ func (s *Store[T]) modify(ctx context.Context, op, key string, create bool, star
 		err = s.conflictNow(ctx, key, e.held, *mine, e.attempts)
 	}
 	return e, err
+}
+
+// modification is the plan of a read-modify-write, with its engine (one
+// allocation for both): over the version an attempt starts from, the
+// changer's new encoding, keeping what the version holds beyond T.
+type modification struct {
+	engine
+	create  bool
+	changer changer
+}
+
+func (m *modification) build(e *engine, base []version) (request, error) {
+	b := base[0]
+	if !b.exists && !m.create {
+		if b.missing != nil {
+			return nil, b.missing // the read's ErrNotFound, in the backend's words
+		}
+		return nil, errorf(ErrNotFound, "%q", b.Key)
+	}
+	data, changed, err := m.changer.change(b)
+	if err != nil || !changed {
+		return nil, err
+	}
+	return e.one(e.over(b, b.keep(data))), nil
 }
 
 // startFrom decodes the base version b into a fresh value for a mutation,

@@ -90,7 +90,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 // it was found committed with later writes after it); a definite refusal
 // comes back as the backend reported it.
 func (c *core) blind(ctx context.Context, op string, w keyWrite) (driver.Item, error) {
-	e := c.newEngine(ctx, op, false, func(e *engine, _ []version) (request, error) { return e.one(w), nil }).on(w.Key)
+	e := c.newEngine(ctx, op, false, planFunc(func(e *engine, _ []version) (request, error) { return e.one(w), nil })).on(w.Key)
 	if err := e.run(ctx); err != nil {
 		return driver.Item{}, err
 	}
@@ -103,7 +103,7 @@ func (c *core) blind(ctx context.Context, op string, w keyWrite) (driver.Item, e
 // A version that holds another ETag is a *ConflictError; a lost race with
 // ETagAny is retried on the new version.
 func (s *Store[T]) conditioned(ctx context.Context, op, key string, held ETag, mine T, write func(*engine, version) keyWrite) (driver.Item, error) {
-	e := s.newEngine(ctx, op, true, func(e *engine, base []version) (request, error) {
+	e := s.newEngine(ctx, op, true, planFunc(func(e *engine, base []version) (request, error) {
 		b := base[0]
 		switch {
 		case !b.exists:
@@ -112,7 +112,7 @@ func (s *Store[T]) conditioned(ctx context.Context, op, key string, held ETag, m
 			return nil, s.conflictWith(b.Item, held, mine, e.attempts)
 		}
 		return e.one(write(e, b)), nil
-	}).on(key)
+	})).on(key)
 	err := e.run(ctx)
 	if err != nil && e.raced() && ctx.Err() == nil && errors.Is(err, ErrConflict) {
 		err = s.conflictNow(ctx, key, e.held, mine, e.attempts) // every attempt lost its race
