@@ -90,7 +90,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: base.Key, Value: mine, ETag: e.out[0].ETag, Extra: extraOf(e.out[0].Data, s.known)}, nil
+	return Doc[T]{Key: base.Key, Value: mine, ETag: e.out[0].ETag, Extra: modified(e).extraOut()}, nil
 }
 
 // mergeConflict turns a merge error into Save's error: a *ConflictError

@@ -91,7 +91,7 @@ func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mut
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: m.mine, ETag: e.out[0].ETag, Extra: extraOf(e.out[0].Data, s.known)}, nil
+	return Doc[T]{Key: key, Value: m.mine, ETag: e.out[0].ETag, Extra: modified(e).extraOut()}, nil
 }
 
 // changer computes a read-modify-write's new encoding from the version b
@@ -173,6 +173,7 @@ type modification struct {
 	engine
 	create  bool
 	changer changer
+	extra   []byte // what the last version built over holds beyond T
 }
 
 func (m *modification) build(e *engine, base []version) (request, error) {
@@ -183,12 +184,20 @@ func (m *modification) build(e *engine, base []version) (request, error) {
 		}
 		return nil, errorf(ErrNotFound, "%q", b.Key)
 	}
+	m.extra = b.extra
 	data, changed, err := m.changer.change(b)
 	if err != nil || !changed {
 		return nil, err
 	}
 	return e.one(e.over(b, b.keep(data))), nil
 }
+
+// modified is the read-modify-write e ran (see modify).
+func modified(e *engine) *modification { return e.plan.(*modification) }
+
+// extraOut is the Extra of the document a read-modify-write left: what the
+// version it last built over holds beyond T, which the write kept.
+func (m *modification) extraOut() Extra { return Extra{raw: string(m.extra)} }
 
 // startFrom decodes the base version b into a fresh value for a mutation,
 // and returns the encoding an unchanged value would have, taken before the
