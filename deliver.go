@@ -90,7 +90,7 @@ func (s *Store[T]) deliverActions(ctx context.Context, w access.Write) ([]ETag, 
 	}
 	fence, fenced := FenceFrom(ctx)
 	if len(acts) == 1 && w.Op != "Batch" {
-		return s.deliverOne(ctx, w.Op, acts[0], fenced)
+		return s.deliverOne(ctx, w.Op, acts[0])
 	}
 	blind := make(request, len(acts))
 	keys := make([]string, len(acts))
@@ -123,7 +123,7 @@ func (s *Store[T]) deliverActions(ctx context.Context, w access.Write) ([]ETag, 
 // deliverOne delivers a single Merge (conditioned on the version it reads,
 // whose bookkeeping it extends) or UpsertMerge (unchecked; it carries no
 // bookkeeping and so keeps the stored one).
-func (s *Store[T]) deliverOne(ctx context.Context, op string, a action[T], fenced bool) ([]ETag, error) {
+func (s *Store[T]) deliverOne(ctx context.Context, op string, a action[T]) ([]ETag, error) {
 	var it driver.Item
 	var err error
 	if a.Kind == access.Merge {
