@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
@@ -235,7 +236,7 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]etagst
 		return etags, nil
 	}
 	var resp *http.Response
-	_, err := b.client.SubmitTransaction(runtime.WithCaptureResponse(azretry.NoRetry(ctx), &resp), tx, nil)
+	_, err := b.client.SubmitTransaction(policy.WithCaptureResponse(azretry.NoRetry(ctx), &resp), tx, nil)
 	if err == nil {
 		for j, etag := range batchETags(resp) {
 			if j < len(sent) && !actions[sent[j]].Delete {
