@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,6 +28,14 @@ type HandlerOptions[T any] struct {
 	// text and nothing is written. Under If-Match: * it runs inside
 	// Store.Update and may run more than once. Default: none.
 	Prepare func(r *http.Request, key string, old, v *T) error
+	// Logger, when set, gets one record at level Error for every 5xx
+	// answer (a storage failure, or a write whose outcome is unknown), with
+	// the request's method, the status and the Store's error: the client
+	// sees only "storage error", the operator sees why. The error's text
+	// names the key and may quote the storage service's answer, so the
+	// record does too, whatever the Store's RecordKeys: give a Logger whose
+	// output may hold keys. Default: none (5xx answers are not logged).
+	Logger *slog.Logger
 }
 
 // Problem is an RFC 9457 problem-details body (application/problem+json),
@@ -86,7 +95,7 @@ func Handler[T any](s *etagstore.Store[T], opts *HandlerOptions[T]) http.Handler
 		if opts.MaxBodyBytes > 0 {
 			h.max = opts.MaxBodyBytes
 		}
-		h.checkKey, h.prepare = opts.CheckKey, opts.Prepare
+		h.checkKey, h.prepare, h.log = opts.CheckKey, opts.Prepare, opts.Logger
 	}
 	return h
 }
@@ -96,6 +105,17 @@ type handler[T any] struct {
 	max      int64
 	checkKey func(string) error
 	prepare  func(r *http.Request, key string, old, v *T) error
+	log      *slog.Logger
+}
+
+// serverError writes p, a 5xx answer, and logs err, its cause, at the
+// operator's Logger.
+func (h *handler[T]) serverError(w http.ResponseWriter, r *http.Request, p Problem, err error) {
+	if h.log != nil {
+		h.log.ErrorContext(r.Context(), "etaghttp: "+http.StatusText(p.Status),
+			slog.String("method", r.Method), slog.Int("status", p.Status), slog.Any("err", err))
+	}
+	WriteProblem(w, p)
 }
 
 func (h *handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +169,7 @@ func (h *handler[T]) get(w http.ResponseWriter, r *http.Request, key string) {
 		return
 	}
 	if err != nil {
-		h.fail(w, key, err)
+		h.fail(w, r, key, err)
 		return
 	}
 	w.Header().Set("ETag", FormatETag(d.ETag))
@@ -232,15 +252,21 @@ func (h *handler[T]) patch(w http.ResponseWriter, r *http.Request, key string) {
 
 func (h *handler[T]) create(w http.ResponseWriter, r *http.Request, key string, v T) {
 	if err := h.prepared(r, key, nil, &v); err != nil {
-		h.fail(w, key, err)
+		h.fail(w, r, key, err)
 		return
 	}
 	d, err := h.s.Create(r.Context(), key, v)
-	if errors.Is(err, etagstore.ErrExists) {
-		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key, Detail: "If-None-Match: * failed: the document already exists"})
-		return
+	switch {
+	case errors.Is(err, etagstore.ErrExists):
+		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key,
+			Detail: "If-None-Match: * failed: a document with this key already exists. GET it, and send If-Match with its ETag to replace it"})
+	case errors.Is(err, etagstore.ErrNotFound):
+		// A create finds nothing in its way by definition: not found here is
+		// the store's table or container, missing. Not the client's doing.
+		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Key: key, Detail: "storage error"}, err)
+	default:
+		h.written(w, r, key, d, err, http.StatusCreated)
 	}
-	h.written(w, r, key, d, err, http.StatusCreated)
 }
 
 // write stores change(current) under key if If-Match im holds. With "*",
@@ -265,7 +291,7 @@ func (h *handler[T]) write(w http.ResponseWriter, r *http.Request, key string, i
 	}
 	cur, err := h.s.Get(ctx, key)
 	if err != nil {
-		h.failWrite(w, key, err)
+		h.failWrite(w, r, key, err)
 		return
 	}
 	v, err := h.next(r, key, &cur.Value, change)
@@ -274,7 +300,7 @@ func (h *handler[T]) write(w http.ResponseWriter, r *http.Request, key string, i
 		h.conflict(w, key, im, cur, v)
 		return
 	case err != nil:
-		h.fail(w, key, err)
+		h.fail(w, r, key, err)
 		return
 	}
 	// cur.Extra: the members the server's T does not know are kept; a PUT
@@ -319,7 +345,7 @@ func (h *handler[T]) delete(w http.ResponseWriter, r *http.Request, key string) 
 	if !im.any {
 		cur, err := h.s.Get(r.Context(), key)
 		if err != nil {
-			h.failWrite(w, key, err)
+			h.failWrite(w, r, key, err)
 			return
 		}
 		if !im.matchStrong(cur.ETag) {
@@ -329,7 +355,7 @@ func (h *handler[T]) delete(w http.ResponseWriter, r *http.Request, key string) 
 		held = cur.ETag
 	}
 	if err := h.s.Delete(r.Context(), key, held); err != nil {
-		h.failWrite(w, key, err)
+		h.failWrite(w, r, key, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -339,7 +365,7 @@ func (h *handler[T]) delete(w http.ResponseWriter, r *http.Request, key string) 
 // document and its ETag.
 func (h *handler[T]) written(w http.ResponseWriter, r *http.Request, key string, d etagstore.Doc[T], err error, status int) {
 	if err != nil {
-		h.failWrite(w, key, err)
+		h.failWrite(w, r, key, err)
 		return
 	}
 	if d.ETag == "" {
@@ -378,14 +404,14 @@ func preconditionRequired(w http.ResponseWriter, key string) {
 
 // failWrite answers a conditional write's error: a missing document fails
 // every If-Match, "*" included (RFC 9110 §13.1.1), so it is 412.
-func (h *handler[T]) failWrite(w http.ResponseWriter, key string, err error) {
+func (h *handler[T]) failWrite(w http.ResponseWriter, r *http.Request, key string, err error) {
 	if errors.Is(err, etagstore.ErrNotFound) {
 		WriteProblem(w, Problem{Type: "https://etagstore.dev/problems/conflict", Title: "The document does not exist",
 			Status: http.StatusPreconditionFailed, Key: key,
 			Detail: "If-Match failed: there is no current version (the document was deleted, or never created); create it with PUT and If-None-Match: *"})
 		return
 	}
-	h.fail(w, key, err)
+	h.fail(w, r, key, err)
 }
 
 // conflict answers a write whose If-Match does not hold the current
@@ -406,7 +432,7 @@ func (h *handler[T]) conflict(w http.ResponseWriter, key string, im condition, t
 
 // fail maps a Store error to its HTTP status. Its texts name HTTP entity
 // tags only, never storage ETags.
-func (h *handler[T]) fail(w http.ResponseWriter, key string, err error) {
+func (h *handler[T]) fail(w http.ResponseWriter, r *http.Request, key string, err error) {
 	var (
 		ce  *etagstore.ConflictError[T]
 		bad invalid
@@ -415,17 +441,17 @@ func (h *handler[T]) fail(w http.ResponseWriter, key string, err error) {
 	case errors.As(err, &bad):
 		badRequest(w, key, bad.err)
 	case errors.Is(err, etagstore.ErrOutcomeUnknown):
-		WriteProblem(w, Problem{
+		h.serverError(w, r, Problem{
 			Type: "https://etagstore.dev/problems/outcome-unknown", Title: "The write may have been applied",
 			Status: http.StatusServiceUnavailable, Key: key,
 			Detail: "the storage service's answer was lost: the write may have been applied, or not. GET the resource to check before you send it again",
-		})
+		}, err)
 	case errors.As(err, &ce):
 		h.conflict(w, key, condition{}, ce.Theirs, ce.Mine)
 	case errors.Is(err, etagstore.ErrConflict):
 		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key, Detail: "the document changed since you read it: GET it and try again"})
 	case errors.Is(err, etagstore.ErrNotFound):
-		WriteProblem(w, Problem{Status: http.StatusNotFound, Key: key})
+		WriteProblem(w, Problem{Status: http.StatusNotFound, Key: key, Detail: "no document has this key"})
 	case errors.Is(err, etagstore.ErrInvalidKey), errors.Is(err, etagstore.ErrInvalidInput):
 		WriteProblem(w, Problem{Status: http.StatusBadRequest, Key: key, Detail: err.Error()})
 	case errors.Is(err, etagstore.ErrTooLarge):
@@ -435,7 +461,7 @@ func (h *handler[T]) fail(w http.ResponseWriter, key string, err error) {
 	case errors.Is(err, etagstore.ErrLocked):
 		WriteProblem(w, Problem{Status: http.StatusLocked, Key: key, Detail: "the document is locked by another writer"})
 	default:
-		WriteProblem(w, Problem{Status: http.StatusInternalServerError, Key: key, Detail: "storage error"})
+		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Key: key, Detail: "storage error"}, err)
 	}
 }
 
@@ -474,7 +500,7 @@ func (h *handler[T]) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		WriteProblem(w, Problem{Status: http.StatusInternalServerError, Detail: "storage error"})
+		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Detail: "storage error"}, err)
 		return
 	}
 	type entry struct {
