@@ -48,7 +48,16 @@ type Problem struct {
 	Key         string `json:"key,omitempty"`
 	CurrentETag string `json:"currentETag,omitempty"` // as an HTTP entity tag
 	Current     any    `json:"current,omitempty"`     // the stored document
-	Diff        string `json:"diff,omitempty"`        // (-theirs +mine)
+	// Changes lists, for a refused PUT or PATCH, the members the write
+	// would have changed in the stored document, leaving out those the
+	// server sets itself (HandlerOptions.Prepare). A refused DELETE has
+	// none: it would remove the whole document.
+	Changes []Change `json:"changes,omitempty"`
+	// Diff is Changes as text, one line per member, its JSON Pointer, the
+	// stored value and the value the write would have stored:
+	//	/title: "theirs" → "mine"
+	// with (none) for a member that is absent, values over 200 bytes cut.
+	Diff string `json:"diff,omitempty"`
 }
 
 // WriteProblem writes p as application/problem+json with status p.Status.
@@ -282,7 +291,7 @@ func (h *handler[T]) write(w http.ResponseWriter, r *http.Request, key string, i
 	ctx := r.Context()
 	if im.any {
 		d, err := h.s.Update(ctx, key, func(p *T) error {
-			v, err := h.next(r, key, p, change)
+			v, _, err := h.next(r, key, p, change)
 			*p = v
 			return err
 		})
@@ -294,10 +303,10 @@ func (h *handler[T]) write(w http.ResponseWriter, r *http.Request, key string, i
 		h.failWrite(w, r, key, err)
 		return
 	}
-	v, err := h.next(r, key, &cur.Value, change)
+	v, skip, err := h.next(r, key, &cur.Value, change)
 	switch {
 	case !im.matchStrong(cur.ETag):
-		h.conflict(w, key, im, cur, v)
+		h.conflict(w, key, im, cur, &v, skip)
 		return
 	case err != nil:
 		h.fail(w, r, key, err)
@@ -306,20 +315,32 @@ func (h *handler[T]) write(w http.ResponseWriter, r *http.Request, key string, i
 	// cur.Extra: the members the server's T does not know are kept; a PUT
 	// replaces the representation this handler serves, not what it cannot see.
 	d, err := h.s.Replace(ctx, etagstore.Doc[T]{Key: key, Value: v, ETag: cur.ETag, Extra: cur.Extra})
+	var ce *etagstore.ConflictError[T]
+	if errors.As(err, &ce) {
+		// Written in between: what this write held against the new version.
+		h.conflict(w, key, im, ce.Theirs, &ce.Mine, skip)
+		return
+	}
 	h.written(w, r, key, d, err, http.StatusOK)
 }
 
 // next is the document a write stores over old: change(old), prepared.
-// On an error it returns old (what a conflict's diff then shows).
-func (h *handler[T]) next(r *http.Request, key string, old *T, change func(T) (T, error)) (T, error) {
-	v, err := change(*old)
-	if err == nil {
-		err = h.prepared(r, key, old, &v)
+// On an error it returns old (what a conflict's diff then shows). skip
+// lists the JSON Pointers of the members Prepare changed: the server's own.
+func (h *handler[T]) next(r *http.Request, key string, old *T, change func(T) (T, error)) (v T, skip []string, err error) {
+	v, err = change(*old)
+	if err == nil && h.prepare != nil {
+		raw := v
+		if err = h.prepared(r, key, old, &v); err == nil {
+			for _, c := range changes(raw, v, nil) {
+				skip = append(skip, c.Path)
+			}
+		}
 	}
 	if err != nil {
-		return *old, invalid{err}
+		return *old, nil, invalid{err}
 	}
-	return v, nil
+	return v, skip, nil
 }
 
 func (h *handler[T]) prepared(r *http.Request, key string, old, v *T) error {
@@ -349,12 +370,16 @@ func (h *handler[T]) delete(w http.ResponseWriter, r *http.Request, key string) 
 			return
 		}
 		if !im.matchStrong(cur.ETag) {
-			h.conflict(w, key, im, cur, *new(T))
+			h.conflict(w, key, im, cur, nil, nil)
 			return
 		}
 		held = cur.ETag
 	}
 	if err := h.s.Delete(r.Context(), key, held); err != nil {
+		if ce := (*etagstore.ConflictError[T])(nil); errors.As(err, &ce) {
+			h.conflict(w, key, im, ce.Theirs, nil, nil)
+			return
+		}
 		h.failWrite(w, r, key, err)
 		return
 	}
@@ -415,18 +440,22 @@ func (h *handler[T]) failWrite(w http.ResponseWriter, r *http.Request, key strin
 }
 
 // conflict answers a write whose If-Match does not hold the current
-// version theirs; mine is what the write would have stored.
-func (h *handler[T]) conflict(w http.ResponseWriter, key string, im condition, theirs etagstore.Doc[T], mine T) {
+// version theirs; mine is what the write would have stored (nil for a
+// DELETE) and skip the members the server sets, left out of the diff.
+func (h *handler[T]) conflict(w http.ResponseWriter, key string, im condition, theirs etagstore.Doc[T], mine *T, skip []string) {
 	tag := FormatETag(theirs.ETag)
 	detail := fmt.Sprintf("If-Match failed: the document changed since the version you name. Its current entity tag is %s: GET it (or take this body's current document), apply your change to it and send If-Match: %s", tag, tag)
 	if im.weakOnly() {
 		detail = fmt.Sprintf("If-Match failed: it compares entity tags strongly (RFC 9110 §13.1.1), so a weak tag (W/...) never matches. The current entity tag is %s", tag)
 	}
-	ce := &etagstore.ConflictError[T]{Key: key, Theirs: theirs, Mine: mine}
+	var cs []Change
+	if mine != nil {
+		cs = changes(theirs.Value, *mine, skip)
+	}
 	WriteProblem(w, Problem{
 		Type: "https://etagstore.dev/problems/conflict", Title: "The document changed since you read it",
 		Status: http.StatusPreconditionFailed, Key: key, Detail: detail,
-		CurrentETag: tag, Current: theirs.Value, Diff: ce.Diff(),
+		CurrentETag: tag, Current: theirs.Value, Changes: cs, Diff: diffText(cs),
 	})
 }
 
@@ -447,7 +476,7 @@ func (h *handler[T]) fail(w http.ResponseWriter, r *http.Request, key string, er
 			Detail: "the storage service's answer was lost: the write may have been applied, or not. GET the resource to check before you send it again",
 		}, err)
 	case errors.As(err, &ce):
-		h.conflict(w, key, condition{}, ce.Theirs, ce.Mine)
+		h.conflict(w, key, condition{}, ce.Theirs, &ce.Mine, nil)
 	case errors.Is(err, etagstore.ErrConflict):
 		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key, Detail: "the document changed since you read it: GET it and try again"})
 	case errors.Is(err, etagstore.ErrNotFound):
