@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/etaghttp"
@@ -34,6 +36,56 @@ func (broken) Write(context.Context, string, driver.Write) (etagstore.ETag, erro
 }
 func (broken) ListPage(context.Context, string, string, int) ([]driver.Item, bool, error) {
 	return nil, false, errBroken
+}
+
+// unset is a backend whose table was never created: every request is
+// answered as tablestore answers Azure's TableNotFound.
+type unset struct{ driver.Backend }
+
+func errUnset(key string) error {
+	return fmt.Errorf("%w: tablestore: %q: the table does not exist: %w", driver.ErrNotFound, key,
+		&azcore.ResponseError{ErrorCode: "TableNotFound", StatusCode: http.StatusNotFound})
+}
+
+func (unset) Read(_ context.Context, key string) (driver.Item, error) { return driver.Item{}, errUnset(key) }
+func (unset) Write(_ context.Context, key string, _ driver.Write) (etagstore.ETag, error) {
+	return "", errUnset(key)
+}
+func (unset) Delete(_ context.Context, key string, _ etagstore.ETag) error { return errUnset(key) }
+func (unset) ListPage(context.Context, string, string, int) ([]driver.Item, bool, error) {
+	return nil, false, errUnset("")
+}
+
+// A missing table is the operator's to fix: every request is 500 saying
+// the storage is not set up, logged, never 404 or 412.
+func TestMissingTableIsMisconfiguration(t *testing.T) {
+	s := etagstore.New[Page](unset{memstore.New(nil)}, nil)
+	rec := &records{}
+	srv := newServer(t, etaghttp.Handler(s, &etaghttp.HandlerOptions[Page]{Logger: slog.New(rec)}))
+	for _, tc := range []struct{ method, path, body, cond, tag string }{
+		{"GET", "/", "", "", ""},
+		{"GET", "/home", "", "", ""},
+		{"GET", "/home", "", "If-Match", `"eA"`},
+		{"PUT", "/home", `{"title":"x"}`, "If-None-Match", "*"},
+		{"PUT", "/home", `{"title":"x"}`, "If-Match", `"eA"`},
+		{"PUT", "/home", `{"title":"x"}`, "If-Match", "*"},
+		{"PATCH", "/home", `{"title":"x"}`, "If-Match", `"eA"`},
+		{"DELETE", "/home", "", "If-Match", `"eA"`},
+		{"DELETE", "/home", "", "If-Match", "*"},
+	} {
+		hdr := map[string]string{}
+		if tc.cond != "" {
+			hdr[tc.cond] = tc.tag
+		}
+		resp, body := do(t, srv, tc.method, tc.path, tc.body, hdr)
+		var p etaghttp.Problem
+		if err := json.Unmarshal([]byte(body), &p); err != nil || resp.StatusCode != http.StatusInternalServerError || !strings.Contains(p.Detail, "not set up") {
+			t.Errorf("%s %s %s: %s: %d %s, want 500 saying the storage is not set up", tc.method, tc.path, tc.cond, tc.tag, resp.StatusCode, body)
+		}
+		if got := rec.take(); len(got) != 1 {
+			t.Errorf("%s %s %s: %s: %d log records, want 1", tc.method, tc.path, tc.cond, tc.tag, len(got))
+		}
+	}
 }
 
 // records keeps the slog records it is given.

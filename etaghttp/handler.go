@@ -1,6 +1,7 @@
 package etaghttp
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/etagstore/etagstore"
 )
@@ -171,6 +174,10 @@ func (h *handler[T]) get(w http.ResponseWriter, r *http.Request, key string) {
 		return
 	}
 	d, err := h.s.Get(r.Context(), key)
+	if misconfigured(err) != "" {
+		h.fail(w, r, key, err)
+		return
+	}
 	if im.present && (err != nil && errors.Is(err, etagstore.ErrNotFound) || err == nil && !im.matchStrong(d.ETag)) {
 		// RFC 9110 §13.1.1: a GET with an If-Match that does not match
 		// (or of a missing document) is 412.
@@ -272,7 +279,7 @@ func (h *handler[T]) create(w http.ResponseWriter, r *http.Request, key string, 
 	case errors.Is(err, etagstore.ErrNotFound):
 		// A create finds nothing in its way by definition: not found here is
 		// the store's table or container, missing. Not the client's doing.
-		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Key: key, Detail: "storage error"}, err)
+		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Key: key, Detail: cmp.Or(misconfigured(err), "storage error")}, err)
 	default:
 		h.written(w, r, key, d, err, http.StatusCreated)
 	}
@@ -430,7 +437,7 @@ func preconditionRequired(w http.ResponseWriter, key string) {
 // failWrite answers a conditional write's error: a missing document fails
 // every If-Match, "*" included (RFC 9110 §13.1.1), so it is 412.
 func (h *handler[T]) failWrite(w http.ResponseWriter, r *http.Request, key string, err error) {
-	if errors.Is(err, etagstore.ErrNotFound) {
+	if errors.Is(err, etagstore.ErrNotFound) && misconfigured(err) == "" {
 		WriteProblem(w, Problem{Type: "https://etagstore.dev/problems/conflict", Title: "The document does not exist",
 			Status: http.StatusPreconditionFailed, Key: key,
 			Detail: "If-Match failed: there is no current version (the document was deleted, or never created); create it with PUT and If-None-Match: *"})
@@ -467,6 +474,8 @@ func (h *handler[T]) fail(w http.ResponseWriter, r *http.Request, key string, er
 		bad invalid
 	)
 	switch {
+	case misconfigured(err) != "":
+		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Key: key, Detail: misconfigured(err)}, err)
 	case errors.As(err, &bad):
 		badRequest(w, key, bad.err)
 	case errors.Is(err, etagstore.ErrOutcomeUnknown):
@@ -492,6 +501,24 @@ func (h *handler[T]) fail(w http.ResponseWriter, r *http.Request, key string, er
 	default:
 		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Key: key, Detail: "storage error"}, err)
 	}
+}
+
+// misconfigured says what is wrong with the server's storage setup when
+// err shows it (Azure's answer: the table or container does not exist, or
+// the credentials are refused), and "" otherwise. Such an error is the
+// operator's to fix, never a missing document or a failed precondition.
+func misconfigured(err error) string {
+	var re *azcore.ResponseError
+	if err == nil || !errors.As(err, &re) {
+		return ""
+	}
+	switch re.ErrorCode {
+	case "TableNotFound", "ContainerNotFound":
+		return "storage error: the server's storage is not set up (its table or container does not exist)"
+	case "AuthenticationFailed", "AuthorizationFailure", "AuthorizationPermissionMismatch", "InsufficientAccountPermissions":
+		return "storage error: the server's storage refused its credentials"
+	}
+	return ""
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -529,7 +556,7 @@ func (h *handler[T]) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Detail: "storage error"}, err)
+		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Detail: cmp.Or(misconfigured(err), "storage error")}, err)
 		return
 	}
 	type entry struct {
