@@ -47,7 +47,9 @@ func errUnset(key string) error {
 		&azcore.ResponseError{ErrorCode: "TableNotFound", StatusCode: http.StatusNotFound})
 }
 
-func (unset) Read(_ context.Context, key string) (driver.Item, error) { return driver.Item{}, errUnset(key) }
+func (unset) Read(_ context.Context, key string) (driver.Item, error) {
+	return driver.Item{}, errUnset(key)
+}
 func (unset) Write(_ context.Context, key string, _ driver.Write) (etagstore.ETag, error) {
 	return "", errUnset(key)
 }
