@@ -98,7 +98,10 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 // A body must decode into T: a member T has no field for, a null body or
 // data after the document is 400, naming what is wrong. A write that may
 // or may not have been applied (etagstore.ErrOutcomeUnknown) is 503 with a
-// Problem saying so: GET the document to see. Every 2xx answer to PUT or
+// Problem saying so: GET the document to see. Any other storage failure
+// is 500, "storage error" (a missing table or container, or refused
+// credentials, says the storage is not set up: never 404 or 412); every
+// 5xx's cause goes to HandlerOptions.Logger. Every 2xx answer to PUT or
 // PATCH carries the ETag of the document it returns. Bodies are limited to
 // MaxBodyBytes (413 beyond). A Handler is safe for concurrent use.
 func Handler[T any](s *etagstore.Store[T], opts *HandlerOptions[T]) http.Handler {
@@ -452,6 +455,9 @@ func (h *handler[T]) failWrite(w http.ResponseWriter, r *http.Request, key strin
 func (h *handler[T]) conflict(w http.ResponseWriter, key string, im condition, theirs etagstore.Doc[T], mine *T, skip []string) {
 	tag := FormatETag(theirs.ETag)
 	detail := fmt.Sprintf("If-Match failed: the document changed since the version you name. Its current entity tag is %s: GET it (or take this body's current document), apply your change to it and send If-Match: %s", tag, tag)
+	if mine == nil {
+		detail = fmt.Sprintf("If-Match failed: the document changed since the version you name, so it was not deleted. Its current entity tag is %s: look at this body's current document and, to delete it, send If-Match: %s", tag, tag)
+	}
 	if im.weakOnly() {
 		detail = fmt.Sprintf("If-Match failed: it compares entity tags strongly (RFC 9110 §13.1.1), so a weak tag (W/...) never matches. The current entity tag is %s", tag)
 	}
