@@ -1,14 +1,17 @@
 package etaghttp_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/etaghttp"
 	"github.com/etagstore/etagstore/memstore"
 )
@@ -65,5 +68,49 @@ func TestConflictChangesAreReadable(t *testing.T) {
 	resp, body = do(t, srv, "PATCH", "/t", `{"labels":{"a/b":"2"}}`, map[string]string{"If-Match": etaghttp.FormatETag(old.ETag)})
 	if err := json.Unmarshal([]byte(body), &p); err != nil || resp.StatusCode != http.StatusPreconditionFailed || p.Diff != "/labels/a~1b: \"1\" → \"2\"\n" {
 		t.Errorf("stale PATCH: %d diff %q", resp.StatusCode, p.Diff)
+	}
+}
+
+// racer lets another writer in just before the first write it is given.
+type racer struct {
+	driver.Backend
+	once  sync.Once
+	other func()
+}
+
+func (r *racer) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
+	r.once.Do(r.other)
+	return r.Backend.Write(ctx, key, w)
+}
+
+// A write that loses between the handler's read and its own write gets the
+// same readable 412, without the members Prepare sets.
+func TestConflictInBetweenIsReadable(t *testing.T) {
+	mem := memstore.New(nil)
+	other := etagstore.New[Task](mem, nil)
+	d, err := other.Create(t.Context(), "t", Task{Title: "a", Updated: time.Unix(1, 0).UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &racer{Backend: mem}
+	r.other = func() {
+		if _, err := other.Replace(context.Background(), etagstore.Doc[Task]{Key: "t", ETag: d.ETag,
+			Value: Task{Title: "theirs", Updated: time.Unix(2, 0).UTC(), Edits: 7}}); err != nil {
+			t.Error(err)
+		}
+	}
+	s := etagstore.New[Task](r, nil)
+	prepare := func(_ *http.Request, _ string, old, v *Task) error {
+		v.Updated, v.Edits = time.Now(), old.Edits+1
+		return nil
+	}
+	srv := newServer(t, etaghttp.Handler(s, &etaghttp.HandlerOptions[Task]{Prepare: prepare}))
+	resp, body := do(t, srv, "PUT", "/t", `{"title":"mine"}`, map[string]string{"If-Match": etaghttp.FormatETag(d.ETag)})
+	var p etaghttp.Problem
+	if err := json.Unmarshal([]byte(body), &p); err != nil || resp.StatusCode != http.StatusPreconditionFailed {
+		t.Fatalf("PUT that lost in between: %d %s", resp.StatusCode, body)
+	}
+	if p.Diff != "/title: \"theirs\" → \"mine\"\n" {
+		t.Errorf("diff %q, want the title only", p.Diff)
 	}
 }
