@@ -1,13 +1,17 @@
 package etaghttp
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/etagstore/etagstore"
 )
@@ -27,6 +31,14 @@ type HandlerOptions[T any] struct {
 	// text and nothing is written. Under If-Match: * it runs inside
 	// Store.Update and may run more than once. Default: none.
 	Prepare func(r *http.Request, key string, old, v *T) error
+	// Logger, when set, gets one record at level Error for every 5xx
+	// answer (a storage failure, or a write whose outcome is unknown), with
+	// the request's method, the status and the Store's error: the client
+	// sees only "storage error", the operator sees why. The error's text
+	// names the key and may quote the storage service's answer, so the
+	// record does too, whatever the Store's RecordKeys: give a Logger whose
+	// output may hold keys. Default: none (5xx answers are not logged).
+	Logger *slog.Logger
 }
 
 // Problem is an RFC 9457 problem-details body (application/problem+json),
@@ -39,7 +51,16 @@ type Problem struct {
 	Key         string `json:"key,omitempty"`
 	CurrentETag string `json:"currentETag,omitempty"` // as an HTTP entity tag
 	Current     any    `json:"current,omitempty"`     // the stored document
-	Diff        string `json:"diff,omitempty"`        // (-theirs +mine)
+	// Changes lists, for a refused PUT or PATCH, the members the write
+	// would have changed in the stored document, leaving out those the
+	// server sets itself (HandlerOptions.Prepare). A refused DELETE has
+	// none: it would remove the whole document.
+	Changes []Change `json:"changes,omitempty"`
+	// Diff is Changes as text, one line per member, its JSON Pointer, the
+	// stored value and the value the write would have stored:
+	//	/title: "theirs" → "mine"
+	// with (none) for a member that is absent, values over 200 bytes cut.
+	Diff string `json:"diff,omitempty"`
 }
 
 // WriteProblem writes p as application/problem+json with status p.Status.
@@ -77,7 +98,10 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 // A body must decode into T: a member T has no field for, a null body or
 // data after the document is 400, naming what is wrong. A write that may
 // or may not have been applied (etagstore.ErrOutcomeUnknown) is 503 with a
-// Problem saying so: GET the document to see. Every 2xx answer to PUT or
+// Problem saying so: GET the document to see. Any other storage failure
+// is 500, "storage error" (a missing table or container, or refused
+// credentials, says the storage is not set up: never 404 or 412); every
+// 5xx's cause goes to HandlerOptions.Logger. Every 2xx answer to PUT or
 // PATCH carries the ETag of the document it returns. Bodies are limited to
 // MaxBodyBytes (413 beyond). A Handler is safe for concurrent use.
 func Handler[T any](s *etagstore.Store[T], opts *HandlerOptions[T]) http.Handler {
@@ -86,7 +110,7 @@ func Handler[T any](s *etagstore.Store[T], opts *HandlerOptions[T]) http.Handler
 		if opts.MaxBodyBytes > 0 {
 			h.max = opts.MaxBodyBytes
 		}
-		h.checkKey, h.prepare = opts.CheckKey, opts.Prepare
+		h.checkKey, h.prepare, h.log = opts.CheckKey, opts.Prepare, opts.Logger
 	}
 	return h
 }
@@ -96,6 +120,17 @@ type handler[T any] struct {
 	max      int64
 	checkKey func(string) error
 	prepare  func(r *http.Request, key string, old, v *T) error
+	log      *slog.Logger
+}
+
+// serverError writes p, a 5xx answer, and logs err, its cause, at the
+// operator's Logger.
+func (h *handler[T]) serverError(w http.ResponseWriter, r *http.Request, p Problem, err error) {
+	if h.log != nil {
+		h.log.ErrorContext(r.Context(), "etaghttp: "+http.StatusText(p.Status),
+			slog.String("method", r.Method), slog.Int("status", p.Status), slog.Any("err", err))
+	}
+	WriteProblem(w, p)
 }
 
 func (h *handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -142,6 +177,10 @@ func (h *handler[T]) get(w http.ResponseWriter, r *http.Request, key string) {
 		return
 	}
 	d, err := h.s.Get(r.Context(), key)
+	if misconfigured(err) != "" {
+		h.fail(w, r, key, err)
+		return
+	}
 	if im.present && (err != nil && errors.Is(err, etagstore.ErrNotFound) || err == nil && !im.matchStrong(d.ETag)) {
 		// RFC 9110 §13.1.1: a GET with an If-Match that does not match
 		// (or of a missing document) is 412.
@@ -149,7 +188,7 @@ func (h *handler[T]) get(w http.ResponseWriter, r *http.Request, key string) {
 		return
 	}
 	if err != nil {
-		h.fail(w, key, err)
+		h.fail(w, r, key, err)
 		return
 	}
 	w.Header().Set("ETag", FormatETag(d.ETag))
@@ -232,15 +271,21 @@ func (h *handler[T]) patch(w http.ResponseWriter, r *http.Request, key string) {
 
 func (h *handler[T]) create(w http.ResponseWriter, r *http.Request, key string, v T) {
 	if err := h.prepared(r, key, nil, &v); err != nil {
-		h.fail(w, key, err)
+		h.fail(w, r, key, err)
 		return
 	}
 	d, err := h.s.Create(r.Context(), key, v)
-	if errors.Is(err, etagstore.ErrExists) {
-		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key, Detail: "If-None-Match: * failed: the document already exists"})
-		return
+	switch {
+	case errors.Is(err, etagstore.ErrExists):
+		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key,
+			Detail: "If-None-Match: * failed: a document with this key already exists. GET it, and send If-Match with its ETag to replace it"})
+	case errors.Is(err, etagstore.ErrNotFound):
+		// A create finds nothing in its way by definition: not found here is
+		// the store's table or container, missing. Not the client's doing.
+		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Key: key, Detail: cmp.Or(misconfigured(err), "storage error")}, err)
+	default:
+		h.written(w, r, key, d, err, http.StatusCreated)
 	}
-	h.written(w, r, key, d, err, http.StatusCreated)
 }
 
 // write stores change(current) under key if If-Match im holds. With "*",
@@ -256,7 +301,7 @@ func (h *handler[T]) write(w http.ResponseWriter, r *http.Request, key string, i
 	ctx := r.Context()
 	if im.any {
 		d, err := h.s.Update(ctx, key, func(p *T) error {
-			v, err := h.next(r, key, p, change)
+			v, _, err := h.next(r, key, p, change)
 			*p = v
 			return err
 		})
@@ -265,35 +310,47 @@ func (h *handler[T]) write(w http.ResponseWriter, r *http.Request, key string, i
 	}
 	cur, err := h.s.Get(ctx, key)
 	if err != nil {
-		h.failWrite(w, key, err)
+		h.failWrite(w, r, key, err)
 		return
 	}
-	v, err := h.next(r, key, &cur.Value, change)
+	v, skip, err := h.next(r, key, &cur.Value, change)
 	switch {
 	case !im.matchStrong(cur.ETag):
-		h.conflict(w, key, im, cur, v)
+		h.conflict(w, key, im, cur, &v, skip)
 		return
 	case err != nil:
-		h.fail(w, key, err)
+		h.fail(w, r, key, err)
 		return
 	}
 	// cur.Extra: the members the server's T does not know are kept; a PUT
 	// replaces the representation this handler serves, not what it cannot see.
 	d, err := h.s.Replace(ctx, etagstore.Doc[T]{Key: key, Value: v, ETag: cur.ETag, Extra: cur.Extra})
+	var ce *etagstore.ConflictError[T]
+	if errors.As(err, &ce) {
+		// Written in between: what this write held against the new version.
+		h.conflict(w, key, im, ce.Theirs, &ce.Mine, skip)
+		return
+	}
 	h.written(w, r, key, d, err, http.StatusOK)
 }
 
 // next is the document a write stores over old: change(old), prepared.
-// On an error it returns old (what a conflict's diff then shows).
-func (h *handler[T]) next(r *http.Request, key string, old *T, change func(T) (T, error)) (T, error) {
-	v, err := change(*old)
-	if err == nil {
-		err = h.prepared(r, key, old, &v)
+// On an error it returns old (what a conflict's diff then shows). skip
+// lists the JSON Pointers of the members Prepare changed: the server's own.
+func (h *handler[T]) next(r *http.Request, key string, old *T, change func(T) (T, error)) (v T, skip []string, err error) {
+	v, err = change(*old)
+	if err == nil && h.prepare != nil {
+		raw := v
+		if err = h.prepared(r, key, old, &v); err == nil {
+			for _, c := range changes(raw, v, nil) {
+				skip = append(skip, c.Path)
+			}
+		}
 	}
 	if err != nil {
-		return *old, invalid{err}
+		return *old, nil, invalid{err}
 	}
-	return v, nil
+	return v, skip, nil
 }
 
 func (h *handler[T]) prepared(r *http.Request, key string, old, v *T) error {
@@ -319,17 +376,21 @@ func (h *handler[T]) delete(w http.ResponseWriter, r *http.Request, key string) 
 	if !im.any {
 		cur, err := h.s.Get(r.Context(), key)
 		if err != nil {
-			h.failWrite(w, key, err)
+			h.failWrite(w, r, key, err)
 			return
 		}
 		if !im.matchStrong(cur.ETag) {
-			h.conflict(w, key, im, cur, *new(T))
+			h.conflict(w, key, im, cur, nil, nil)
 			return
 		}
 		held = cur.ETag
 	}
 	if err := h.s.Delete(r.Context(), key, held); err != nil {
-		h.failWrite(w, key, err)
+		if ce := (*etagstore.ConflictError[T])(nil); errors.As(err, &ce) {
+			h.conflict(w, key, im, ce.Theirs, nil, nil)
+			return
+		}
+		h.failWrite(w, r, key, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -339,7 +400,7 @@ func (h *handler[T]) delete(w http.ResponseWriter, r *http.Request, key string) 
 // document and its ETag.
 func (h *handler[T]) written(w http.ResponseWriter, r *http.Request, key string, d etagstore.Doc[T], err error, status int) {
 	if err != nil {
-		h.failWrite(w, key, err)
+		h.failWrite(w, r, key, err)
 		return
 	}
 	if d.ETag == "" {
@@ -378,54 +439,63 @@ func preconditionRequired(w http.ResponseWriter, key string) {
 
 // failWrite answers a conditional write's error: a missing document fails
 // every If-Match, "*" included (RFC 9110 §13.1.1), so it is 412.
-func (h *handler[T]) failWrite(w http.ResponseWriter, key string, err error) {
-	if errors.Is(err, etagstore.ErrNotFound) {
+func (h *handler[T]) failWrite(w http.ResponseWriter, r *http.Request, key string, err error) {
+	if errors.Is(err, etagstore.ErrNotFound) && misconfigured(err) == "" {
 		WriteProblem(w, Problem{Type: "https://etagstore.dev/problems/conflict", Title: "The document does not exist",
 			Status: http.StatusPreconditionFailed, Key: key,
 			Detail: "If-Match failed: there is no current version (the document was deleted, or never created); create it with PUT and If-None-Match: *"})
 		return
 	}
-	h.fail(w, key, err)
+	h.fail(w, r, key, err)
 }
 
 // conflict answers a write whose If-Match does not hold the current
-// version theirs; mine is what the write would have stored.
-func (h *handler[T]) conflict(w http.ResponseWriter, key string, im condition, theirs etagstore.Doc[T], mine T) {
+// version theirs; mine is what the write would have stored (nil for a
+// DELETE) and skip the members the server sets, left out of the diff.
+func (h *handler[T]) conflict(w http.ResponseWriter, key string, im condition, theirs etagstore.Doc[T], mine *T, skip []string) {
 	tag := FormatETag(theirs.ETag)
 	detail := fmt.Sprintf("If-Match failed: the document changed since the version you name. Its current entity tag is %s: GET it (or take this body's current document), apply your change to it and send If-Match: %s", tag, tag)
+	if mine == nil {
+		detail = fmt.Sprintf("If-Match failed: the document changed since the version you name, so it was not deleted. Its current entity tag is %s: look at this body's current document and, to delete it, send If-Match: %s", tag, tag)
+	}
 	if im.weakOnly() {
 		detail = fmt.Sprintf("If-Match failed: it compares entity tags strongly (RFC 9110 §13.1.1), so a weak tag (W/...) never matches. The current entity tag is %s", tag)
 	}
-	ce := &etagstore.ConflictError[T]{Key: key, Theirs: theirs, Mine: mine}
+	var cs []Change
+	if mine != nil {
+		cs = changes(theirs.Value, *mine, skip)
+	}
 	WriteProblem(w, Problem{
 		Type: "https://etagstore.dev/problems/conflict", Title: "The document changed since you read it",
 		Status: http.StatusPreconditionFailed, Key: key, Detail: detail,
-		CurrentETag: tag, Current: theirs.Value, Diff: ce.Diff(),
+		CurrentETag: tag, Current: theirs.Value, Changes: cs, Diff: diffText(cs),
 	})
 }
 
 // fail maps a Store error to its HTTP status. Its texts name HTTP entity
 // tags only, never storage ETags.
-func (h *handler[T]) fail(w http.ResponseWriter, key string, err error) {
+func (h *handler[T]) fail(w http.ResponseWriter, r *http.Request, key string, err error) {
 	var (
 		ce  *etagstore.ConflictError[T]
 		bad invalid
 	)
 	switch {
+	case misconfigured(err) != "":
+		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Key: key, Detail: misconfigured(err)}, err)
 	case errors.As(err, &bad):
 		badRequest(w, key, bad.err)
 	case errors.Is(err, etagstore.ErrOutcomeUnknown):
-		WriteProblem(w, Problem{
+		h.serverError(w, r, Problem{
 			Type: "https://etagstore.dev/problems/outcome-unknown", Title: "The write may have been applied",
 			Status: http.StatusServiceUnavailable, Key: key,
 			Detail: "the storage service's answer was lost: the write may have been applied, or not. GET the resource to check before you send it again",
-		})
+		}, err)
 	case errors.As(err, &ce):
-		h.conflict(w, key, condition{}, ce.Theirs, ce.Mine)
+		h.conflict(w, key, condition{}, ce.Theirs, &ce.Mine, nil)
 	case errors.Is(err, etagstore.ErrConflict):
 		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key, Detail: "the document changed since you read it: GET it and try again"})
 	case errors.Is(err, etagstore.ErrNotFound):
-		WriteProblem(w, Problem{Status: http.StatusNotFound, Key: key})
+		WriteProblem(w, Problem{Status: http.StatusNotFound, Key: key, Detail: "no document has this key"})
 	case errors.Is(err, etagstore.ErrInvalidKey), errors.Is(err, etagstore.ErrInvalidInput):
 		WriteProblem(w, Problem{Status: http.StatusBadRequest, Key: key, Detail: err.Error()})
 	case errors.Is(err, etagstore.ErrTooLarge):
@@ -435,8 +505,26 @@ func (h *handler[T]) fail(w http.ResponseWriter, key string, err error) {
 	case errors.Is(err, etagstore.ErrLocked):
 		WriteProblem(w, Problem{Status: http.StatusLocked, Key: key, Detail: "the document is locked by another writer"})
 	default:
-		WriteProblem(w, Problem{Status: http.StatusInternalServerError, Key: key, Detail: "storage error"})
+		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Key: key, Detail: "storage error"}, err)
 	}
+}
+
+// misconfigured says what is wrong with the server's storage setup when
+// err shows it (Azure's answer: the table or container does not exist, or
+// the credentials are refused), and "" otherwise. Such an error is the
+// operator's to fix, never a missing document or a failed precondition.
+func misconfigured(err error) string {
+	var re *azcore.ResponseError
+	if err == nil || !errors.As(err, &re) {
+		return ""
+	}
+	switch re.ErrorCode {
+	case "TableNotFound", "ContainerNotFound":
+		return "storage error: the server's storage is not set up (its table or container does not exist)"
+	case "AuthenticationFailed", "AuthorizationFailure", "AuthorizationPermissionMismatch", "InsufficientAccountPermissions":
+		return "storage error: the server's storage refused its credentials"
+	}
+	return ""
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -474,7 +562,7 @@ func (h *handler[T]) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		WriteProblem(w, Problem{Status: http.StatusInternalServerError, Detail: "storage error"})
+		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Detail: cmp.Or(misconfigured(err), "storage error")}, err)
 		return
 	}
 	type entry struct {

@@ -280,9 +280,11 @@ func TestConflictProblemBody(t *testing.T) {
 	}
 	cur := etaghttp.FormatETag(d.ETag)
 	for _, tc := range []struct{ method, body, diff string }{
-		{"PUT", `{"Title":"mine","Big":1}`, `(?m)^\+.*Title: +"mine"`},
-		{"PATCH", `{"Title":"mine"}`, `(?m)^\+.*Title: +"mine"`},
-		{"DELETE", ``, `(?m)^-.*Title: +"theirs"`},
+		// One line per changed member: its JSON Pointer, theirs → mine.
+		{"PUT", `{"Title":"mine","Big":1}`, `^/Title: "theirs" → "mine"\n$`},
+		{"PATCH", `{"Title":"mine"}`, `^/Title: "theirs" → "mine"\n$`},
+		// A DELETE would remove the document: no member-by-member diff.
+		{"DELETE", ``, `^$`},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
 			resp, body := do(t, srv, tc.method, "/r", tc.body, map[string]string{"If-Match": old})
@@ -298,6 +300,10 @@ func TestConflictProblemBody(t *testing.T) {
 			}
 			if !regexp.MustCompile(tc.diff).MatchString(p.Diff) {
 				t.Errorf("diff %q, want it to match %s", p.Diff, tc.diff)
+			}
+			if want := strings.Count(p.Diff, "\n"); len(p.Changes) != want || want == 1 &&
+				(p.Changes[0].Path != "/Title" || string(p.Changes[0].Theirs) != `"theirs"` || string(p.Changes[0].Mine) != `"mine"`) {
+				t.Errorf("changes %+v, want the diff's %d", p.Changes, want)
 			}
 		})
 	}
