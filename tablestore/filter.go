@@ -3,19 +3,45 @@ package tablestore
 import (
 	"encoding/hex"
 	"fmt"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf16"
+
+	"github.com/etagstore/etagstore"
 )
 
 // Filter is an OData $filter expression built from typed values, so that a
 // value can never change the expression's shape: strings are quoted with
 // ' doubled, numbers, times, GUIDs and binary values get their OData
 // literal forms. The zero Filter matches everything.
+//
+// A Filter also keeps each property it compares and the value compared
+// with, through And, Or and Not, so that Query and QueryPage can check it
+// against the Store's document type before sending anything: every
+// property named must be one the document type stores (or PartitionKey,
+// RowKey, Timestamp), and every value must be of the property's EDM type
+// (see EntityCodec): a string for Edm.String and fields held as JSON,
+// GUID for Edm.Guid, bool for Edm.Boolean, int32, int or int64 for
+// Edm.Int32, int or int64 for Edm.Int64, float64 for Edm.Double, time.Time
+// for Edm.DateTime and Timestamp, []byte for Edm.Binary, a string for
+// PartitionKey and RowKey. A filter that fails the check is refused with
+// etagstore.ErrInvalidInput naming the property (and, for a value of the
+// wrong type, both types). The check is skipped for a Store whose document
+// type is not a struct (or pointer to one), or whose codec is not
+// EntityCodec.
 type Filter struct {
-	expr string
-	err  error
+	expr  string
+	err   error
+	terms []term // the comparisons of expr, in order
+}
+
+// term is one comparison of a Filter: property prop with value.
+type term struct {
+	prop  string
+	value any
 }
 
 // String returns the OData expression ("" for the zero Filter).
@@ -35,7 +61,7 @@ func compare(op, prop string, value any) Filter {
 	if err != nil {
 		return Filter{err: fmt.Errorf("tablestore: filter on %s: %w", prop, err)}
 	}
-	return Filter{expr: prop + " " + op + " " + lit}
+	return Filter{expr: prop + " " + op + " " + lit, terms: []term{{prop, value}}}
 }
 
 // Eq matches entities whose property prop equals value.
@@ -67,7 +93,7 @@ func Not(f Filter) Filter {
 	if f.err != nil || f.expr == "" {
 		return f
 	}
-	return Filter{expr: "not (" + f.expr + ")"}
+	return Filter{expr: "not (" + f.expr + ")", terms: f.terms}
 }
 
 func join(f Filter, op string, g Filter) Filter {
@@ -81,7 +107,7 @@ func join(f Filter, op string, g Filter) Filter {
 	case g.expr == "":
 		return f
 	}
-	return Filter{expr: "(" + f.expr + ") " + op + " (" + g.expr + ")"}
+	return Filter{expr: "(" + f.expr + ") " + op + " (" + g.expr + ")", terms: slices.Concat(f.terms, g.terms)}
 }
 
 // prefixRange matches string property prop starting with prefix.
@@ -162,4 +188,108 @@ func literal(value any) (string, error) {
 		return "X'" + hex.EncodeToString(v) + "'", nil
 	}
 	return "", fmt.Errorf("unsupported filter value type %T", value)
+}
+
+// edmNames are the EDM type names of the kinds, as filter errors give them.
+var edmNames = [...]string{
+	edmString:   "Edm.String",
+	edmGUID:     "Edm.Guid",
+	edmBool:     "Edm.Boolean",
+	edmInt32:    "Edm.Int32",
+	edmInt64:    "Edm.Int64",
+	edmDouble:   "Edm.Double",
+	edmDateTime: "Edm.DateTime",
+	edmBinary:   "Edm.Binary",
+	edmJSON:     "Edm.String (JSON)",
+}
+
+// systemKinds are the properties every entity has.
+var systemKinds = map[string]edmKind{"PartitionKey": edmString, "RowKey": edmString, "Timestamp": edmDateTime}
+
+// fits reports whether a filter value of v's type may be compared with a
+// property of kind k: the literal literal() renders for it is of k's EDM
+// type (an Int32 property also takes an Int64 literal).
+func fits(k edmKind, v any) bool {
+	switch v.(type) {
+	case string:
+		return k == edmString || k == edmJSON
+	case GUID:
+		return k == edmGUID
+	case bool:
+		return k == edmBool
+	case int32:
+		return k == edmInt32
+	case int, int64:
+		return k == edmInt32 || k == edmInt64
+	case float64:
+		return k == edmDouble
+	case time.Time:
+		return k == edmDateTime
+	case []byte:
+		return k == edmBinary
+	}
+	return false
+}
+
+// checkFilter checks f against the documents of type t, as stored by
+// codec: each property f compares must be one t stores (or a system
+// property), compared with a value of its type. A t that is not a struct
+// (or pointer to one), or a codec other than EntityCodec, is not checked.
+func checkFilter(f Filter, t reflect.Type, codec any) error {
+	if len(f.terms) == 0 {
+		return nil
+	}
+	if _, ok := codec.(EntityCodec); !ok {
+		return nil
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	plan, err := planFor(t)
+	if err != nil {
+		return nil // the Store refuses t itself
+	}
+	kinds := make(map[string]edmKind, len(plan.fields)+len(systemKinds))
+	for name, k := range systemKinds {
+		kinds[name] = k
+	}
+	for _, fp := range plan.fields {
+		kinds[fp.name] = fp.kind
+	}
+	for _, tm := range f.terms {
+		k, ok := kinds[tm.prop]
+		if !ok {
+			return fmt.Errorf("%w: tablestore: filter names property %q, which %s does not store", etagstore.ErrInvalidInput, tm.prop, t)
+		}
+		if !fits(k, tm.value) {
+			return fmt.Errorf("%w: tablestore: filter compares property %q (%s) with a %T value (%s)", etagstore.ErrInvalidInput, tm.prop, edmNames[k], tm.value, literalType(tm.value))
+		}
+	}
+	return nil
+}
+
+// literalType is the EDM type of the literal literal() renders for v.
+func literalType(v any) string {
+	switch v.(type) {
+	case string:
+		return "Edm.String"
+	case GUID:
+		return "Edm.Guid"
+	case bool:
+		return "Edm.Boolean"
+	case int32:
+		return "Edm.Int32"
+	case int, int64:
+		return "Edm.Int64"
+	case float64:
+		return "Edm.Double"
+	case time.Time:
+		return "Edm.DateTime"
+	case []byte:
+		return "Edm.Binary"
+	}
+	return "unsupported"
 }
