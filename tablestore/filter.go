@@ -24,8 +24,8 @@ import (
 // property named must be one the document type stores (or PartitionKey,
 // RowKey, Timestamp), and every value must be of the property's EDM type
 // (see EntityCodec): a string for Edm.String and fields held as JSON,
-// GUID for Edm.Guid, bool for Edm.Boolean, int32, int or int64 for
-// Edm.Int32, int or int64 for Edm.Int64, float64 for Edm.Double, time.Time
+// GUID for Edm.Guid, bool for Edm.Boolean, int32 for Edm.Int32, int or
+// int64 for Edm.Int64, float64 for Edm.Double, time.Time
 // for Edm.DateTime and Timestamp, []byte for Edm.Binary, a string for
 // PartitionKey and RowKey. A filter that fails the check is refused with
 // etagstore.ErrInvalidInput naming the property (and, for a value of the
@@ -208,7 +208,8 @@ var systemKinds = map[string]edmKind{"PartitionKey": edmString, "RowKey": edmStr
 
 // fits reports whether a filter value of v's type may be compared with a
 // property of kind k: the literal literal() renders for it is of k's EDM
-// type (an Int32 property also takes an Int64 literal).
+// type. (An Int64 literal, 2L, on an Int32 property fails on Azurite with
+// a 500, so an Int32 property takes int32 values only.)
 func fits(k edmKind, v any) bool {
 	switch v.(type) {
 	case string:
@@ -220,7 +221,7 @@ func fits(k edmKind, v any) bool {
 	case int32:
 		return k == edmInt32
 	case int, int64:
-		return k == edmInt32 || k == edmInt64
+		return k == edmInt64
 	case float64:
 		return k == edmDouble
 	case time.Time:
