@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,15 +32,12 @@ import (
 // type is not a struct (or pointer to one), or whose codec is not
 // EntityCodec.
 type Filter struct {
-	expr  string
-	err   error
-	terms []term // the comparisons of expr, in order
-}
-
-// term is one comparison of a Filter: property prop with value.
-type term struct {
-	prop  string
-	value any
+	expr string
+	err  error
+	// terms are the comparisons of expr, in order, each a line "prop
+	// type" with the EDM type of the value's literal. A string keeps
+	// Filter comparable, equal for equal filters.
+	terms string
 }
 
 // String returns the OData expression ("" for the zero Filter).
@@ -61,7 +57,7 @@ func compare(op, prop string, value any) Filter {
 	if err != nil {
 		return Filter{err: fmt.Errorf("tablestore: filter on %s: %w", prop, err)}
 	}
-	return Filter{expr: prop + " " + op + " " + lit, terms: []term{{prop, value}}}
+	return Filter{expr: prop + " " + op + " " + lit, terms: prop + " " + literalType(value) + "\n"}
 }
 
 // Eq matches entities whose property prop equals value.
@@ -107,7 +103,7 @@ func join(f Filter, op string, g Filter) Filter {
 	case g.expr == "":
 		return f
 	}
-	return Filter{expr: "(" + f.expr + ") " + op + " (" + g.expr + ")", terms: slices.Concat(f.terms, g.terms)}
+	return Filter{expr: "(" + f.expr + ") " + op + " (" + g.expr + ")", terms: f.terms + g.terms}
 }
 
 // prefixRange matches string property prop starting with prefix.
@@ -206,30 +202,15 @@ var edmNames = [...]string{
 // systemKinds are the properties every entity has.
 var systemKinds = map[string]edmKind{"PartitionKey": edmString, "RowKey": edmString, "Timestamp": edmDateTime}
 
-// fits reports whether a filter value of v's type may be compared with a
-// property of kind k: the literal literal() renders for it is of k's EDM
-// type. (An Int64 literal, 2L, on an Int32 property fails on Azurite with
-// a 500, so an Int32 property takes int32 values only.)
-func fits(k edmKind, v any) bool {
-	switch v.(type) {
-	case string:
-		return k == edmString || k == edmJSON
-	case GUID:
-		return k == edmGUID
-	case bool:
-		return k == edmBool
-	case int32:
-		return k == edmInt32
-	case int, int64:
-		return k == edmInt64
-	case float64:
-		return k == edmDouble
-	case time.Time:
-		return k == edmDateTime
-	case []byte:
-		return k == edmBinary
+// fits reports whether a value whose literal is of EDM type literal (see
+// literalType) may be compared with a property of kind k: the types are
+// the same (a field held as JSON is an Edm.String). An Int32 property
+// takes no Int64 literal: Azurite answers 2L on one with a 500.
+func fits(k edmKind, literal string) bool {
+	if k == edmJSON {
+		return literal == "Edm.String"
 	}
-	return false
+	return literal == edmNames[k]
 }
 
 // checkFilter checks f against the documents of type t, as stored by
@@ -237,7 +218,7 @@ func fits(k edmKind, v any) bool {
 // property), compared with a value of its type. A t that is not a struct
 // (or pointer to one), or a codec other than EntityCodec, is not checked.
 func checkFilter(f Filter, t reflect.Type, codec any) error {
-	if len(f.terms) == 0 {
+	if f.terms == "" {
 		return nil
 	}
 	if _, ok := codec.(EntityCodec); !ok {
@@ -260,13 +241,14 @@ func checkFilter(f Filter, t reflect.Type, codec any) error {
 	for _, fp := range plan.fields {
 		kinds[fp.name] = fp.kind
 	}
-	for _, tm := range f.terms {
-		k, ok := kinds[tm.prop]
+	for tm := range strings.Lines(f.terms) {
+		prop, lit, _ := strings.Cut(strings.TrimSuffix(tm, "\n"), " ")
+		k, ok := kinds[prop]
 		if !ok {
-			return fmt.Errorf("%w: tablestore: filter names property %q, which %s does not store", etagstore.ErrInvalidInput, tm.prop, t)
+			return fmt.Errorf("%w: tablestore: filter names property %q, which %s does not store", etagstore.ErrInvalidInput, prop, t)
 		}
-		if !fits(k, tm.value) {
-			return fmt.Errorf("%w: tablestore: filter compares property %q (%s) with a %T value (%s)", etagstore.ErrInvalidInput, tm.prop, edmNames[k], tm.value, literalType(tm.value))
+		if !fits(k, lit) {
+			return fmt.Errorf("%w: tablestore: filter compares property %q (%s) with an %s value", etagstore.ErrInvalidInput, prop, edmNames[k], lit)
 		}
 	}
 	return nil

@@ -230,3 +230,14 @@ func TestFilterUncheckedForNonStruct(t *testing.T) {
 		t.Error("Store[any]: the filter was not sent")
 	}
 }
+
+// TestFilterComparable: a Filter stays comparable, equal for equal filters.
+func TestFilterComparable(t *testing.T) {
+	f := func() tablestore.Filter { return tablestore.Eq("A", "a").And(tablestore.Not(tablestore.Gt("N", 1))) }
+	if f() != f() {
+		t.Error("equal filters compare unequal")
+	}
+	if f() == tablestore.Eq("A", "a") || (tablestore.Filter{}) != (tablestore.Filter{}).And(tablestore.Filter{}) {
+		t.Error("filters compare wrongly")
+	}
+}
