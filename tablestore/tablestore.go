@@ -357,9 +357,9 @@ func (b *Backend) Query(ctx context.Context, filter Filter) iter.Seq2[driver.Ite
 // matching filter, in table order. A filter that cannot be expressed, one
 // that names a property T does not store or compares one with a value of
 // another type (see Filter), or a Store on another backend, is yielded once
-// as an error matching etagstore.ErrInvalidInput, and nothing is sent. The iteration is one span (etagstore.Query)
-// of s's telemetry; with RecordKeys it records the filter
-// (etagstore.filter).
+// as an error matching etagstore.ErrInvalidInput, and nothing is sent.
+// The iteration is one span (etagstore.Query) of s's telemetry; with
+// RecordKeys it records the filter (etagstore.filter).
 func Query[T any](ctx context.Context, s *etagstore.Store[T], filter Filter) iter.Seq2[etagstore.Doc[T], error] {
 	return func(yield func(etagstore.Doc[T], error) bool) {
 		ctx, end := access.Begin(s, ctx, access.Query, filter.String())
