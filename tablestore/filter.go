@@ -3,19 +3,41 @@ package tablestore
 import (
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf16"
+
+	"github.com/etagstore/etagstore"
 )
 
 // Filter is an OData $filter expression built from typed values, so that a
 // value can never change the expression's shape: strings are quoted with
 // ' doubled, numbers, times, GUIDs and binary values get their OData
 // literal forms. The zero Filter matches everything.
+//
+// A Filter also keeps each property it compares and the value compared
+// with, through And, Or and Not, so that Query and QueryPage can check it
+// against the Store's document type before sending anything: every
+// property named must be one the document type stores (or PartitionKey,
+// RowKey, Timestamp), and every value must be of the property's EDM type
+// (see EntityCodec): a string for Edm.String and fields held as JSON,
+// GUID for Edm.Guid, bool for Edm.Boolean, int32 for Edm.Int32, int or
+// int64 for Edm.Int64, float64 for Edm.Double, time.Time
+// for Edm.DateTime and Timestamp, []byte for Edm.Binary, a string for
+// PartitionKey and RowKey. A filter that fails the check is refused with
+// etagstore.ErrInvalidInput naming the property (and, for a value of the
+// wrong type, both types). The check is skipped for a Store whose document
+// type is not a struct (or pointer to one), or whose codec is not
+// EntityCodec.
 type Filter struct {
 	expr string
 	err  error
+	// terms are the comparisons of expr, in order, each a line "prop
+	// type" with the EDM type of the value's literal. A string keeps
+	// Filter comparable, equal for equal filters.
+	terms string
 }
 
 // String returns the OData expression ("" for the zero Filter).
@@ -35,7 +57,7 @@ func compare(op, prop string, value any) Filter {
 	if err != nil {
 		return Filter{err: fmt.Errorf("tablestore: filter on %s: %w", prop, err)}
 	}
-	return Filter{expr: prop + " " + op + " " + lit}
+	return Filter{expr: prop + " " + op + " " + lit, terms: prop + " " + literalType(value) + "\n"}
 }
 
 // Eq matches entities whose property prop equals value.
@@ -67,7 +89,7 @@ func Not(f Filter) Filter {
 	if f.err != nil || f.expr == "" {
 		return f
 	}
-	return Filter{expr: "not (" + f.expr + ")"}
+	return Filter{expr: "not (" + f.expr + ")", terms: f.terms}
 }
 
 func join(f Filter, op string, g Filter) Filter {
@@ -81,7 +103,7 @@ func join(f Filter, op string, g Filter) Filter {
 	case g.expr == "":
 		return f
 	}
-	return Filter{expr: "(" + f.expr + ") " + op + " (" + g.expr + ")"}
+	return Filter{expr: "(" + f.expr + ") " + op + " (" + g.expr + ")", terms: f.terms + g.terms}
 }
 
 // prefixRange matches string property prop starting with prefix.
@@ -162,4 +184,95 @@ func literal(value any) (string, error) {
 		return "X'" + hex.EncodeToString(v) + "'", nil
 	}
 	return "", fmt.Errorf("unsupported filter value type %T", value)
+}
+
+// edmNames are the EDM type names of the kinds, as filter errors give them.
+var edmNames = [...]string{
+	edmString:   "Edm.String",
+	edmGUID:     "Edm.Guid",
+	edmBool:     "Edm.Boolean",
+	edmInt32:    "Edm.Int32",
+	edmInt64:    "Edm.Int64",
+	edmDouble:   "Edm.Double",
+	edmDateTime: "Edm.DateTime",
+	edmBinary:   "Edm.Binary",
+	edmJSON:     "Edm.String (JSON)",
+}
+
+// systemKinds are the properties every entity has.
+var systemKinds = map[string]edmKind{"PartitionKey": edmString, "RowKey": edmString, "Timestamp": edmDateTime}
+
+// fits reports whether a value whose literal is of EDM type literal (see
+// literalType) may be compared with a property of kind k: the types are
+// the same (a field held as JSON is an Edm.String). An Int32 property
+// takes no Int64 literal: Azurite answers 2L on one with a 500.
+func fits(k edmKind, literal string) bool {
+	if k == edmJSON {
+		return literal == "Edm.String"
+	}
+	return literal == edmNames[k]
+}
+
+// checkFilter checks f against the documents of type t, as stored by
+// codec: each property f compares must be one t stores (or a system
+// property), compared with a value of its type. A t that is not a struct
+// (or pointer to one), or a codec other than EntityCodec, is not checked.
+func checkFilter(f Filter, t reflect.Type, codec any) error {
+	if f.terms == "" {
+		return nil
+	}
+	if _, ok := codec.(EntityCodec); !ok {
+		return nil
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	plan, err := planFor(t)
+	if err != nil {
+		return nil // the Store refuses t itself
+	}
+	kinds := make(map[string]edmKind, len(plan.fields)+len(systemKinds))
+	for name, k := range systemKinds {
+		kinds[name] = k
+	}
+	for _, fp := range plan.fields {
+		kinds[fp.name] = fp.kind
+	}
+	for tm := range strings.Lines(f.terms) {
+		prop, lit, _ := strings.Cut(strings.TrimSuffix(tm, "\n"), " ")
+		k, ok := kinds[prop]
+		if !ok {
+			return fmt.Errorf("%w: tablestore: filter names property %q, which %s does not store", etagstore.ErrInvalidInput, prop, t)
+		}
+		if !fits(k, lit) {
+			return fmt.Errorf("%w: tablestore: filter compares property %q (%s) with an %s value", etagstore.ErrInvalidInput, prop, edmNames[k], lit)
+		}
+	}
+	return nil
+}
+
+// literalType is the EDM type of the literal literal() renders for v.
+func literalType(v any) string {
+	switch v.(type) {
+	case string:
+		return "Edm.String"
+	case GUID:
+		return "Edm.Guid"
+	case bool:
+		return "Edm.Boolean"
+	case int32:
+		return "Edm.Int32"
+	case int, int64:
+		return "Edm.Int64"
+	case float64:
+		return "Edm.Double"
+	case time.Time:
+		return "Edm.DateTime"
+	case []byte:
+		return "Edm.Binary"
+	}
+	return "unsupported"
 }

@@ -3,6 +3,7 @@ package tablestore
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -40,8 +41,10 @@ func (b *Backend) QueryPage(ctx context.Context, filter Filter, after string, li
 // prefix: limit from 1 to driver.MaxPageLimit, token "" for the first
 // page and the previous page's Next after that. A token is bound to the
 // filter it was made for. A limit out of range, a token altered or made
-// for another filter, a filter that cannot be expressed, or a Store on
-// another backend match etagstore.ErrInvalidInput, and nothing is sent.
+// for another filter, a filter that cannot be expressed or that does not
+// fit T (a property T does not store, a value of another type: see
+// Filter), or a Store on another backend match etagstore.ErrInvalidInput,
+// and nothing is sent.
 // The call is one span (etagstore.QueryPage) of s's telemetry; with
 // RecordKeys it records the filter (etagstore.filter).
 func QueryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, limit int, token string) (etagstore.Page[T], error) {
@@ -58,6 +61,9 @@ func queryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter,
 	}
 	if err := filter.Err(); err != nil {
 		return etagstore.Page[T]{}, fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, err)
+	}
+	if err := checkFilter(filter, reflect.TypeFor[T](), s.Codec()); err != nil {
+		return etagstore.Page[T]{}, err
 	}
 	p, err := access.Page(s, ctx, "tablestore.query\x00"+filter.String(), limit, token, func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error) {
 		return b.QueryPage(ctx, filter, after, limit)

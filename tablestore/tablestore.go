@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"iter"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf16"
@@ -353,11 +354,12 @@ func (b *Backend) Query(ctx context.Context, filter Filter) iter.Seq2[driver.Ite
 }
 
 // Query yields the typed documents of s (a Store on a table Backend)
-// matching filter, in table order. A filter that cannot be expressed, or a
-// Store on another backend, is yielded once as an error matching
-// etagstore.ErrInvalidInput. The iteration is one span (etagstore.Query)
-// of s's telemetry; with RecordKeys it records the filter
-// (etagstore.filter).
+// matching filter, in table order. A filter that cannot be expressed, one
+// that names a property T does not store or compares one with a value of
+// another type (see Filter), or a Store on another backend, is yielded once
+// as an error matching etagstore.ErrInvalidInput, and nothing is sent.
+// The iteration is one span (etagstore.Query) of s's telemetry; with
+// RecordKeys it records the filter (etagstore.filter).
 func Query[T any](ctx context.Context, s *etagstore.Store[T], filter Filter) iter.Seq2[etagstore.Doc[T], error] {
 	return func(yield func(etagstore.Doc[T], error) bool) {
 		ctx, end := access.Begin(s, ctx, access.Query, filter.String())
@@ -373,6 +375,12 @@ func queryDocs[T any](ctx context.Context, s *etagstore.Store[T], filter Filter,
 	if err != nil {
 		yield(etagstore.Doc[T]{}, err)
 		return err
+	}
+	if filter.Err() == nil {
+		if err := checkFilter(filter, reflect.TypeFor[T](), s.Codec()); err != nil {
+			yield(etagstore.Doc[T]{}, err)
+			return err
+		}
 	}
 	for it, err := range b.Query(ctx, filter) {
 		var d etagstore.Doc[T]
