@@ -533,8 +533,9 @@ func mapError(op string, cond driver.CondKind, key string, err error) error {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		return fmt.Errorf("blobstore: %s %q: %w", op, key, err)
+		return azerr.Plain("blobstore", op, key, err)
 	}
+	se := azerr.New("blobstore", op, key, re, err)
 	var sentinel error
 	switch bloberror.Code(re.ErrorCode) {
 	case bloberror.ConditionNotMet:
@@ -554,13 +555,14 @@ func mapError(op string, cond driver.CondKind, key string, err error) error {
 		sentinel = etagstore.ErrTooLarge
 	case bloberror.ContainerNotFound:
 		// Definite, and no retry will change it: the container must be created.
-		return fmt.Errorf("%w: blobstore: %s %q: the container does not exist: %w", etagstore.ErrNotFound, op, key, err)
+		se.Detail = "the container does not exist"
+		sentinel = etagstore.ErrNotFound
 	default:
 		if re.StatusCode == http.StatusNotModified {
 			sentinel = ErrNotModified
 		} else if sentinel = azerr.ByStatus(re.StatusCode, cond == driver.CondCreate); sentinel == nil {
-			return fmt.Errorf("blobstore: %s %q: %w", op, key, azerr.ServerBusy(re.StatusCode, re.ErrorCode, err))
+			return azerr.ServerBusy(re.StatusCode, re.ErrorCode, se)
 		}
 	}
-	return fmt.Errorf("%w: blobstore: %s %q: %w", sentinel, op, key, err)
+	return azerr.Wrap(sentinel, se)
 }

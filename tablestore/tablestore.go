@@ -448,8 +448,9 @@ func mapError(op, key string, err error) error {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		return fmt.Errorf("tablestore: %s %q: %w", op, key, err)
+		return azerr.Plain("tablestore", op, key, err)
 	}
+	se := azerr.New("tablestore", op, key, re, err)
 	var sentinel error
 	switch aztables.TableErrorCode(re.ErrorCode) {
 	case aztables.UpdateConditionNotSatisfied:
@@ -462,13 +463,14 @@ func mapError(op, key string, err error) error {
 		sentinel = etagstore.ErrTooLarge
 	case aztables.TableNotFound:
 		// Definite, and no retry will change it: the table must be created.
-		return fmt.Errorf("%w: tablestore: %s %q: the table does not exist: %w", etagstore.ErrNotFound, op, key, err)
+		se.Detail = "the table does not exist"
+		sentinel = etagstore.ErrNotFound
 	default:
 		if sentinel = azerr.ByStatus(re.StatusCode, false); sentinel == nil {
-			return fmt.Errorf("tablestore: %s %q: %w", op, key, azerr.ServerBusy(re.StatusCode, re.ErrorCode, err))
+			return azerr.ServerBusy(re.StatusCode, re.ErrorCode, se)
 		}
 	}
-	return fmt.Errorf("%w: tablestore: %s %q: %w", sentinel, op, key, err)
+	return azerr.Wrap(sentinel, se)
 }
 
 // decode is it as a document of s, decoded as s decodes its own.
