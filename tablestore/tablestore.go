@@ -443,6 +443,12 @@ func checkETag(etag etagstore.ETag) error {
 // sentinels, by ErrorCode (falling back on the HTTP status for codes this
 // list does not name). The result wraps the original error.
 func mapError(op, key string, err error) error {
+	return mapErrorDetail(op, key, "", err)
+}
+
+// mapErrorDetail is mapError with detail, what the service said (one line),
+// printed after the key.
+func mapErrorDetail(op, key, detail string, err error) error {
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -451,6 +457,7 @@ func mapError(op, key string, err error) error {
 		return azerr.Plain("tablestore", op, key, err)
 	}
 	se := azerr.New("tablestore", op, key, re, err)
+	se.Detail = detail
 	var sentinel error
 	switch aztables.TableErrorCode(re.ErrorCode) {
 	case aztables.UpdateConditionNotSatisfied:
