@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/etagstore/etagstore/driver"
@@ -211,7 +212,7 @@ func (s *Store[T]) encode(key string, v T) ([]byte, error) {
 
 func encodeError(key string, err error) error {
 	if sentinelOf(err) != nil {
-		return fmt.Errorf("etagstore: encode %q: %w", key, err)
+		return prefixed("encode", key, err)
 	}
 	return fmt.Errorf("%w: encode %q: %v", ErrInvalidInput, key, err)
 }
@@ -230,7 +231,22 @@ func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
 // codec's error stays in the chain for errors.As.
 func decodeError(key string, err error) error {
 	if sentinelOf(err) != nil {
-		return fmt.Errorf("etagstore: decode %q: %w", key, err)
+		return prefixed("decode", key, err)
 	}
 	return fmt.Errorf("%w: decode %q: %w", ErrInvalidInput, key, err)
 }
+
+// prefixed is err, unwrapped to as it is, printed as
+// `etagstore: op "key": …` with err's own "etagstore: " prefix left out, so
+// that the prefix does not repeat: `etagstore: encode "k": too large: …`.
+func prefixed(op, key string, err error) error {
+	return &prefixedError{msg: fmt.Sprintf("etagstore: %s %q: %s", op, key, strings.TrimPrefix(err.Error(), "etagstore: ")), err: err}
+}
+
+type prefixedError struct {
+	msg string
+	err error
+}
+
+func (e *prefixedError) Error() string { return e.msg }
+func (e *prefixedError) Unwrap() error { return e.err }

@@ -161,6 +161,18 @@ func checkBlobName(name string) error {
 	return driver.CheckKey(name)
 }
 
+// checkPrefix refuses, before anything is sent, a listing prefix holding a
+// code point no blob name may hold (see notForBlobNames): the service
+// answers such a listing with a 400, and no document can match it.
+func (b *Backend) checkPrefix(prefix string) error {
+	for _, r := range b.opts.Prefix + prefix {
+		if notForBlobNames(r) {
+			return fmt.Errorf("%w: blobstore: list prefix %q contains %U, which Azure does not accept in blob names", etagstore.ErrInvalidKey, prefix, r)
+		}
+	}
+	return nil
+}
+
 // notForBlobNames reports whether r is one of the code points Azure's
 // naming rules exclude from blob names even when percent-encoded: Unicode
 // noncharacters (U+FDD0–U+FDEF and the last two of every plane, U+FFFE,
@@ -387,6 +399,10 @@ func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) erro
 // skipped).
 func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
 	return func(yield func(driver.Item, error) bool) {
+		if err := b.checkPrefix(prefix); err != nil {
+			yield(driver.Item{}, err)
+			return
+		}
 		full := b.opts.Prefix + prefix
 		pager := b.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full, Include: container.ListBlobsInclude{Metadata: true}})
 		for pager.More() {
@@ -424,6 +440,9 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item
 // downloaded, pageReaders at a time; one deleted in between is left out
 // and the page filled from the names after it.
 func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
+	if err := b.checkPrefix(prefix); err != nil {
+		return nil, false, err
+	}
 	full := b.opts.Prefix + prefix
 	maxResults := int32(min(limit+2, 5000)) // the page, after itself, and one to tell "more"
 	opts := &container.ListBlobsFlatOptions{Prefix: &full, MaxResults: &maxResults, Include: container.ListBlobsInclude{Metadata: true}}
@@ -533,8 +552,9 @@ func mapError(op string, cond driver.CondKind, key string, err error) error {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		return fmt.Errorf("blobstore: %s %q: %w", op, key, err)
+		return azerr.Plain("blobstore", op, key, err)
 	}
+	se := azerr.New("blobstore", op, key, re, err)
 	var sentinel error
 	switch bloberror.Code(re.ErrorCode) {
 	case bloberror.ConditionNotMet:
@@ -554,13 +574,14 @@ func mapError(op string, cond driver.CondKind, key string, err error) error {
 		sentinel = etagstore.ErrTooLarge
 	case bloberror.ContainerNotFound:
 		// Definite, and no retry will change it: the container must be created.
-		return fmt.Errorf("%w: blobstore: %s %q: the container does not exist: %w", etagstore.ErrNotFound, op, key, err)
+		se.Detail = "the container does not exist"
+		sentinel = etagstore.ErrNotFound
 	default:
 		if re.StatusCode == http.StatusNotModified {
 			sentinel = ErrNotModified
 		} else if sentinel = azerr.ByStatus(re.StatusCode, cond == driver.CondCreate); sentinel == nil {
-			return fmt.Errorf("blobstore: %s %q: %w", op, key, azerr.ServerBusy(re.StatusCode, re.ErrorCode, err))
+			return azerr.ServerBusy(re.StatusCode, re.ErrorCode, se)
 		}
 	}
-	return fmt.Errorf("%w: blobstore: %s %q: %w", sentinel, op, key, err)
+	return azerr.Wrap(sentinel, se)
 }

@@ -389,7 +389,9 @@ func batchFailure(err error) (int, error) {
 		index, _ = strconv.Atoi(m[1])
 	}
 	inner := &azcore.ResponseError{ErrorCode: code, StatusCode: status, RawResponse: re.RawResponse}
-	return index, fmt.Errorf("%w (inner status %d, %s: %s)", mapError("batch", "", inner), status, code, strings.TrimSpace(message))
+	// The message's first line without its index: "The specified entity already exists."
+	first, _, _ := strings.Cut(strings.TrimSpace(message), "\n")
+	return index, mapErrorDetail("batch", "", strings.TrimSpace(indexPrefix.ReplaceAllString(first, "")), inner)
 }
 
 var indexPrefix = regexp.MustCompile(`^\s*(\d+):`)

@@ -451,13 +451,21 @@ func checkETag(etag etagstore.ETag) error {
 // sentinels, by ErrorCode (falling back on the HTTP status for codes this
 // list does not name). The result wraps the original error.
 func mapError(op, key string, err error) error {
+	return mapErrorDetail(op, key, "", err)
+}
+
+// mapErrorDetail is mapError with detail, what the service said (one line),
+// printed after the key.
+func mapErrorDetail(op, key, detail string, err error) error {
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		return fmt.Errorf("tablestore: %s %q: %w", op, key, err)
+		return azerr.Plain("tablestore", op, key, err)
 	}
+	se := azerr.New("tablestore", op, key, re, err)
+	se.Detail = detail
 	var sentinel error
 	switch aztables.TableErrorCode(re.ErrorCode) {
 	case aztables.UpdateConditionNotSatisfied:
@@ -470,13 +478,14 @@ func mapError(op, key string, err error) error {
 		sentinel = etagstore.ErrTooLarge
 	case aztables.TableNotFound:
 		// Definite, and no retry will change it: the table must be created.
-		return fmt.Errorf("%w: tablestore: %s %q: the table does not exist: %w", etagstore.ErrNotFound, op, key, err)
+		se.Detail = "the table does not exist"
+		sentinel = etagstore.ErrNotFound
 	default:
 		if sentinel = azerr.ByStatus(re.StatusCode, false); sentinel == nil {
-			return fmt.Errorf("tablestore: %s %q: %w", op, key, azerr.ServerBusy(re.StatusCode, re.ErrorCode, err))
+			return azerr.ServerBusy(re.StatusCode, re.ErrorCode, se)
 		}
 	}
-	return fmt.Errorf("%w: tablestore: %s %q: %w", sentinel, op, key, err)
+	return azerr.Wrap(sentinel, se)
 }
 
 // decode is it as a document of s, decoded as s decodes its own.
