@@ -97,11 +97,29 @@ type spanTelemetry struct {
 	logs   *bytes.Buffer
 	mu     sync.Mutex
 	log    *slog.Logger
+	// renewed is closed when the first etagstore.RenewLease span ends.
+	renewed chan struct{}
 }
+
+// renewalGate closes ch when the first lease renewal's span ends.
+type renewalGate struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (g *renewalGate) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (g *renewalGate) OnEnd(s sdktrace.ReadOnlySpan) {
+	if s.Name() == "etagstore.RenewLease" {
+		g.once.Do(func() { close(g.ch) })
+	}
+}
+func (g *renewalGate) Shutdown(context.Context) error   { return nil }
+func (g *renewalGate) ForceFlush(context.Context) error { return nil }
 
 func newSpanTelemetry(t *testing.T) *spanTelemetry {
 	tel := &spanTelemetry{spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader(), logs: &bytes.Buffer{}}
-	tel.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(tel.spans))
+	tel.renewed = make(chan struct{})
+	tel.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(tel.spans), sdktrace.WithSpanProcessor(&renewalGate{ch: tel.renewed}))
 	tel.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(tel.reader))
 	tel.log = slog.New(slog.NewTextHandler(lockedWriter{&tel.mu, tel.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() { _ = tel.tp.Shutdown(context.Background()); _ = tel.mp.Shutdown(context.Background()) })
@@ -355,7 +373,7 @@ func TestLockerSpans(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			busy, gaveUp, lostErr := lockerScenario(t, l, blobstore.New(c, &blobstore.Options{Prefix: "locks/"}))
+			busy, gaveUp, lostErr := lockerScenario(t, l, blobstore.New(c, &blobstore.Options{Prefix: "locks/"}), tel.renewed)
 			checkLockerSpans(t, tel.spans.GetSpans(), recordKeys, busy, gaveUp, lostErr)
 			logs := tel.logText()
 			if !strings.Contains(logs, "etagstore: lock lost") {
@@ -374,7 +392,7 @@ func TestLockerSpans(t *testing.T) {
 // (busy) and by a Lock that gives up (gaveUp); lets the lock renew, breaks
 // its lease through locks (a Backend on the lock blobs) and Unlocks the
 // lost lock (lostErr); then takes the lock again and Unlocks it.
-func lockerScenario(t *testing.T, l *blobstore.Locker, locks *blobstore.Backend) (busy, gaveUp, lostErr error) {
+func lockerScenario(t *testing.T, l *blobstore.Locker, locks *blobstore.Backend, renewed <-chan struct{}) (busy, gaveUp, lostErr error) {
 	t.Helper()
 	ctx := t.Context()
 	lk, err := l.TryLock(ctx, personalKey)
@@ -389,7 +407,11 @@ func lockerScenario(t *testing.T, l *blobstore.Locker, locks *blobstore.Backend)
 	if _, gaveUp = l.Lock(wait, personalKey); !errors.Is(gaveUp, etagstore.ErrLocked) {
 		t.Fatalf("Lock while held = %v", gaveUp)
 	}
-	time.Sleep(400 * time.Millisecond) // at least one renewal
+	select { // at least one renewal
+	case <-renewed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lock did not renew its lease")
+	}
 	breaker, _ := locks.BlobLease(personalKey, "")
 	if _, err := breaker.Break(ctx, 0); err != nil {
 		t.Fatal(err)
