@@ -101,3 +101,28 @@ func TestSaveKeepsTheFencingToken(t *testing.T) {
 		t.Errorf("a stale holder's Update after a Save: err = %v, want ErrFenced", err)
 	}
 }
+
+// A Save from a Doc a read returned writes on it at once, continuing its
+// version's bookkeeping: one request, no read, and the fencing token kept.
+func TestSaveFromAReadDocSendsOneRequest(t *testing.T) {
+	ctx := t.Context()
+	hb := &hookBackend{Backend: memstore.New(nil)}
+	s := etagstore.New[logDoc](hb, nil)
+	if _, err := s.Update(etagstore.WithFence(ctx, 5), "k", func(d *logDoc) error { d.Log = []string{"a"}; return nil }, etagstore.CreateIfMissing()); err != nil {
+		t.Fatal(err)
+	}
+	base, err := s.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads, writes := hb.reads, hb.writes
+	if _, err := s.Save(ctx, base, logDoc{Log: []string{"a", "b"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if hb.reads != reads || hb.writes != writes+1 {
+		t.Errorf("Save sent %d reads and %d writes, want 0 and 1", hb.reads-reads, hb.writes-writes)
+	}
+	if _, err := s.Update(etagstore.WithFence(ctx, 3), "k", func(d *logDoc) error { return nil }); !errors.Is(err, etagstore.ErrFenced) {
+		t.Errorf("a stale holder after the Save: %v, want ErrFenced", err)
+	}
+}

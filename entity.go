@@ -45,7 +45,10 @@ const ETagAny = driver.ETagAny
 // Transact returned, which carries them here. Create, Upsert and Replace of
 // a Doc built by hand (a zero Extra) write T alone: that is also how to
 // drop unknown members on purpose, for the migration that removes a field
-// (d.Extra = etagstore.Extra{}, then Replace).
+// (d.Extra = etagstore.Extra{}, then Replace). Extra also carries the
+// bookkeeping of the version the Doc came from (write ids, lineage,
+// fencing token), so that a Save from the Doc continues that version's
+// history without reading it first.
 type Doc[T any] struct {
 	Key   string
 	Value T
@@ -54,10 +57,13 @@ type Doc[T any] struct {
 }
 
 // Extra is the members of a stored document that a Doc's T does not know,
-// kept so that writing the Doc back does not erase them. The zero Extra
-// holds none. Extras compare with == and Equal (go-cmp uses it).
+// kept so that writing the Doc back does not erase them, and the
+// bookkeeping of the version they came from. The zero Extra holds none.
+// Equal (which go-cmp uses) compares the members; == compares the
+// bookkeeping too, which is the same for every Doc of one version.
 type Extra struct {
-	raw string // the members, as members.Unknown returns them
+	raw  string // the members, as members.Unknown returns them
+	meta string // the version's bookkeeping (driver.Item.Meta); "" when not known
 }
 
 // Empty reports whether e holds no members.
@@ -72,8 +78,8 @@ func (e Extra) Equal(o Extra) bool { return e.raw == o.raw }
 
 // extraOf is the Extra of a stored document under a codec whose member
 // names for T are known (nil: every member is T's).
-func extraOf(data []byte, known map[string]bool) Extra {
-	return Extra{raw: string(members.Unknown(data, known))}
+func extraOf(it driver.Item, known map[string]bool) Extra {
+	return Extra{raw: string(members.Unknown(it.Data, known)), meta: it.Meta}
 }
 
 // knownMembers returns the member names codec stores for type t, or nil
@@ -222,7 +228,7 @@ func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
 	if err := s.codec.Unmarshal(it.Data, &v); err != nil {
 		return Doc[T]{}, decodeError(it.Key, err)
 	}
-	return Doc[T]{Key: it.Key, Value: v, ETag: it.ETag, Extra: extraOf(it.Data, s.known)}, nil
+	return Doc[T]{Key: it.Key, Value: v, ETag: it.ETag, Extra: extraOf(it, s.known)}, nil
 }
 
 // decodeError reports a stored document the codec cannot decode into T.

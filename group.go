@@ -491,7 +491,7 @@ func (b *batchRun[T]) finish(e *engine, err error) {
 		}
 		switch {
 		case err == nil:
-			d := Doc[T]{Key: b.key, Value: r.value, Extra: modified(e).extraOut()}
+			d := Doc[T]{Key: b.key, Value: r.value, Extra: modified(e).extraOut(e.out[0])}
 			if i >= tail {
 				d.ETag = e.out[0].ETag
 			}

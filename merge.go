@@ -10,6 +10,9 @@ import (
 	"strings"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/members"
 )
 
 // MergeFunc combines two edits of base: mine (the caller's) and theirs (the
@@ -78,10 +81,20 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 		data, err := s.encode(base.Key, mine)
 		return data, !bytes.Equal(data, baseline), err
 	}
-	// The first attempt starts from the cached copy of base's version when
-	// there is one, otherwise from a read: a write continues the stored
-	// bookkeeping (write ids, fencing token), which base does not carry.
-	e, err := s.modify(ctx, "Save", base.Key, false, s.cached(ctx, base.Key, base.ETag), &mine, changeFunc(apply), alone{})
+	// The first attempt writes on base itself when base carries its
+	// version's bookkeeping (a Doc a read returned), or on the cached copy
+	// of that version; otherwise it reads first: a write continues the
+	// stored bookkeeping (write ids, fencing token).
+	start := s.cached(ctx, base.Key, base.ETag)
+	if start == nil && base.Extra.meta != "" {
+		data, err := s.encode(base.Key, base.Value)
+		if err != nil {
+			return Doc[T]{}, err
+		}
+		it := driver.Item{Key: base.Key, Data: members.Add(data, []byte(base.Extra.raw)), Meta: base.Extra.meta, ETag: base.ETag}
+		start = []version{s.stored(it, false)}
+	}
+	e, err := s.modify(ctx, "Save", base.Key, false, start, &mine, changeFunc(apply), alone{})
 	st.attempts = e.attempts
 	var ce *ConflictError[T]
 	if errors.As(err, &ce) {
@@ -90,7 +103,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: base.Key, Value: mine, ETag: e.out[0].ETag, Extra: modified(e).extraOut()}, nil
+	return Doc[T]{Key: base.Key, Value: mine, ETag: e.out[0].ETag, Extra: modified(e).extraOut(e.out[0])}, nil
 }
 
 // mergeConflict turns a merge error into Save's error: a *ConflictError

@@ -239,7 +239,7 @@ func (tx *Tx[T]) written(out []driver.Item) []Doc[T] {
 		}
 		d := Doc[T]{Key: key, Value: w.value}
 		if i < len(out) {
-			d.ETag, d.Extra = out[i].ETag, extraOf(out[i].Data, tx.s.known)
+			d.ETag, d.Extra = out[i].ETag, extraOf(out[i], tx.s.known)
 		}
 		docs = append(docs, d)
 	}

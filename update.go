@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // UpdateOption changes how Update behaves.
@@ -91,7 +93,7 @@ func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mut
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: m.mine, ETag: e.out[0].ETag, Extra: modified(e).extraOut()}, nil
+	return Doc[T]{Key: key, Value: m.mine, ETag: e.out[0].ETag, Extra: modified(e).extraOut(e.out[0])}, nil
 }
 
 // changer computes a read-modify-write's new encoding from the version b
@@ -197,7 +199,10 @@ func modified(e *engine) *modification { return e.plan.(*modification) }
 
 // extraOut is the Extra of the document a read-modify-write left: what the
 // version it last built over holds beyond T, which the write kept.
-func (m *modification) extraOut() Extra { return Extra{raw: string(m.extra)} }
+// it is the version the write left.
+func (m *modification) extraOut(it driver.Item) Extra {
+	return Extra{raw: string(m.extra), meta: it.Meta}
+}
 
 // startFrom decodes the base version b into a fresh value for a mutation,
 // and returns the encoding an unchanged value would have, taken before the

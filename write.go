@@ -37,7 +37,7 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: v, ETag: it.ETag}, nil
+	return Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: Extra{meta: it.Meta}}, nil
 }
 
 // Replace writes d.Value under d.Key only if the stored ETag is still d.ETag
@@ -82,7 +82,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: d.Extra}, nil
+	return Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: Extra{raw: d.Extra.raw, meta: it.Meta}}, nil
 }
 
 // blind delivers w, a write that starts from nothing: the request is the
@@ -151,7 +151,7 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: v, ETag: it.ETag}, nil
+	return Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: Extra{meta: it.Meta}}, nil
 }
 
 // Delete removes key only if its stored ETag is still etag (If-Match);
