@@ -12,30 +12,11 @@ import (
 	"github.com/etagstore/etagstore/internal/azuritetest"
 )
 
-// checkOneLine fails unless err prints as one readable line: no HTTP dump,
-// no repeated "etagstore:" prefix, and a bounded length.
+// checkOneLine fails unless err prints as one readable line (see
+// azuritetest.CheckOneLine).
 func checkOneLine(t *testing.T, what string, err error) {
 	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: no error", what)
-	}
-	msg := err.Error()
-	t.Logf("%s: %s", what, msg)
-	if strings.ContainsAny(msg, "\r\n") {
-		t.Errorf("%s: error has a line break: %q", what, msg)
-	}
-	if strings.Contains(msg, "RESPONSE") || strings.Contains(msg, "----") {
-		t.Errorf("%s: error holds an HTTP dump: %q", what, msg)
-	}
-	if strings.Count(msg, "etagstore:") > 1 {
-		t.Errorf("%s: repeated etagstore: prefix: %q", what, msg)
-	}
-	if !strings.HasPrefix(msg, "blobstore:") && !strings.HasPrefix(msg, "etagstore:") {
-		t.Errorf("%s: error does not start with the backend's name: %q", what, msg)
-	}
-	if len(msg) > 300 {
-		t.Errorf("%s: error is %d bytes long: %q", what, len(msg), msg)
-	}
+	azuritetest.CheckOneLine(t, what, err, "blobstore:")
 }
 
 func TestErrorTextMissingBlob(t *testing.T) {

@@ -179,3 +179,34 @@ func MissingContainer(t testing.TB) *container.Client {
 	}
 	return svc.ServiceClient().NewContainerClient(strings.ToLower(Name("missing")))
 }
+
+// CheckOneLine fails unless err prints as one readable line: no line
+// break, no HTTP dump, the "etagstore:" prefix at most once, at most 300
+// bytes, and starting with one of prefixes or "etagstore:".
+func CheckOneLine(t testing.TB, what string, err error, prefixes ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error", what)
+	}
+	msg := err.Error()
+	t.Logf("%s: %s", what, msg)
+	if strings.ContainsAny(msg, "\r\n") {
+		t.Errorf("%s: error has a line break: %q", what, msg)
+	}
+	if strings.Contains(msg, "RESPONSE") || strings.Contains(msg, "----") {
+		t.Errorf("%s: error holds an HTTP dump: %q", what, msg)
+	}
+	if strings.Count(msg, "etagstore:") > 1 {
+		t.Errorf("%s: repeated etagstore: prefix: %q", what, msg)
+	}
+	starts := strings.HasPrefix(msg, "etagstore:")
+	for _, p := range prefixes {
+		starts = starts || strings.HasPrefix(msg, p)
+	}
+	if !starts {
+		t.Errorf("%s: error does not start with the backend's name: %q", what, msg)
+	}
+	if len(msg) > 300 {
+		t.Errorf("%s: error is %d bytes long: %q", what, len(msg), msg)
+	}
+}
