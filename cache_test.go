@@ -34,7 +34,7 @@ func TestDefaultCacheOneRequestAndSharedKeys(t *testing.T) {
 	}
 	update(0, 1, "an Update after Create")
 	update(0, 1, "an Update after an Update")
-	interfere(t, hb.Backend, "k") // another process
+	interfere(t, hb.Backend, "k")                         // another process
 	update(1, 2, "the first Update after another writer") // a 412 on the kept copy, a read, a write
 	interfere(t, hb.Backend, "k")
 	update(1, 1, "a shared key's Update") // read first: no failed write
