@@ -23,7 +23,7 @@ type Page[T any] struct {
 }
 
 // Page returns one page of the documents whose key starts with prefix, in
-// key order (the order of List). token is "" for the first page and the
+// key order (the order of List, see CompareKeys). token is "" for the first page and the
 // previous page's Next after that; limit is how many documents a page
 // holds, from 1 to 5000 (the largest page any of Azure's listings returns;
 // a backend whose service pages are smaller fetches as many as it takes).
@@ -53,6 +53,14 @@ func (s *Store[T]) Page(ctx context.Context, prefix string, limit int, token str
 	sp.end(err)
 	return p, err
 }
+
+// CompareKeys compares keys in the order List and Page yield them, the
+// order the backend declares (driver.Abilities.CompareKeys): by UTF-16
+// code units on memstore, blobstore and a tablestore with
+// Options.Partition; by PartitionKey, then RowKey on a tablestore without
+// it, where a table is listed in one streaming query. The result is -1, 0
+// or +1. A prefix selects the same documents in either order.
+func (s *Store[T]) CompareKeys(a, b string) int { return s.abilities.KeyOrder()(a, b) }
 
 // page checks limit and token (made for scope), calls list with the key
 // to resume after ("" for the first page) and limit, which must answer as

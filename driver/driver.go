@@ -122,15 +122,17 @@ type Backend interface {
 	// etag is never empty (the Store refuses that with ErrETagRequired).
 	Delete(ctx context.Context, key string, etag ETag) error
 
-	// List yields the items whose key starts with prefix, in ascending key
-	// order by UTF-16 code units (the order of Azure's tables and blob
-	// listings; it puts characters above U+FFFF before U+E000–U+FFFF). A
-	// failure is yielded once as the error, after which iteration stops.
+	// List yields the items whose key starts with prefix, in ascending
+	// key order: the backend's declared order (Abilities.KeyOrder), which
+	// is CompareKeys, by UTF-16 code units, unless the backend declares
+	// its own. A failure is yielded once as the error, after which
+	// iteration stops.
 	List(ctx context.Context, prefix string) iter.Seq2[Item, error]
 
 	// ListPage returns, in List's order, the first limit items whose key
-	// starts with prefix and sorts after the key after ("" means from the
-	// start), and whether more such items existed when it looked. It
+	// starts with prefix and sorts after the key after in that order (""
+	// means from the start), and whether more such items existed when it
+	// looked. It
 	// returns fewer than limit items only when the listing ends, or when
 	// items were deleted while the page was read (it leaves them out, as
 	// List does); it loops over service pages to fill the page, and more
@@ -205,6 +207,26 @@ type Abilities struct {
 	// Commit (one partition, at most so many actions); a refusal matches
 	// ErrInvalidInput, in an *ActionError when one action is at fault.
 	CheckCommit func(actions []Action) error
+	// CompareKeys, when set, is the order in which List and ListPage
+	// yield keys, declared because it is not the package's CompareKeys
+	// (UTF-16 code units): the order the service lists in, so that a
+	// listing is one streaming scan and a page one query. tablestore
+	// without Options.Partition declares the table's own: by
+	// PartitionKey, then RowKey, each by UTF-16 code units. It returns
+	// -1, 0 or +1 and must be a total order on the keys ValidateKey
+	// accepts. Prefixes select the same keys in every order; only the
+	// sequence differs. nil means CompareKeys (memstore, blobstore, and
+	// tablestore with Options.Partition). Use KeyOrder to read it.
+	CompareKeys func(a, b string) int
+}
+
+// KeyOrder returns the order of the backend's List and ListPage:
+// a.CompareKeys, or the package's CompareKeys when a declares none.
+func (a Abilities) KeyOrder() func(x, y string) int {
+	if a.CompareKeys != nil {
+		return a.CompareKeys
+	}
+	return CompareKeys
 }
 
 // Action is one write, delete or check of a Commit.
@@ -389,11 +411,13 @@ func IsUngrouped(ctx context.Context) bool {
 	return v
 }
 
-// CompareKeys compares keys in the order List and Page yield them, the
-// order of Azure's tables and blob listings: by UTF-16 code units. It
-// differs from Go's string (code point) order in that characters above
-// U+FFFF, encoded as surrogate pairs (U+D800–U+DFFF), sort before
-// U+E000–U+FFFF. The result is -1, 0 or +1.
+// CompareKeys compares keys by their UTF-16 code units: the order in
+// which List and ListPage yield keys unless a backend declares its own
+// (Abilities.CompareKeys), and the order of Azure's blob listings and of
+// the keys of one table partition. It differs from Go's string (code
+// point) order in that characters above U+FFFF, encoded as surrogate
+// pairs (U+D800–U+DFFF), sort before U+E000–U+FFFF. The result is -1, 0
+// or +1.
 func CompareKeys(a, b string) int {
 	for a != "" && b != "" {
 		ra, na := utf8.DecodeRuneInString(a)

@@ -21,6 +21,7 @@ var pagingTests = []struct {
 	{"PageSizes", testPageSizes},
 	{"PagePrefixes", testPagePrefixes},
 	{"PageUnicodeOrder", testPageUnicodeOrder},
+	{"PageKeyOrder", testPageKeyOrder},
 	{"PageInvalid", testPageInvalid},
 	{"PageConcurrentChanges", testPageConcurrentChanges},
 	{"PageMany", testPageMany},
@@ -28,9 +29,10 @@ var pagingTests = []struct {
 	{"PageAtMaxKeyLength", testPageAtMaxKeyLength},
 }
 
-// RunPaging runs the paging cases (Store.Page over Backend.ListPage)
-// against the backends made by newBackend, each once on a default Store.
-// A backend's test file calls it next to Run:
+// RunPaging runs the paging cases (Store.Page over Backend.ListPage, and
+// List) against the backends made by newBackend, each once on a default
+// Store. Every case expects the order the backend declares
+// (driver.Abilities.KeyOrder). A backend's test file calls it next to Run:
 //
 //	func TestPaging(t *testing.T) { storetest.RunPaging(t, newBackend) }
 func RunPaging(t *testing.T, newBackend NewBackend) {
@@ -78,7 +80,8 @@ func numbered(format string, n int) []string {
 
 // walk pages through prefix with limit and returns the pages' keys. It
 // checks what holds of every page: at most limit documents, each decoded
-// (Title is its key), and a Next on each page but the last.
+// (Title is its key), in the backend's declared key order
+// (Store.CompareKeys), and a Next on each page but the last.
 func walk(t *testing.T, s *etagstore.Store[Page], prefix string, limit int, between func(last string)) [][]string {
 	t.Helper()
 	var pages [][]string
@@ -96,7 +99,7 @@ func walk(t *testing.T, s *etagstore.Store[Page], prefix string, limit int, betw
 			if d.Value.Title != d.Key || d.ETag == "" {
 				t.Fatalf("Page(%q, %d): document %q decoded as %+v with ETag %q", prefix, limit, d.Key, d.Value, d.ETag)
 			}
-			if last != "" && driver.CompareKeys(d.Key, last) <= 0 {
+			if last != "" && s.CompareKeys(d.Key, last) <= 0 {
 				t.Fatalf("Page(%q, %d) #%d: %q came after %q", prefix, limit, len(pages)+1, d.Key, last)
 			}
 			last = d.Key
@@ -151,7 +154,7 @@ func testPageSizes(t *testing.T, s *etagstore.Store[Page]) {
 			wantPages(t, walk(t, s, prefix, limit, nil), limit, numbered(prefix+"%02d", n))
 		})
 	}
-	slices.SortFunc(all, driver.CompareKeys)
+	slices.SortFunc(all, s.CompareKeys)
 	wantPages(t, walk(t, s, "", 7, nil), 7, all)
 }
 
@@ -298,7 +301,7 @@ func testPageConcurrentChanges(t *testing.T, s *etagstore.Store[Page]) {
 	between := func(last string) {
 		var ahead, behind []int
 		for _, v := range victims {
-			if key(v) > last {
+			if s.CompareKeys(key(v), last) > 0 {
 				ahead = append(ahead, v)
 			} else {
 				behind = append(behind, v)
@@ -309,7 +312,7 @@ func testPageConcurrentChanges(t *testing.T, s *etagstore.Store[Page]) {
 				t.Fatalf("Delete(%q): %v", key(v), err)
 			}
 			victims = slices.DeleteFunc(victims, func(x int) bool { return x == v })
-			if key(v) > last {
+			if s.CompareKeys(key(v), last) > 0 {
 				deleted[key(v)] = true
 			}
 		}
@@ -317,7 +320,7 @@ func testPageConcurrentChanges(t *testing.T, s *etagstore.Store[Page]) {
 			if _, err := s.Create(ctx, k, Page{Title: k}); err != nil {
 				t.Fatalf("Create(%q): %v", k, err)
 			}
-			if k > last {
+			if s.CompareKeys(k, last) > 0 {
 				added[k] = true
 			}
 		}
@@ -333,7 +336,7 @@ func testPageConcurrentChanges(t *testing.T, s *etagstore.Store[Page]) {
 			got = append(got, k)
 		}
 	}
-	if !slices.IsSortedFunc(got, driver.CompareKeys) {
+	if !slices.IsSortedFunc(got, s.CompareKeys) {
 		t.Errorf("keys out of order across pages: %+q", got)
 	}
 	for k, c := range seen {
@@ -407,5 +410,87 @@ func testPageAtMaxKeyLength(t *testing.T, s *etagstore.Store[Page]) {
 	p, err = s.Page(ctx, "maxkey-", 1, p.Next)
 	if err != nil || len(p.Docs) != 1 || p.Docs[0].Key != second {
 		t.Fatalf("the page after a %d-byte key: %+v, %v", len(first), p.Docs, err)
+	}
+}
+
+// RunKeyOrder runs only the key-order case of RunPaging (PageKeyOrder),
+// for a backend whose keys take a shape the other cases' keys do not
+// have: a tablestore without Options.Partition, whose keys are
+// "PartitionKey/RowKey" and whose declared order is not
+// driver.CompareKeys on them.
+func RunKeyOrder(t *testing.T, newBackend NewBackend) {
+	t.Helper()
+	t.Run("PageKeyOrder", func(t *testing.T) {
+		testPageKeyOrder(t, etagstore.New[Page](newBackend(t), &etagstore.Options{Retry: &contended}))
+	})
+}
+
+// orderKeys are the keys of testPageKeyOrder: "P/R" keys whose partitions
+// extend one another by characters below '/', where a table's order
+// (PartitionKey, then RowKey) and the order of the whole key's UTF-16
+// code units part ("a/x" < "a-b/z" in one, "a-b/z" < "a/x" in the other),
+// and plain keys, for backends that refuse '/'.
+var orderKeys = []string{
+	"a/x", "a/y", "a b/w", "a-b/z", "a.b/y", "a-b-c/q", "a-/r", "a!/u", "a0/s", "a.b.c/t", "b/1",
+	"k😀/1", "k\uFFFD/1", "k\uD7FF/2",
+	"a", "a-b", "a-b-c", "a.b", "a0", "a b", "k😀", "k\uFFFD", "k\uD7FF",
+}
+
+// testPageKeyOrder: List and Page yield the keys the backend accepts in
+// the order it declares (Store.CompareKeys), for keys where the orders
+// backends declare differ, under several prefixes and page sizes; the
+// declared order is a total order on them.
+func testPageKeyOrder(t *testing.T, s *etagstore.Store[Page]) {
+	var keys []string
+	for _, k := range orderKeys {
+		if driver.CheckKey(k) == nil && s.Backend().ValidateKey(k) == nil {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) < 7 {
+		t.Fatalf("the backend accepts only %q of the keys %q", keys, orderKeys)
+	}
+	checkTotalOrder(t, s.CompareKeys, keys)
+	createMany(t, s, keys)
+	slices.SortFunc(keys, s.CompareKeys)
+	for _, prefix := range []string{"", "a", "a-", "a.b", "a-b", "k", "a/", "k😀"} {
+		var want []string
+		for _, k := range keys {
+			if strings.HasPrefix(k, prefix) {
+				want = append(want, k)
+			}
+		}
+		var listed []string
+		for d, err := range s.List(t.Context(), prefix) {
+			if err != nil {
+				t.Fatalf("List(%q): %v", prefix, err)
+			}
+			listed = append(listed, d.Key)
+		}
+		if !slices.Equal(listed, want) {
+			t.Errorf("List(%q) = %+q, want %+q", prefix, listed, want)
+		}
+		for _, limit := range []int{1, 2, 3, 100} {
+			wantPages(t, walk(t, s, prefix, limit, nil), limit, want)
+		}
+	}
+}
+
+// checkTotalOrder checks that cmp is a total order on keys: -1, 0 or +1,
+// 0 only for equal keys, antisymmetric and transitive.
+func checkTotalOrder(t *testing.T, cmp func(a, b string) int, keys []string) {
+	t.Helper()
+	for _, a := range keys {
+		for _, b := range keys {
+			c := cmp(a, b)
+			if c < -1 || c > 1 || (c == 0) != (a == b) || cmp(b, a) != -c {
+				t.Fatalf("key order: compare(%+q, %+q) = %d, compare(%+q, %+q) = %d", a, b, c, b, a, cmp(b, a))
+			}
+			for _, x := range keys {
+				if c < 0 && cmp(b, x) < 0 && cmp(a, x) >= 0 {
+					t.Fatalf("key order is not transitive: %+q < %+q < %+q but not %+q < %+q", a, b, x, a, x)
+				}
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package tablestore_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/etagstore/etagstore"
@@ -13,12 +14,22 @@ import (
 )
 
 // Without Options.Partition, keys are "PartitionKey/RowKey" and List and
-// Page still yield them in the key order of every backend (UTF-16 code
-// units): partition "a-b" before "a", although the table returns "a" first.
+// Page yield them in the table's order, the order the Backend declares
+// (Store.CompareKeys): by PartitionKey, then RowKey. Partition "a" comes
+// before "a-b", although "a-b/z" < "a/x" character by character.
 func TestKeyOrderAcrossPartitions(t *testing.T) {
 	ctx := t.Context()
 	s := tablestore.NewStore[Task](azuritetest.NewTable(t), nil, nil)
 	keys := []string{"a/x", "a/y", "a b/w", "a-b/z", "a.b/y", "a-b-c/q", "a-/r", "b/1", "a0/s", "k😀/1", "k\uFFFD/1", "a.b.c/t", "a!/u"}
+	// The table's order, written out: partitions by UTF-16 code units,
+	// then rows.
+	tableOrder := []string{"a/x", "a/y", "a b/w", "a!/u", "a-/r", "a-b/z", "a-b-c/q", "a.b/y", "a.b.c/t", "a0/s", "b/1", "k😀/1", "k\uFFFD/1"}
+	if sorted := slices.SortedFunc(slices.Values(keys), s.CompareKeys); !slices.Equal(sorted, tableOrder) {
+		t.Fatalf("keys sorted by Store.CompareKeys = %+q, want %+q", sorted, tableOrder)
+	}
+	if slices.IsSortedFunc(tableOrder, driver.CompareKeys) {
+		t.Fatal("the keys do not tell the table's order from driver.CompareKeys")
+	}
 	for _, k := range keys {
 		if _, err := s.Create(ctx, k, Task{Title: k}); err != nil {
 			t.Fatalf("Create(%q): %v", k, err)
@@ -26,12 +37,11 @@ func TestKeyOrderAcrossPartitions(t *testing.T) {
 	}
 	for _, prefix := range []string{"", "a", "a-", "a.b", "k", "a/"} {
 		var want []string
-		for _, k := range keys {
-			if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+		for _, k := range tableOrder {
+			if strings.HasPrefix(k, prefix) {
 				want = append(want, k)
 			}
 		}
-		slices.SortFunc(want, driver.CompareKeys)
 		var got []string
 		for d, err := range s.List(ctx, prefix) {
 			if err != nil {
@@ -61,6 +71,18 @@ func TestKeyOrderAcrossPartitions(t *testing.T) {
 				t.Errorf("pages of %d of %q = %q, want %q", limit, prefix, paged, want)
 			}
 		}
+	}
+}
+
+// With Options.Partition, keys are row keys and the order is
+// driver.CompareKeys, as on every other backend: the Backend declares none.
+func TestKeyOrderInOnePartition(t *testing.T) {
+	b := tablestore.New(azuritetest.NewTable(t), &tablestore.Options{Partition: "p"})
+	if b.Abilities().CompareKeys != nil {
+		t.Error("a tablestore with Options.Partition declares a key order of its own")
+	}
+	if b := tablestore.New(azuritetest.NewTable(t), nil); b.Abilities().CompareKeys == nil {
+		t.Error("a tablestore without Options.Partition declares no key order")
 	}
 }
 

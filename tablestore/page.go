@@ -14,17 +14,15 @@ import (
 )
 
 // ListPage returns up to limit entities whose key starts with prefix and
-// comes after the key after in table order (PartitionKey, then RowKey),
-// and whether more follow; see driver.Backend. The bound is part of the
-// query's filter, so a page resumes correctly however the table changed;
-// the service's own continuation (NextPartitionKey, NextRowKey) is used
-// only within one page, to fill it when the service answers with less
-// than asked (at most 1000 entities, or what it found within its time
-// limit).
+// comes after the key after in table order (PartitionKey, then RowKey:
+// the Backend's declared key order, see order.go), and whether more
+// follow; see driver.Backend. It is one query, across partitions too: the
+// prefix and the bound are its filter, so a page resumes correctly however
+// the table changed; the service's own continuation (NextPartitionKey,
+// NextRowKey) is used only within one page, to fill it when the service
+// answers with less than asked (at most 1000 entities, or what it found
+// within its time limit).
 func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
-	if b.spansPartitions(prefix) {
-		return b.listAcross(ctx, prefix, after, limit) // see order.go
-	}
 	return b.page(ctx, b.prefixFilter(prefix).And(b.afterFilter(after)), limit)
 }
 
@@ -74,8 +72,12 @@ func queryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter,
 	return p.(etagstore.Page[T]), nil
 }
 
-// afterFilter matches the keys after key in table order: a greater RowKey
-// in key's partition, or a greater PartitionKey.
+// afterFilter matches the keys after key in table order: a greater
+// RowKey in key's partition, or a greater PartitionKey. Across partitions
+// it is "PartitionKey ge pk and (PartitionKey gt pk or RowKey gt rk)":
+// a range on PartitionKey that starts at key's partition, with the rest
+// of the condition checked within it, so that the service can seek to
+// the start rather than scan the table.
 func (b *Backend) afterFilter(key string) Filter {
 	if key == "" {
 		return Filter{}
@@ -87,7 +89,7 @@ func (b *Backend) afterFilter(key string) Filter {
 	if !ok {
 		return Filter{err: fmt.Errorf("tablestore: %q is not a \"PartitionKey/RowKey\" key", key)}
 	}
-	return Eq("PartitionKey", pk).And(Gt("RowKey", rk)).Or(Gt("PartitionKey", pk))
+	return Ge("PartitionKey", pk).And(Gt("PartitionKey", pk).Or(Gt("RowKey", rk)))
 }
 
 // page runs the query filter until it has limit entities and knows whether

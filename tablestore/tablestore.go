@@ -9,7 +9,13 @@
 // Entity.
 //
 // Keys are "PartitionKey/RowKey", or plain row keys when Options.Partition
-// is set. You build the aztables client (connection string, shared key or
+// is set. List and Page yield them in the table's own order, by
+// PartitionKey and then RowKey (each by UTF-16 code units), so that a
+// listing across partitions is one streaming query: partition "a" and its
+// rows come before partition "a-b", although "a-b/x" < "a/y" character by
+// character. The Backend declares that order (driver.Abilities.CompareKeys;
+// Store.CompareKeys reports it); with Options.Partition it is the order of
+// the row keys, by UTF-16 code units, as on every other backend. You build the aztables client (connection string, shared key or
 // azidentity); the package never handles credentials.
 package tablestore
 
@@ -84,10 +90,12 @@ func (b *Backend) Client() *aztables.Client { return b.client }
 
 // Abilities declares the entity codec (struct fields become typed entity
 // properties; Read hands back entities in its own layout, not verbatim),
-// merges (Merge Entity) and atomic commits of up to MaxBatchActions
-// entities of one partition (entity group transactions).
+// merges (Merge Entity), atomic commits of up to MaxBatchActions
+// entities of one partition (entity group transactions) and, without
+// Options.Partition, the table's key order (by PartitionKey, then RowKey;
+// see List).
 func (b *Backend) Abilities() driver.Abilities {
-	return driver.Abilities{Codec: EntityCodec{}, Merge: true, Commit: b.commit, CheckCommit: b.checkCommit}
+	return driver.Abilities{Codec: EntityCodec{}, Merge: true, Commit: b.commit, CheckCommit: b.checkCommit, CompareKeys: b.keyOrder()}
 }
 
 // As sets a **tablestore.Backend target to b: how Query, Merge, Batch and
@@ -320,16 +328,13 @@ func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) erro
 	return nil
 }
 
-// List yields the entities whose key starts with prefix in key order (by
-// UTF-16 code units, like every backend), fetching pages of
-// Options.PageSize. With "PartitionKey/RowKey" keys, a prefix without '/'
-// selects a range of partitions, walked in key order (see order.go: a
-// partition's extensions by a character below '/' come first), and one
-// with '/' a range of rows in one partition.
+// List yields the entities whose key starts with prefix in the table's
+// order (PartitionKey, then RowKey: the Backend's declared key order, see
+// order.go), from one query whose pages of Options.PageSize it streams.
+// With "PartitionKey/RowKey" keys a prefix without '/' selects the
+// partitions whose key starts with it, and one with '/' a range of rows
+// in one partition.
 func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
-	if b.spansPartitions(prefix) {
-		return b.listAll(ctx, prefix) // see order.go
-	}
 	return b.query(ctx, b.prefixFilter(prefix))
 }
 
