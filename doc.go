@@ -104,7 +104,9 @@
 //
 // List iterates; Page returns one page and an opaque token for the next,
 // resuming after the last key so that pages stay exact while documents come
-// and go. Every operation is one OpenTelemetry span, with metrics of
+// and go. Both yield keys in the order of the backend's own listing
+// (Store.CompareKeys): by UTF-16 code units, or on a table without
+// tablestore.Options.Partition by PartitionKey, then RowKey. Every operation is one OpenTelemetry span, with metrics of
 // attempts, batches, conflicts, lost responses and the cache
 // (Options.TracerProvider, MeterProvider; the global ones by default, no-ops
 // until an app installs an SDK), and warnings go to Options.Logger.

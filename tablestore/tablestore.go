@@ -15,7 +15,9 @@
 // rows come before partition "a-b", although "a-b/x" < "a/y" character by
 // character. The Backend declares that order (driver.Abilities.CompareKeys;
 // Store.CompareKeys reports it); with Options.Partition it is the order of
-// the row keys, by UTF-16 code units, as on every other backend. You build the aztables client (connection string, shared key or
+// the row keys, by UTF-16 code units, as on every other backend.
+//
+// You build the aztables client (connection string, shared key or
 // azidentity); the package never handles credentials.
 package tablestore
 
