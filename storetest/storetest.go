@@ -107,7 +107,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 						want := b.Abilities()
 						b = Wrap(b)
 						if got := b.Abilities(); got.Verbatim != want.Verbatim || (got.Codec == nil) != (want.Codec == nil) || (got.ReadIfChanged == nil) != (want.ReadIfChanged == nil) ||
-							got.Merge != want.Merge || got.MaxKeyLen != want.MaxKeyLen || (got.Commit == nil) != (want.Commit == nil) || (got.CheckCommit == nil) != (want.CheckCommit == nil) {
+							got.Merge != want.Merge || got.MaxKeyLen != want.MaxKeyLen || (got.Commit == nil) != (want.Commit == nil) || (got.CheckCommit == nil) != (want.CheckCommit == nil) || (got.CompareKeys == nil) != (want.CompareKeys == nil) {
 							t.Fatalf("abilities lost to a wrapper: %+v, want %+v", got, want)
 						}
 					}
