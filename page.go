@@ -25,8 +25,9 @@ type Page[T any] struct {
 // Page returns one page of the documents whose key starts with prefix, in
 // key order (the order of List; see CompareKeys). token is "" for the
 // first page and the previous page's Next after that; limit is how many
-// documents a page holds, from 1 to 5000 (the largest page any of Azure's listings returns;
-// a backend whose service pages are smaller fetches as many as it takes).
+// documents a page holds, from 1 to 5000 (the largest page any of Azure's
+// listings returns; a backend whose service pages are smaller fetches as
+// many as it takes).
 //
 // A page resumes after the last key of the page before it, not from a
 // position of the service: documents added or deleted between calls never

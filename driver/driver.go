@@ -132,17 +132,16 @@ type Backend interface {
 	// ListPage returns, in List's order, the first limit items whose key
 	// starts with prefix and sorts after the key after in that order (""
 	// means from the start), and whether more such items existed when it
-	// looked. It
-	// returns fewer than limit items only when the listing ends, or when
-	// items were deleted while the page was read (it leaves them out, as
-	// List does); it loops over service pages to fill the page, and more
-	// is true only after a full page. limit is between 1 and MaxPageLimit
-	// (the Store checks). after is "" or a key a ListPage of the same
-	// prefix returned (the Store checks that it starts with prefix and
-	// passes ValidateKey); the item may be gone since. The bound is
-	// exclusive and in List's order, never a continuation token of the
-	// service: that keeps pages exact while keys come and go. Errors are
-	// classified as for List.
+	// looked. It returns fewer than limit items only when the listing
+	// ends, or when items were deleted while the page was read (it leaves
+	// them out, as List does); it loops over service pages to fill the
+	// page, and more is true only after a full page. limit is between 1
+	// and MaxPageLimit (the Store checks). after is "" or a key a ListPage
+	// of the same prefix returned (the Store checks that it starts with
+	// prefix and passes ValidateKey); the item may be gone since. The
+	// bound is exclusive and in List's order, never a continuation token
+	// of the service: that keeps pages exact while keys come and go.
+	// Errors are classified as for List.
 	ListPage(ctx context.Context, prefix, after string, limit int) (items []Item, more bool, err error)
 
 	// Abilities declares what the backend can do beyond this contract.
