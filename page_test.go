@@ -209,3 +209,29 @@ func ExampleStore_Page() {
 	// -- next page
 	// post-3 text of post-3
 }
+
+// reversedBackend declares its own key order: the reverse of
+// driver.CompareKeys.
+type reversedBackend struct{ *memstore.Backend }
+
+func (r reversedBackend) Abilities() driver.Abilities {
+	a := r.Backend.Abilities()
+	a.CompareKeys = func(x, y string) int { return driver.CompareKeys(y, x) }
+	return a
+}
+
+// Store.CompareKeys is the order the backend declares, driver.CompareKeys
+// when it declares none.
+func TestStoreCompareKeys(t *testing.T) {
+	plain := etagstore.New[note](memstore.New(nil), nil)
+	reversed := etagstore.New[note](reversedBackend{memstore.New(nil)}, nil)
+	for _, tc := range [][2]string{{"a", "b"}, {"a-b/x", "a/y"}, {"k😀", "k\uFFFD"}, {"x", "x"}} {
+		a, b := tc[0], tc[1]
+		if got, want := plain.CompareKeys(a, b), driver.CompareKeys(a, b); got != want {
+			t.Errorf("memstore: CompareKeys(%+q, %+q) = %d, want %d", a, b, got, want)
+		}
+		if got, want := reversed.CompareKeys(a, b), driver.CompareKeys(b, a); got != want {
+			t.Errorf("declared order: CompareKeys(%+q, %+q) = %d, want %d", a, b, got, want)
+		}
+	}
+}
