@@ -394,9 +394,10 @@ func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) erro
 	return nil
 }
 
-// List yields the documents whose key starts with prefix, in key order:
-// it lists the blob names, then downloads each (a blob deleted in between is
-// skipped).
+// List yields the documents whose key starts with prefix, in key order
+// (the blob listing's: by UTF-16 code units, driver.CompareKeys; the
+// Backend declares no other): it lists the blob names, then downloads
+// each (a blob deleted in between is skipped).
 func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
 	return func(yield func(driver.Item, error) bool) {
 		if err := b.checkPrefix(prefix); err != nil {
