@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
@@ -82,6 +83,7 @@ func BenchmarkMemUpdate(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportAllocs()
+		defer reportCPU(b, cpuTime())
 		for b.Loop() {
 			if _, err := s.Update(ctx, "k", inc); err != nil {
 				b.Fatal(err)
@@ -92,12 +94,20 @@ func BenchmarkMemUpdate(b *testing.B) {
 		data, _ := json.Marshal(benchSeed)
 		r := &rawMap{docs: map[string]rawDoc{"k": {data: data, version: 1}}}
 		b.ReportAllocs()
+		defer reportCPU(b, cpuTime())
 		for b.Loop() {
 			if _, _, err := r.update("k", inc); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
+}
+
+// reportCPU reports the CPU time per op since start (cpu-ns/op), beside
+// the wall time the benchmark reports: the machine the figures come from
+// may be shared.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }
 
 var benchMillion = flag.Bool("memstore.million", false, "also run BenchmarkMemPage at 10⁶ documents (slow to build)")
