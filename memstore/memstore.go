@@ -44,8 +44,8 @@ type Backend struct {
 	version uint64                // bumped on every write; never reused, so ETags are unique
 }
 
-// treeDegree is the B-tree's degree: nodes of up to 2×32−1 keys, the
-// package's customary size, a few cache lines of string headers each.
+// treeDegree is the B-tree's degree: nodes of 31 to 63 keys, as in etcd's
+// key index.
 const treeDegree = 32
 
 var _ driver.Backend = (*Backend)(nil)
@@ -179,6 +179,7 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 		}
 		seen[a.Key] = true
 	}
+	existed := make([]bool, len(actions))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, a := range actions {
@@ -186,7 +187,7 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 		if err := precondition(a.Key, a.Write.Cond, cur, exists); err != nil {
 			return nil, &driver.ActionError{Index: i, Err: err}
 		}
-		seen[a.Key] = exists
+		existed[i] = exists
 	}
 	etags := make([]driver.ETag, len(actions))
 	for i, a := range actions {
@@ -195,7 +196,7 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 		case a.Delete:
 			b.remove(a.Key)
 		default:
-			etags[i] = b.put(a.Key, a.Write.Data, a.Write.Meta, seen[a.Key])
+			etags[i] = b.put(a.Key, a.Write.Data, a.Write.Meta, existed[i])
 		}
 	}
 	return etags, nil
