@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -210,5 +211,65 @@ func TestReadSharesData(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = b.Read(ctx, "k") }); n != 0 {
 		t.Errorf("Read allocates %v times, want 0", n)
+	}
+}
+
+// Writers creating and deleting keys race readers paging through them;
+// afterwards List holds exactly the keys the writers left. (Under -race
+// this also checks that the B-tree is only changed under the lock.)
+func TestListRacesWriters(t *testing.T) {
+	ctx := t.Context()
+	b := memstore.New(nil)
+	const writers, perWriter = 8, 200
+	var writing, reading sync.WaitGroup
+	done := make(chan struct{})
+	for w := range writers {
+		writing.Go(func() {
+			for i := range perWriter {
+				k := fmt.Sprintf("k/%d/%03d", w, i)
+				etag, err := b.Write(ctx, k, driver.Write{Data: []byte(`{}`), Cond: driver.Cond{Kind: driver.CondCreate}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%2 == 1 { // keep the even ones
+					if err := b.Delete(ctx, k, etag); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	for range 2 {
+		reading.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				prev := ""
+				for it, err := range b.List(ctx, "k/") {
+					if err != nil || (prev != "" && driver.CompareKeys(prev, it.Key) >= 0) {
+						t.Errorf("List yielded %q after %q, %v", it.Key, prev, err)
+						return
+					}
+					prev = it.Key
+				}
+			}
+		})
+	}
+	writing.Wait()
+	close(done)
+	reading.Wait()
+	var want []string
+	for w := range writers {
+		for i := 0; i < perWriter; i += 2 {
+			want = append(want, fmt.Sprintf("k/%d/%03d", w, i))
+		}
+	}
+	if diff := cmp.Diff(want, pageAll(t, b, "k/", 50)); diff != "" {
+		t.Errorf("keys left (-want +got):\n%s", diff)
 	}
 }
