@@ -255,7 +255,10 @@ func (e *ActionError) Unwrap() error { return e.Err }
 
 // Codec turns documents into the bytes a Backend stores and back.
 // Marshal must be deterministic (the same value gives the same bytes): Update
-// skips the write when a mutation leaves the bytes unchanged.
+// skips the write when a mutation leaves the bytes unchanged. Marshal
+// returns bytes it does not touch again; Unmarshal must not modify data,
+// and must copy what it keeps of it (as encoding/json's Unmarshaler does):
+// data may be the bytes a backend holds (see Item).
 // A Codec must be safe for concurrent use.
 //
 // A codec that can encode values it cannot decode into T (a table entity
@@ -276,9 +279,15 @@ type Codec interface {
 }
 
 // Item is one stored document as a backend sees it.
+//
+// Data is read-only once written, as a string is: a backend may keep the
+// slice a Write gave it and return those bytes from every Read, List and
+// ListPage (memstore does), so neither the caller of Write nor the
+// receiver of an Item may modify them, and a Codec's Unmarshal must not.
+// The Store never does.
 type Item struct {
 	Key  string
-	Data []byte // the encoded document, as produced by the Store's Codec
+	Data []byte // the encoded document, as produced by the Store's Codec; read-only
 	Meta string // the Store's bookkeeping (write ids), stored verbatim
 	ETag ETag
 }
@@ -355,7 +364,7 @@ const (
 
 // Write is one write request to a Backend.
 type Write struct {
-	Data []byte
+	Data []byte // kept by the backend, perhaps as is: not modified after the call (see Item)
 	Cond Cond
 	Mode Mode
 	// Meta is stored with the document and returned verbatim by Read and

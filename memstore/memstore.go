@@ -6,17 +6,21 @@
 // It is a backend in its own right, for demos, tests of code built on
 // etagstore, and single-process use; it passes the same conformance suite
 // (storetest) as the Azure backends.
+//
+// Documents are kept as the bytes written, never copied: Write keeps
+// w.Data and Read, List and ListPage return it (driver.Item's contract:
+// Data is read-only once written). Keys are kept in a B-tree in key order
+// beside the map that finds them, so that a page costs O(log n + page
+// size) however many documents the backend holds.
 package memstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"iter"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/google/btree"
 
 	"github.com/etagstore/etagstore/driver"
 )
@@ -36,14 +40,19 @@ type Backend struct {
 
 	mu      sync.RWMutex
 	docs    map[string]driver.Item
-	version uint64 // bumped on every write; never reused, so ETags are unique
+	keys    *btree.BTreeG[string] // the keys of docs, in key order (compareKeys)
+	version uint64                // bumped on every write; never reused, so ETags are unique
 }
+
+// treeDegree is the B-tree's degree: nodes of 31 to 63 keys, as in etcd's
+// key index.
+const treeDegree = 32
 
 var _ driver.Backend = (*Backend)(nil)
 
 // New returns an empty Backend. Nil opts means the defaults.
 func New(opts *Options) *Backend {
-	b := &Backend{docs: make(map[string]driver.Item)}
+	b := &Backend{docs: make(map[string]driver.Item), keys: btree.NewG(treeDegree, lessKey)}
 	if opts != nil {
 		b.opts = *opts
 	}
@@ -82,6 +91,7 @@ func (b *Backend) ValidateKey(key string) error {
 }
 
 // Read returns the item under key, or an error matching driver.ErrNotFound.
+// Its Data is the slice written, shared: read-only, as driver.Item says.
 func (b *Backend) Read(ctx context.Context, key string) (driver.Item, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.Item{}, err
@@ -92,11 +102,11 @@ func (b *Backend) Read(ctx context.Context, key string) (driver.Item, error) {
 	if !ok {
 		return driver.Item{}, fmt.Errorf("%w: %q", driver.ErrNotFound, key)
 	}
-	it.Data = bytes.Clone(it.Data)
 	return it, nil
 }
 
-// Write stores w under key if w.Cond holds; see driver.Backend.
+// Write stores w under key if w.Cond holds; see driver.Backend. It keeps
+// w.Data itself, not a copy (driver.Write's contract).
 func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (driver.ETag, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -104,14 +114,13 @@ func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (driver
 	if err := b.check(key, w); err != nil {
 		return "", err
 	}
-	data := bytes.Clone(w.Data)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cur, exists := b.docs[key]
 	if err := precondition(key, w.Cond, cur, exists); err != nil {
 		return "", err
 	}
-	return b.put(key, data, w.Meta), nil
+	return b.put(key, w.Data, w.Meta, exists), nil
 }
 
 // check refuses, before anything changes, a write memstore cannot make.
@@ -128,13 +137,25 @@ func (b *Backend) check(key string, w driver.Write) error {
 	return nil
 }
 
-// put stores data under key as a new version and returns its ETag. b.mu
-// is held.
-func (b *Backend) put(key string, data []byte, meta string) driver.ETag {
+// put stores data under key as a new version and returns its ETag;
+// existed says whether key was there before. b.mu is held. data's
+// capacity is cut to its length, so that a reader's append copies rather
+// than writing past the end into memory another reader may append to.
+func (b *Backend) put(key string, data []byte, meta string, existed bool) driver.ETag {
 	b.version++
-	etag := driver.ETag(strconv.AppendUint(append(make([]byte, 0, 20), `"0x`...), b.version, 16)) + `"`
-	b.docs[key] = driver.Item{Key: key, Data: data, Meta: meta, ETag: etag}
+	var buf [24]byte
+	etag := driver.ETag(append(strconv.AppendUint(append(buf[:0], `"0x`...), b.version, 16), '"'))
+	b.docs[key] = driver.Item{Key: key, Data: data[:len(data):len(data)], Meta: meta, ETag: etag}
+	if !existed {
+		b.keys.ReplaceOrInsert(key)
+	}
 	return etag
+}
+
+// remove deletes key, which exists. b.mu is held.
+func (b *Backend) remove(key string) {
+	delete(b.docs, key)
+	b.keys.Delete(key)
 }
 
 // commit applies actions atomically (driver.Abilities.Commit): every
@@ -145,7 +166,6 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 		return nil, err
 	}
 	seen := make(map[string]bool, len(actions))
-	data := make([][]byte, len(actions))
 	for i, a := range actions {
 		err := a.Write.Cond.Check()
 		if err == nil && !a.Delete && !a.Check {
@@ -157,8 +177,9 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 		if err != nil {
 			return nil, &driver.ActionError{Index: i, Err: err}
 		}
-		seen[a.Key], data[i] = true, bytes.Clone(a.Write.Data)
+		seen[a.Key] = true
 	}
+	existed := make([]bool, len(actions))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, a := range actions {
@@ -166,15 +187,16 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 		if err := precondition(a.Key, a.Write.Cond, cur, exists); err != nil {
 			return nil, &driver.ActionError{Index: i, Err: err}
 		}
+		existed[i] = exists
 	}
 	etags := make([]driver.ETag, len(actions))
 	for i, a := range actions {
 		switch {
 		case a.Check: // checked above; nothing to write
 		case a.Delete:
-			delete(b.docs, a.Key)
+			b.remove(a.Key)
 		default:
-			etags[i] = b.put(a.Key, data[i], a.Write.Meta)
+			etags[i] = b.put(a.Key, a.Write.Data, a.Write.Meta, existed[i])
 		}
 	}
 	return etags, nil
@@ -195,7 +217,7 @@ func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) erro
 	if err := precondition(key, cond, cur, exists); err != nil {
 		return err
 	}
-	delete(b.docs, key)
+	b.remove(key)
 	return nil
 }
 
@@ -215,55 +237,4 @@ func precondition(key string, cond driver.Cond, cur driver.Item, exists bool) er
 		}
 	}
 	return nil
-}
-
-// List yields the items whose key starts with prefix, in key order (by
-// UTF-16 code units, as Azure's services order keys), from a snapshot taken
-// when iteration starts.
-func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
-	return func(yield func(driver.Item, error) bool) {
-		if err := ctx.Err(); err != nil {
-			yield(driver.Item{}, err)
-			return
-		}
-		b.mu.RLock()
-		var items []driver.Item
-		for k, it := range b.docs {
-			if strings.HasPrefix(k, prefix) {
-				items = append(items, it)
-			}
-		}
-		b.mu.RUnlock()
-		slices.SortFunc(items, func(a, b driver.Item) int { return driver.CompareKeys(a.Key, b.Key) })
-		for _, it := range items {
-			it.Data = bytes.Clone(it.Data)
-			if !yield(it, nil) {
-				return
-			}
-		}
-	}
-}
-
-// ListPage returns up to limit items whose key starts with prefix and
-// sorts after the key after, in key order (driver.CompareKeys), and
-// whether more follow; see driver.Backend.
-func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, false, err
-	}
-	b.mu.RLock()
-	var items []driver.Item
-	for k, it := range b.docs {
-		if strings.HasPrefix(k, prefix) && driver.CompareKeys(k, after) > 0 {
-			items = append(items, it)
-		}
-	}
-	b.mu.RUnlock()
-	slices.SortFunc(items, func(a, b driver.Item) int { return driver.CompareKeys(a.Key, b.Key) })
-	more := len(items) > limit
-	items = items[:min(len(items), limit)]
-	for i := range items {
-		items[i].Data = bytes.Clone(items[i].Data)
-	}
-	return items, more, nil
 }

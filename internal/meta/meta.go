@@ -35,7 +35,9 @@ type Meta struct {
 
 func Parse(s string) Meta {
 	var m Meta
-	for field := range strings.SplitSeq(s, ";") {
+	for s != "" {
+		var field string
+		field, s, _ = strings.Cut(s, ";")
 		k, v, _ := strings.Cut(field, "=")
 		switch k {
 		case "w":
@@ -118,7 +120,8 @@ func Fresh(id string, fence int64) Meta {
 // write id id (a new one if empty) and fencing token fence (0: none): m's
 // ids plus id, keeping the newest keep; the same lineage (a new one if m
 // had none) one step on; the higher of the two tokens. It encodes the
-// result once and takes every field from that encoding.
+// result once; its string fields are parts of that encoding (they keep
+// no older encoding alive), as Parse's are.
 func (m Meta) Then(id string, keep int, fence int64) Meta {
 	if m.Lineage == "" { // a history written before lineages: start one
 		next := Fresh(id, max(m.Fence, fence))
@@ -148,19 +151,21 @@ func (m Meta) Then(id string, keep int, fence int64) Meta {
 	} else {
 		writeID(&b)
 	}
+	idsEnd := b.Len()
 	var num [20]byte
 	b.WriteString(";l=")
+	lineage := b.Len()
 	b.WriteString(m.Lineage)
+	lineageEnd := b.Len()
 	b.WriteString(";n=")
 	b.Write(strconv.AppendInt(num[:0], m.Seq+1, 10))
-	if f := max(m.Fence, fence); f > 0 {
+	f := max(m.Fence, fence, 0)
+	if f > 0 {
 		b.WriteString(";f=")
 		b.Write(strconv.AppendInt(num[:0], f, 10))
 	}
 	raw := b.String()
-	next := Parse(raw)
-	next.raw = raw
-	return next
+	return Meta{IDs: raw[len("w="):idsEnd], Lineage: raw[lineage:lineageEnd], Seq: m.Seq + 1, Fence: f, raw: raw}
 }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)

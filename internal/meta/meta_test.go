@@ -29,4 +29,44 @@ func TestMetaThen(t *testing.T) {
 	if gen := m.Then("", 16, 0); len(gen.LastID()) != 16 || gen.Has("a") == false {
 		t.Errorf("then with a generated id = %q", gen.String())
 	}
+	// Every field of Then's result is what Parse reads from its encoding,
+	// with and without a fence, ids and a generated id.
+	for _, from := range []string{"l=L;n=1", "w=a;l=L;n=41", "w=a,b;l=L;n=2;f=9"} {
+		for _, id := range []string{"x", ""} {
+			next := Parse(from).Then(id, 2, 0)
+			again := Parse(next.String())
+			again.raw = next.raw
+			if again != next {
+				t.Errorf("Parse(%q).Then(%q) = %+v, its encoding parses as %+v", from, id, next, again)
+			}
+		}
+	}
+}
+
+// sixteen is the bookkeeping of a document after many writes with the
+// default window of 16 ids.
+func sixteen() Meta {
+	m := Fresh(NewID(), 0)
+	for range 20 {
+		m = m.Then("", 16, 0)
+	}
+	return m
+}
+
+// BenchmarkThen: the bookkeeping of one Update's write.
+func BenchmarkThen(b *testing.B) {
+	m := sixteen()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = m.Then("", 16, 0)
+	}
+}
+
+// BenchmarkParse: reading the bookkeeping of a version read.
+func BenchmarkParse(b *testing.B) {
+	s := sixteen().String()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Parse(s)
+	}
 }

@@ -1,0 +1,81 @@
+package memstore
+
+import (
+	"context"
+	"iter"
+	"strings"
+
+	"github.com/etagstore/etagstore/driver"
+)
+
+// listChunk is how many items List reads under the lock at a time.
+const listChunk = 256
+
+// List yields the items whose key starts with prefix, in key order (by
+// UTF-16 code units, as Azure's services order keys). Like the services'
+// listings it reads in pages, here of 256 items under the read lock, so
+// that the first item comes at once and writers wait for one page at
+// most: every key appears at most once and in order, each item as it was
+// at one instant, and a document written or deleted while the listing
+// runs may or may not be seen. ctx is checked before every page.
+func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
+	return func(yield func(driver.Item, error) bool) {
+		after := ""
+		for {
+			if err := ctx.Err(); err != nil {
+				yield(driver.Item{}, err)
+				return
+			}
+			items, more := b.page(prefix, after, listChunk)
+			for _, it := range items {
+				if !yield(it, nil) {
+					return
+				}
+			}
+			if !more {
+				return
+			}
+			after = items[len(items)-1].Key
+		}
+	}
+}
+
+// ListPage returns up to limit items whose key starts with prefix and
+// sorts after the key after, in key order (driver.CompareKeys), and
+// whether more follow; see driver.Backend. It costs O(log n + limit).
+func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	items, more := b.page(prefix, after, limit)
+	return items, more, nil
+}
+
+// page returns, under the read lock, the first limit items whose key
+// starts with prefix and sorts after after ("": from the start), and
+// whether more follow. The keys with a prefix are contiguous in key order
+// and begin at the prefix itself, so the walk starts at the later of
+// prefix and after and stops at the first key without the prefix.
+func (b *Backend) page(prefix, after string, limit int) (items []driver.Item, more bool) {
+	items = make([]driver.Item, 0, min(limit, 64))
+	from := prefix
+	if compareKeys(after, prefix) > 0 {
+		from = after
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	b.keys.AscendGreaterOrEqual(from, func(k string) bool {
+		switch {
+		case !strings.HasPrefix(k, prefix):
+			return false
+		case k == after:
+			return true
+		case len(items) == limit:
+			more = true
+			return false
+		}
+		items = append(items, b.docs[k])
+		return true
+	})
+	return items, more
+}
