@@ -166,19 +166,30 @@ func skipNested(doc []byte, i int) int {
 	return -1
 }
 
-// The bytes of a JSON string's content that need a look: the ones a
-// string cannot hold unescaped (controls, '"', '\\'), the ones
-// encoding/json escapes ('<', '>', '&'), and the first byte of U+2028 and
-// U+2029, which it escapes too.
-var special = func() (s [256]bool) {
-	for b := range 0x20 {
-		s[b] = true
+// class tells, for each byte of a JSON string's content, whether it needs
+// a look (special): the bytes a string cannot hold unescaped (controls,
+// '"', '\\'), the ones encoding/json escapes ('<', '>', '&'), and 0xE2, the
+// first byte of U+2028 and U+2029, which it escapes too. Any other byte's
+// class is the number of UTF-16 code units of the character it starts: 1
+// for ASCII and the first byte of a two- or three-byte sequence, 2 for the
+// first of four, 0 for a continuation byte.
+var class = func() (c [256]uint8) {
+	for b := range 256 {
+		switch {
+		case b < 0x20, b == '"', b == '\\', b == '<', b == '>', b == '&', b == 0xE2:
+			c[b] = special
+		case b >= 0x80 && b < 0xC0:
+			c[b] = 0
+		case b >= 0xF0:
+			c[b] = 2
+		default:
+			c[b] = 1
+		}
 	}
-	for _, b := range []byte{'"', '\\', '<', '>', '&', 0xE2} {
-		s[b] = true
-	}
-	return s
+	return c
 }()
+
+const special = 0xFF
 
 const hexDigits = "0123456789abcdef"
 
@@ -191,15 +202,17 @@ var shortEscapes = [256]byte{'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\
 // s is valid UTF-8.
 func appendString(dst []byte, s string) ([]byte, int) {
 	dst = append(dst, '"')
-	units := utf8.RuneCountInString(s)
-	start := 0
+	units, start := 0, 0
 	for i := 0; i < len(s); i++ {
 		b := s[i]
-		if b >= utf8.RuneSelf {
-			if b >= 0xF0 {
-				units++ // a rune outside the BMP is two UTF-16 code units
-			}
-			if b != 0xE2 || i+2 >= len(s) || s[i+1] != 0x80 || s[i+2]&^1 != 0xA8 {
+		c := class[b]
+		if c != special {
+			units += int(c)
+			continue
+		}
+		if b == 0xE2 {
+			units++
+			if i+2 >= len(s) || s[i+1] != 0x80 || s[i+2]&^1 != 0xA8 {
 				continue
 			}
 			dst = append(dst, s[start:i]...)
@@ -208,9 +221,7 @@ func appendString(dst []byte, s string) ([]byte, int) {
 			start = i + 1
 			continue
 		}
-		if !special[b] {
-			continue
-		}
+		units++
 		dst = append(dst, s[start:i]...)
 		dst = appendEscape(dst, b)
 		start = i + 1
@@ -261,13 +272,16 @@ func unquote(q []byte) (jsonText, error) {
 		}
 		return jsonText{text: s, units: utf16Len(s)}, nil
 	}
-	i := 0
-	for i < len(in) && !special[in[i]] {
-		i++
+	units, i := 0, 0
+	for ; i < len(in); i++ {
+		c := class[in[i]]
+		if c == special {
+			break
+		}
+		units += int(c)
 	}
 	if i == len(in) { // nothing to unescape or check: the usual case
-		s := string(in)
-		return jsonText{text: s, canonical: true, units: utf16Len(s)}, nil
+		return jsonText{text: string(in), canonical: true, units: units}, nil
 	}
 	return unescape(in, i)
 }
@@ -281,7 +295,7 @@ func unescape(in []byte, i int) (jsonText, error) {
 	start := 0
 	for ; i < len(in); i++ {
 		b := in[i]
-		if !special[b] {
+		if class[b] != special {
 			continue
 		}
 		sb.Write(in[start:i])
@@ -343,7 +357,7 @@ func unescapeOne(sb *strings.Builder, in []byte) (n int, canonical bool, err err
 	}
 	sb.WriteRune(r)
 	var want []byte
-	if r < utf8.RuneSelf && special[r] {
+	if r < utf8.RuneSelf && class[r] == special {
 		want = appendEscape(nil, byte(r))
 	} else if r == '\u2028' || r == '\u2029' {
 		want = []byte{'\\', 'u', '2', '0', '2', hexDigits[r&0xF]}
@@ -374,10 +388,12 @@ func hex4(b []byte) (rune, bool) {
 
 // utf16Len is the length of s, valid UTF-8, in UTF-16 code units.
 func utf16Len(s string) int {
-	n := utf8.RuneCountInString(s)
+	n := 0
 	for i := 0; i < len(s); i++ {
-		if s[i] >= 0xF0 {
+		if c := class[s[i]]; c == special {
 			n++
+		} else {
+			n += int(c)
 		}
 	}
 	return n
