@@ -98,6 +98,7 @@ type fieldPlan struct {
 	index []int
 	name  string
 	kind  edmKind
+	split bool // tagged table:"split": stored across properties when large
 }
 
 type typePlan struct {
@@ -180,14 +181,23 @@ func planField(t reflect.Type, f fields.Field) (fieldPlan, error) {
 	if !identifier.MatchString(name) {
 		return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s: %q is not a valid property name (letters, digits and _, at most 255)", etagstore.ErrInvalidInput, f.GoName, t, name)
 	}
-	kind := kindOf(f.Type)
-	if f.Tag.Get("table") == "guid" {
+	fp := fieldPlan{index: f.Index, name: name, kind: kindOf(f.Type)}
+	switch tag := f.Tag.Get("table"); tag {
+	case "":
+	case "guid":
 		if f.Type.Kind() != reflect.String {
 			return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s: the guid option needs a string field", etagstore.ErrInvalidInput, f.GoName, t)
 		}
-		kind = edmGUID
+		fp.kind = edmGUID
+	case "split":
+		if !splittable(fp.kind) {
+			return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s: the split option needs a string, a []byte or a field held as JSON", etagstore.ErrInvalidInput, f.GoName, t)
+		}
+		fp.split = true
+	default:
+		return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s: unknown table option %q (guid or split)", etagstore.ErrInvalidInput, f.GoName, t, tag)
 	}
-	return fieldPlan{index: f.Index, name: name, kind: kind}, nil
+	return fp, nil
 }
 
 func kindOf(t reflect.Type) edmKind {
@@ -255,6 +265,11 @@ func (EntityCodec) Members(t reflect.Type) map[string]bool {
 	known := make(map[string]bool, 2*len(p.fields))
 	for _, f := range p.fields {
 		known[f.name], known[f.name+"@odata.type"] = true, true
+		if splittable(f.kind) { // a large value written by a T whose field is split
+			for i := 1; i <= maxParts; i++ {
+				known[partName(f.name, i)], known[partName(f.name, i)+"@odata.type"] = true, true
+			}
+		}
 	}
 	return known
 }
@@ -281,6 +296,7 @@ func (EntityCodec) Marshal(v any) ([]byte, error) {
 		if err := w.field(f, rv.FieldByIndex(f.index)); err != nil {
 			return nil, err
 		}
+		w.check(f)
 	}
 	return w.finish(plan)
 }
@@ -288,8 +304,10 @@ func (EntityCodec) Marshal(v any) ([]byte, error) {
 // entityWriter writes the properties of an entity and adds up its size as
 // Azure counts it.
 type entityWriter struct {
-	buf  []byte
-	size int
+	buf   []byte
+	size  int
+	props int
+	over  string // the field that took the entity past its limits
 }
 
 // writer returns an entityWriter with room for a document of p's type as
@@ -300,11 +318,19 @@ func (p *typePlan) writer() entityWriter {
 	return entityWriter{buf: buf}
 }
 
-// finish closes the object, checks the entity's size and remembers it as
-// the next one's hint.
+// check notes f as the field that took the entity past Azure's limits
+// (MaxEntitySize, MaxProperties), when it did.
+func (w *entityWriter) check(f *fieldPlan) {
+	if w.over == "" && (w.size > MaxEntitySize-reserveForKeys || w.props > MaxProperties) {
+		w.over = f.name
+	}
+}
+
+// finish closes the object, refuses an entity past Azure's limits and
+// remembers its size as the next one's hint.
 func (w *entityWriter) finish(p *typePlan) ([]byte, error) {
-	if w.size > MaxEntitySize-reserveForKeys {
-		return nil, fmt.Errorf("%w: tablestore: document is %d bytes as an entity, the limit is %d", etagstore.ErrTooLarge, w.size, MaxEntitySize-reserveForKeys)
+	if w.over != "" {
+		return nil, fmt.Errorf("%w: tablestore: with field %s the document is %d bytes in %d properties as an entity, the limits are %d bytes and %d properties", etagstore.ErrTooLarge, w.over, w.size, w.props, MaxEntitySize-reserveForKeys, MaxProperties)
 	}
 	w.buf = append(w.buf, '}')
 	if n := int64(len(w.buf)); n > p.sizeHint.Load() {
@@ -322,7 +348,8 @@ func (w *entityWriter) name(name string, size int) {
 	w.buf = append(w.buf, '"')
 	w.buf = append(w.buf, name...)
 	w.buf = append(w.buf, '"', ':')
-	w.size += 8 + 2*len(name) + size
+	w.size += 8 + 2*utf16Len(name) + size
+	w.props++
 }
 
 // annotate writes the type annotation of property name.
@@ -381,13 +408,26 @@ func (w *entityWriter) text(f *fieldPlan, s string) error {
 		i := invalidAt(s)
 		return invalid(f.name, "string is not valid UTF-8 (byte %d of %d is %#02x)", i, len(s), s[i])
 	}
+	return w.string(f, s, " as UTF-16")
+}
+
+// string writes s as the Edm.String of field f, or splits it (see
+// splitText) when one property cannot hold it and f may be split; what
+// says what s is in the error for a value too large.
+func (w *entityWriter) string(f *fieldPlan, s, what string) error {
+	mark, size, props := len(w.buf), w.size, w.props
 	w.name(f.name, 4)
 	var units int
 	w.buf, units = appendString(w.buf, s)
-	if 2*units > MaxPropertySize {
-		return fmt.Errorf("%w: tablestore: field %s is %d bytes as UTF-16, a property holds %d", etagstore.ErrTooLarge, f.name, 2*units, MaxPropertySize)
+	if 2*units <= MaxPropertySize && !(f.split && units > partUnits) {
+		w.size += 2 * units
+		return nil
 	}
-	w.size += 2 * units
+	if !f.split {
+		return tooLarge(f, 2*units, what)
+	}
+	w.buf, w.size, w.props = w.buf[:mark], size, props
+	w.splitText(f, s)
 	return nil
 }
 
@@ -427,7 +467,11 @@ func (w *entityWriter) binary(f *fieldPlan, fv reflect.Value) error {
 	}
 	b := fv.Bytes()
 	if len(b) > MaxPropertySize {
-		return fmt.Errorf("%w: tablestore: field %s is %d bytes, a property holds %d", etagstore.ErrTooLarge, f.name, len(b), MaxPropertySize)
+		if !f.split {
+			return tooLarge(f, len(b), "")
+		}
+		w.splitBinary(f, b)
+		return nil
 	}
 	w.name(f.name, 4+len(b))
 	w.buf = append(base64.StdEncoding.AppendEncode(append(w.buf, '"'), b), '"')
@@ -442,14 +486,7 @@ func (w *entityWriter) json(f *fieldPlan, fv reflect.Value) error {
 	if err != nil {
 		return jsonFieldError(f.name, err)
 	}
-	w.name(f.name, 4)
-	var units int
-	w.buf, units = appendString(w.buf, string(j))
-	if 2*units > MaxPropertySize {
-		return fmt.Errorf("%w: tablestore: field %s is %d bytes of JSON as UTF-16, a property holds %d", etagstore.ErrTooLarge, f.name, 2*units, MaxPropertySize)
-	}
-	w.size += 2 * units
-	return nil
+	return w.string(f, string(j), " of JSON as UTF-16")
 }
 
 // jsonFieldError is the error for field name, held as JSON, that
@@ -539,9 +576,12 @@ func decodeEntity(data []byte, v any, encode bool) ([]byte, error) {
 		raws = make([][]byte, len(plan.fields))
 	}
 	raws = raws[:len(plan.fields)]
+	var parts [][][]byte // per field, the parts of a split value (see split.go)
 	err = eachMember(data, func(name, value, _ []byte) bool {
 		if i, ok := plan.byName[string(name)]; ok {
 			raws[i] = value
+		} else if base, n, ok := partOf(name); ok {
+			parts = addPart(parts, plan, base, n, value)
 		}
 		return true
 	})
@@ -557,10 +597,15 @@ func decodeEntity(data []byte, v any, encode bool) ([]byte, error) {
 		f := &plan.fields[i]
 		fv := rv.FieldByIndex(f.index)
 		canonical, size := false, 0
-		if raw := raws[i]; raw != nil && string(raw) != "null" {
-			if canonical, size, err = decodeField(fv, f.kind, raw); err != nil {
-				return nil, fmt.Errorf("tablestore: property %s: %w", f.name, err)
-			}
+		switch raw := raws[i]; {
+		case raw == nil || string(raw) == "null":
+		case raw[0] != '"' && splittable(f.kind) && parts != nil && parts[i] != nil:
+			err = joinParts(fv, f, string(raw), parts[i])
+		default:
+			canonical, size, err = decodeField(fv, f.kind, raw)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tablestore: property %s: %w", f.name, err)
 		}
 		switch {
 		case !encode:
@@ -571,6 +616,7 @@ func decodeEntity(data []byte, v any, encode bool) ([]byte, error) {
 				encode = false // Marshal refuses the value: no encoding
 			}
 		}
+		w.check(f)
 	}
 	if !encode {
 		return nil, nil
@@ -580,6 +626,23 @@ func decodeEntity(data []byte, v any, encode bool) ([]byte, error) {
 		return nil, nil
 	}
 	return out, nil
+}
+
+// addPart records value as part n of the field named base, if T has one
+// that may have been split.
+func addPart(parts [][][]byte, plan *typePlan, base []byte, n int, value []byte) [][][]byte {
+	i, ok := plan.byName[string(base)]
+	if !ok || !splittable(plan.fields[i].kind) {
+		return parts
+	}
+	if parts == nil {
+		parts = make([][][]byte, len(plan.fields))
+	}
+	if parts[i] == nil {
+		parts[i] = make([][]byte, maxParts+1)
+	}
+	parts[i][n] = value
+	return parts
 }
 
 // raw writes field f's value, raw, which is already as Marshal writes it
