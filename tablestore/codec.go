@@ -70,7 +70,23 @@ const MetaProperty = "etagstoreMeta"
 // before anything is sent and name the field: at most MaxProperties fields,
 // MaxPropertySize per string (measured as UTF-16) or binary value, and
 // MaxEntitySize for the whole entity (errors match etagstore.ErrTooLarge).
-// A document too large for one property is refused, never split. Names
+//
+// A string, []byte or JSON-held field tagged `table:"split"` may be larger
+// than one property: a value one property cannot hold (more than 32,767
+// UTF-16 code units of text, or MaxPropertySize bytes) is stored as
+// properties Name‿1 … Name‿k holding its pieces in order (whole
+// characters: a surrogate pair or UTF-8 sequence is never cut), and Name
+// holding k as an Edm.Int32; a smaller value is one property, as without
+// the tag. The separator is U+203F UNDERTIE, which Azure's property names
+// (C# identifiers) allow but no Go identifier or json tag name can hold,
+// so a part's name never collides with a field's. The entity's limits
+// still hold (MaxEntitySize, MaxProperties, the parts counted): past them
+// the write is refused before sending with etagstore.ErrTooLarge naming
+// the field. A filter on a split field is refused (etagstore.ErrInvalidInput):
+// the service cannot compare a value held in parts. A merge writes a split
+// field's count and every part; parts of an earlier, longer value stay in
+// the entity, unread, until a write replaces it. An untagged field is
+// held to one property and refused past it. Names
 // Azure reserves (PartitionKey, RowKey, Timestamp, odata.*) and MetaProperty
 // are refused with etagstore.ErrInvalidInput, as are names that are not
 // identifiers.
