@@ -586,23 +586,9 @@ func decodeEntity(data []byte, v any, encode bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var small [16][]byte
-	raws := small[:0]
-	if len(plan.fields) > len(small) {
-		raws = make([][]byte, len(plan.fields))
-	}
-	raws = raws[:len(plan.fields)]
-	var parts [][][]byte // per field, the parts of a split value (see split.go)
-	err = eachMember(data, func(name, value, _ []byte) bool {
-		if i, ok := plan.byName[string(name)]; ok {
-			raws[i] = value
-		} else if base, n, ok := partOf(name); ok {
-			parts = addPart(parts, plan, base, n, value)
-		}
-		return true
-	})
+	props, err := scanEntity(data, plan)
 	if err != nil {
-		return nil, fmt.Errorf("tablestore: entity is not a JSON object: %w", err)
+		return nil, err
 	}
 	rv.SetZero()
 	var w entityWriter
@@ -612,36 +598,63 @@ func decodeEntity(data []byte, v any, encode bool) ([]byte, error) {
 	for i := range plan.fields {
 		f := &plan.fields[i]
 		fv := rv.FieldByIndex(f.index)
-		canonical, size := false, 0
-		switch raw := raws[i]; {
-		case raw == nil || string(raw) == "null":
-		case raw[0] != '"' && splittable(f.kind) && parts != nil && parts[i] != nil:
-			err = joinParts(fv, f, string(raw), parts[i])
-		default:
-			canonical, size, err = decodeField(fv, f.kind, raw)
-		}
+		canonical, size, err := props.decode(i, f, fv)
 		if err != nil {
 			return nil, fmt.Errorf("tablestore: property %s: %w", f.name, err)
 		}
 		switch {
 		case !encode:
 		case canonical:
-			w.raw(f, raws[i], size)
-		default:
-			if w.field(f, fv) != nil {
-				encode = false // Marshal refuses the value: no encoding
-			}
+			w.raw(f, props.raws[i], size)
+		case w.field(f, fv) != nil:
+			encode = false // Marshal refuses the value: no encoding
 		}
 		w.check(f)
 	}
 	if !encode {
 		return nil, nil
 	}
-	out, err := w.finish(plan)
-	if err != nil {
-		return nil, nil
+	if out, err := w.finish(plan); err == nil {
+		return out, nil
 	}
-	return out, nil
+	return nil, nil
+}
+
+// entityProps are the raw values of an entity's properties, by field of
+// its plan.
+type entityProps struct {
+	raws  [][]byte
+	parts [][][]byte // per field, the parts of a split value (see split.go)
+}
+
+// scanEntity finds the values of plan's fields in data.
+func scanEntity(data []byte, plan *typePlan) (entityProps, error) {
+	p := entityProps{raws: make([][]byte, len(plan.fields))}
+	err := eachMember(data, func(name, value, _ []byte) bool {
+		if i, ok := plan.byName[string(name)]; ok {
+			p.raws[i] = value
+		} else if base, n, ok := partOf(name); ok {
+			p.parts = addPart(p.parts, plan, base, n, value)
+		}
+		return true
+	})
+	if err != nil {
+		return p, fmt.Errorf("tablestore: entity is not a JSON object: %w", err)
+	}
+	return p, nil
+}
+
+// decode sets fv, field i (f) of the plan, from its property; canonical
+// and size as decodeField reports them.
+func (p *entityProps) decode(i int, f *fieldPlan, fv reflect.Value) (canonical bool, size int, err error) {
+	switch raw := p.raws[i]; {
+	case raw == nil || string(raw) == "null":
+		return false, 0, nil
+	case raw[0] != '"' && splittable(f.kind) && p.parts != nil && p.parts[i] != nil:
+		return false, 0, joinParts(fv, f, string(raw), p.parts[i])
+	default:
+		return decodeField(fv, f.kind, raw)
+	}
 }
 
 // addPart records value as part n of the field named base, if T has one

@@ -32,31 +32,14 @@ func eachMember(doc []byte, f func(name, value, member []byte) bool) error {
 		return trailing(doc, i+1)
 	}
 	for {
-		if i >= len(doc) || doc[i] != '"' {
-			return errNotObject
+		name, v, end, err := nextMember(doc, i)
+		if err != nil {
+			return err
 		}
-		start := i
-		end := skipString(doc, i)
-		if end < 0 {
-			return errNotObject
-		}
-		name, ok := memberName(doc[i:end])
-		if !ok {
-			return errNotObject
-		}
-		i = skipSpace(doc, end)
-		if i >= len(doc) || doc[i] != ':' {
-			return errNotObject
-		}
-		v := skipSpace(doc, i+1)
-		i = skipValue(doc, v)
-		if i < 0 {
-			return errNotObject
-		}
-		if !f(name, doc[v:i], doc[start:i]) {
+		if !f(name, doc[v:end], doc[i:end]) {
 			return nil
 		}
-		i = skipSpace(doc, i)
+		i = skipSpace(doc, end)
 		switch {
 		case i < len(doc) && doc[i] == ',':
 			i = skipSpace(doc, i+1)
@@ -66,6 +49,31 @@ func eachMember(doc []byte, f func(name, value, member []byte) bool) error {
 			return errNotObject
 		}
 	}
+}
+
+// nextMember parses the member starting at doc[i]: its name, unquoted, and
+// where its value starts and ends.
+func nextMember(doc []byte, i int) (name []byte, value, end int, err error) {
+	if i >= len(doc) || doc[i] != '"' {
+		return nil, 0, 0, errNotObject
+	}
+	q := skipString(doc, i)
+	if q < 0 {
+		return nil, 0, 0, errNotObject
+	}
+	name, ok := memberName(doc[i:q])
+	if !ok {
+		return nil, 0, 0, errNotObject
+	}
+	i = skipSpace(doc, q)
+	if i >= len(doc) || doc[i] != ':' {
+		return nil, 0, 0, errNotObject
+	}
+	value = skipSpace(doc, i+1)
+	if end = skipValue(doc, value); end < 0 {
+		return nil, 0, 0, errNotObject
+	}
+	return name, value, end, nil
 }
 
 // memberName is the quoted name q unquoted; without escapes (the usual
@@ -356,13 +364,19 @@ func unescapeOne(sb *strings.Builder, in []byte) (n int, canonical bool, err err
 		}
 	}
 	sb.WriteRune(r)
-	var want []byte
-	if r < utf8.RuneSelf && class[r] == special {
-		want = appendEscape(nil, byte(r))
-	} else if r == '\u2028' || r == '\u2029' {
-		want = []byte{'\\', 'u', '2', '0', '2', hexDigits[r&0xF]}
+	return n, bytes.Equal(in[:n], escapeOf(r)), nil
+}
+
+// escapeOf is the escape encoding/json writes for r; nil when it writes r
+// as it is.
+func escapeOf(r rune) []byte {
+	switch {
+	case r < utf8.RuneSelf && class[r] == special:
+		return appendEscape(nil, byte(r))
+	case r == '\u2028' || r == '\u2029':
+		return []byte{'\\', 'u', '2', '0', '2', hexDigits[r&0xF]}
 	}
-	return n, bytes.Equal(in[:n], want), nil
+	return nil
 }
 
 func hex4(b []byte) (rune, bool) {
