@@ -361,28 +361,43 @@ func refused(err error) bool {
 		errors.Is(azerr.ServerBusy(re.StatusCode, re.ErrorCode, err), driver.ErrNotApplied))
 }
 
-// selectProperties keeps only the named properties (and their type
-// annotations) of an entity-properties object; no names keeps all.
+// selectProperties keeps only the named properties of an
+// entity-properties object, with their type annotations and, for a field
+// split across properties, its parts (see EntityCodec); no names keeps
+// all. A merge of a split field writes its count and every part, so
+// readers never join parts of an older value.
 func selectProperties(data []byte, names []string) ([]byte, error) {
 	if len(names) == 0 {
 		return data, nil
 	}
-	var props map[string]json.RawMessage
-	if err := json.Unmarshal(data, &props); err != nil {
-		return nil, err
-	}
-	out := make(map[string]json.RawMessage, 2*len(names))
+	want := make(map[string]bool, len(names))
 	for _, n := range names {
-		v, ok := props[n]
-		if !ok {
+		want[n] = false
+	}
+	out := append(make([]byte, 0, len(data)), '{')
+	err := eachMember(data, func(name, _, member []byte) bool {
+		base, _, _ := bytes.Cut(name, []byte("@"))
+		if field, _, ok := partOf(base); ok {
+			base = field
+		}
+		if _, ok := want[string(base)]; ok {
+			want[string(base)] = true
+			if len(out) > 1 {
+				out = append(out, ',')
+			}
+			out = append(out, member...)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tablestore: entity is not a JSON object: %w", err)
+	}
+	for _, n := range names {
+		if !want[n] {
 			return nil, fmt.Errorf("%w: tablestore: no property %q in the document", etagstore.ErrInvalidInput, n)
 		}
-		out[n] = v
-		if t, ok := props[n+"@odata.type"]; ok {
-			out[n+"@odata.type"] = t
-		}
 	}
-	return json.Marshal(out)
+	return append(out, '}'), nil
 }
 
 // batchFailure reads a failed transaction. The SDK reports it as a

@@ -1,7 +1,6 @@
 package tablestore
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -12,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/etagstore/etagstore"
@@ -71,7 +70,23 @@ const MetaProperty = "etagstoreMeta"
 // before anything is sent and name the field: at most MaxProperties fields,
 // MaxPropertySize per string (measured as UTF-16) or binary value, and
 // MaxEntitySize for the whole entity (errors match etagstore.ErrTooLarge).
-// A document too large for one property is refused, never split. Names
+//
+// A string, []byte or JSON-held field tagged `table:"split"` may be larger
+// than one property: a value one property cannot hold (more than 32,767
+// UTF-16 code units of text, or MaxPropertySize bytes) is stored as
+// properties Name‿1 … Name‿k holding its pieces in order (whole
+// characters: a surrogate pair or UTF-8 sequence is never cut), and Name
+// holding k as an Edm.Int32; a smaller value is one property, as without
+// the tag. The separator is U+203F UNDERTIE, which Azure's property names
+// (C# identifiers) allow but no Go identifier or json tag name can hold,
+// so a part's name never collides with a field's. The entity's limits
+// still hold (MaxEntitySize, MaxProperties, the parts counted): past them
+// the write is refused before sending with etagstore.ErrTooLarge naming
+// the field. A filter on a split field is refused (etagstore.ErrInvalidInput):
+// the service cannot compare a value held in parts. A merge writes a split
+// field's count and every part; parts of an earlier, longer value stay in
+// the entity, unread, until a write replaces it. An untagged field is
+// held to one property and refused past it. Names
 // Azure reserves (PartitionKey, RowKey, Timestamp, odata.*) and MetaProperty
 // are refused with etagstore.ErrInvalidInput, as are names that are not
 // identifiers.
@@ -99,11 +114,14 @@ type fieldPlan struct {
 	index []int
 	name  string
 	kind  edmKind
+	split bool // tagged table:"split": stored across properties when large
 }
 
 type typePlan struct {
-	fields []fieldPlan
-	err    error
+	fields   []fieldPlan
+	byName   map[string]int // the index in fields of each property name
+	err      error
+	sizeHint atomic.Int64 // the size of the largest encoding so far
 }
 
 var plans sync.Map // reflect.Type -> *typePlan
@@ -123,6 +141,10 @@ func planFor(t reflect.Type) (*typePlan, error) {
 	}
 	p := &typePlan{}
 	p.fields, p.err = buildPlan(t)
+	p.byName = make(map[string]int, len(p.fields))
+	for i, f := range p.fields {
+		p.byName[f.name] = i
+	}
 	plans.Store(t, p)
 	return p, p.err
 }
@@ -175,14 +197,23 @@ func planField(t reflect.Type, f fields.Field) (fieldPlan, error) {
 	if !identifier.MatchString(name) {
 		return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s: %q is not a valid property name (letters, digits and _, at most 255)", etagstore.ErrInvalidInput, f.GoName, t, name)
 	}
-	kind := kindOf(f.Type)
-	if f.Tag.Get("table") == "guid" {
+	fp := fieldPlan{index: f.Index, name: name, kind: kindOf(f.Type)}
+	switch tag := f.Tag.Get("table"); tag {
+	case "":
+	case "guid":
 		if f.Type.Kind() != reflect.String {
 			return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s: the guid option needs a string field", etagstore.ErrInvalidInput, f.GoName, t)
 		}
-		kind = edmGUID
+		fp.kind = edmGUID
+	case "split":
+		if !splittable(fp.kind) {
+			return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s: the split option needs a string, a []byte or a field held as JSON", etagstore.ErrInvalidInput, f.GoName, t)
+		}
+		fp.split = true
+	default:
+		return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s: unknown table option %q (guid or split)", etagstore.ErrInvalidInput, f.GoName, t, tag)
 	}
-	return fieldPlan{index: f.Index, name: name, kind: kind}, nil
+	return fp, nil
 }
 
 func kindOf(t reflect.Type) edmKind {
@@ -250,6 +281,11 @@ func (EntityCodec) Members(t reflect.Type) map[string]bool {
 	known := make(map[string]bool, 2*len(p.fields))
 	for _, f := range p.fields {
 		known[f.name], known[f.name+"@odata.type"] = true, true
+		if splittable(f.kind) { // a large value written by a T whose field is split
+			for i := 1; i <= maxParts; i++ {
+				known[partName(f.name, i)], known[partName(f.name, i)+"@odata.type"] = true, true
+			}
+		}
 	}
 	return known
 }
@@ -270,75 +306,108 @@ func (EntityCodec) Marshal(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var w entityWriter
-	w.buf.WriteByte('{')
+	w := plan.writer()
 	for i := range plan.fields {
 		f := &plan.fields[i]
-		p, ok, err := encodeField(f, rv.FieldByIndex(f.index))
-		if err != nil {
+		if err := w.field(f, rv.FieldByIndex(f.index)); err != nil {
 			return nil, err
 		}
-		if ok {
-			w.write(f.name, p)
-		}
+		w.check(f)
 	}
-	if w.size > MaxEntitySize-reserveForKeys {
-		return nil, fmt.Errorf("%w: tablestore: document is %d bytes as an entity, the limit is %d", etagstore.ErrTooLarge, w.size, MaxEntitySize-reserveForKeys)
-	}
-	w.buf.WriteByte('}')
-	return w.buf.Bytes(), nil
+	return w.finish(plan)
 }
 
-// property is one encoded property value.
-type property struct {
-	value []byte // JSON
-	edm   string // the odata type annotation; "" when the JSON type says it
-	size  int    // the value's size as Azure counts it
-}
-
-// entityWriter writes the properties of an entity and adds up its size.
+// entityWriter writes the properties of an entity and adds up its size as
+// Azure counts it.
 type entityWriter struct {
-	buf  bytes.Buffer
-	size int
+	buf   []byte
+	size  int
+	props int
+	over  string // the field that took the entity past its limits
 }
 
-func (w *entityWriter) write(name string, p property) {
-	if w.buf.Len() > 1 {
-		w.buf.WriteByte(',')
-	}
-	writeString(&w.buf, name)
-	w.buf.WriteByte(':')
-	w.buf.Write(p.value)
-	if p.edm != "" {
-		w.buf.WriteByte(',')
-		writeString(&w.buf, name+"@odata.type")
-		w.buf.WriteByte(':')
-		writeString(&w.buf, p.edm)
-	}
-	w.size += 8 + 2*len(name) + p.size
+// writer returns an entityWriter with room for a document of p's type as
+// large as the last one.
+func (p *typePlan) writer() entityWriter {
+	buf := make([]byte, 1, p.sizeHint.Load()+64)
+	buf[0] = '{'
+	return entityWriter{buf: buf}
 }
 
-// encodeField encodes field f, whose value is fv, as a property, or
-// reports that it is stored as no property (ok false: the zero time, a
-// nil []byte, an empty GUID).
-func encodeField(f *fieldPlan, fv reflect.Value) (p property, ok bool, err error) {
+// check notes f as the field that took the entity past Azure's limits
+// (MaxEntitySize, MaxProperties), when it did.
+func (w *entityWriter) check(f *fieldPlan) {
+	if w.over == "" && (w.size > MaxEntitySize-reserveForKeys || w.props > MaxProperties) {
+		w.over = f.name
+	}
+}
+
+// finish closes the object, refuses an entity past Azure's limits and
+// remembers its size as the next one's hint.
+func (w *entityWriter) finish(p *typePlan) ([]byte, error) {
+	if w.over != "" {
+		return nil, fmt.Errorf("%w: tablestore: with field %s the document is %d bytes in %d properties as an entity, the limits are %d bytes and %d properties", etagstore.ErrTooLarge, w.over, w.size, w.props, MaxEntitySize-reserveForKeys, MaxProperties)
+	}
+	w.buf = append(w.buf, '}')
+	if n := int64(len(w.buf)); n > p.sizeHint.Load() {
+		p.sizeHint.Store(n)
+	}
+	return w.buf, nil
+}
+
+// name starts the property name (an identifier: nothing to escape), and
+// counts the property's name and overhead; size is the value's size.
+func (w *entityWriter) name(name string, size int) {
+	if len(w.buf) > 1 {
+		w.buf = append(w.buf, ',')
+	}
+	w.buf = append(w.buf, '"')
+	w.buf = append(w.buf, name...)
+	w.buf = append(w.buf, '"', ':')
+	w.size += 8 + 2*utf16Len(name) + size
+	w.props++
+}
+
+// annotate writes the type annotation of property name.
+func (w *entityWriter) annotate(name, edm string) {
+	w.buf = append(w.buf, ',', '"')
+	w.buf = append(w.buf, name...)
+	w.buf = append(w.buf, `@odata.type":"`...)
+	w.buf = append(w.buf, edm...)
+	w.buf = append(w.buf, '"')
+}
+
+// field writes field f, whose value is fv, as a property, or as none (the
+// zero time, a nil []byte, an empty GUID).
+func (w *entityWriter) field(f *fieldPlan, fv reflect.Value) error {
 	switch f.kind {
-	case edmString, edmGUID:
-		return encodeString(f, fv.String())
+	case edmString:
+		return w.text(f, fv.String())
+	case edmGUID:
+		return w.guid(f, fv.String())
 	case edmBool:
-		return property{value: strconv.AppendBool(nil, fv.Bool()), size: 1}, true, nil
+		w.name(f.name, 1)
+		w.buf = strconv.AppendBool(w.buf, fv.Bool())
 	case edmInt32:
-		return property{value: strconv.AppendInt(nil, intOf(fv), 10), size: 4}, true, nil
+		w.name(f.name, 4)
+		w.buf = strconv.AppendInt(w.buf, intOf(fv), 10)
 	case edmInt64:
-		return property{value: jsonString(strconv.FormatInt(intOf(fv), 10)), edm: "Edm.Int64", size: 8}, true, nil
+		w.name(f.name, 8)
+		w.buf = append(w.buf, '"')
+		w.buf = append(strconv.AppendInt(w.buf, intOf(fv), 10), '"')
+		w.annotate(f.name, "Edm.Int64")
 	case edmDouble:
-		return property{value: formatDouble(fv.Float(), fv.Type().Bits()), edm: "Edm.Double", size: 8}, true, nil
+		w.name(f.name, 8)
+		w.buf = appendDouble(w.buf, fv.Float(), fv.Type().Bits())
+		w.annotate(f.name, "Edm.Double")
 	case edmDateTime:
-		return encodeDateTime(f, fv.Interface().(time.Time))
+		return w.dateTime(f, fv.Interface().(time.Time))
 	case edmBinary:
-		return encodeBinary(f, fv)
+		return w.binary(f, fv)
+	default:
+		return w.json(f, fv)
 	}
-	return encodeJSON(f, fv)
+	return nil
 }
 
 // intOf is the integer in fv; an unsigned one above MaxInt64 as its two's
@@ -350,66 +419,90 @@ func intOf(fv reflect.Value) int64 {
 	return int64(fv.Uint())
 }
 
-func encodeString(f *fieldPlan, s string) (property, bool, error) {
+func (w *entityWriter) text(f *fieldPlan, s string) error {
 	if !utf8.ValidString(s) {
 		i := invalidAt(s)
-		return property{}, false, invalid(f.name, "string is not valid UTF-8 (byte %d of %d is %#02x)", i, len(s), s[i])
+		return invalid(f.name, "string is not valid UTF-8 (byte %d of %d is %#02x)", i, len(s), s[i])
 	}
-	p := property{size: 4 + 2*len(utf16.Encode([]rune(s)))}
-	if p.size-4 > MaxPropertySize {
-		return p, false, fmt.Errorf("%w: tablestore: field %s is %d bytes as UTF-16, a property holds %d", etagstore.ErrTooLarge, f.name, p.size-4, MaxPropertySize)
-	}
-	if f.kind == edmGUID {
-		if s == "" {
-			return p, false, nil
-		}
-		if !guidPattern.MatchString(s) {
-			return p, false, fmt.Errorf("%w: tablestore: field %s: %q is not a GUID", etagstore.ErrInvalidInput, f.name, s)
-		}
-		p.edm, p.size = "Edm.Guid", 16
-	}
-	p.value = jsonString(s)
-	return p, true, nil
+	return w.string(f, s, " as UTF-16")
 }
 
-func encodeDateTime(f *fieldPlan, t time.Time) (property, bool, error) {
+// string writes s as the Edm.String of field f, or splits it (see
+// splitText) when one property cannot hold it and f may be split; what
+// says what s is in the error for a value too large.
+func (w *entityWriter) string(f *fieldPlan, s, what string) error {
+	mark, size, props := len(w.buf), w.size, w.props
+	w.name(f.name, 4)
+	var units int
+	w.buf, units = appendString(w.buf, s)
+	if 2*units <= MaxPropertySize && !(f.split && units > partUnits) {
+		w.size += 2 * units
+		return nil
+	}
+	if !f.split {
+		return tooLarge(f, 2*units, what)
+	}
+	w.buf, w.size, w.props = w.buf[:mark], size, props
+	w.splitText(f, s)
+	return nil
+}
+
+func (w *entityWriter) guid(f *fieldPlan, s string) error {
+	if s == "" {
+		return nil
+	}
+	if !guidPattern.MatchString(s) {
+		return fmt.Errorf("%w: tablestore: field %s: %q is not a GUID", etagstore.ErrInvalidInput, f.name, s)
+	}
+	w.name(f.name, 16)
+	w.buf = append(append(append(w.buf, '"'), s...), '"')
+	w.annotate(f.name, "Edm.Guid")
+	return nil
+}
+
+func (w *entityWriter) dateTime(f *fieldPlan, t time.Time) error {
 	if t.IsZero() {
-		return property{}, false, nil // the zero time is no property; it decodes back to zero
+		return nil // the zero time is no property; it decodes back to zero
 	}
 	t = t.UTC()
 	if t.Before(minDateTime) {
-		return property{}, false, invalid(f.name, "%s is before 1601, the earliest Edm.DateTime", t)
+		return invalid(f.name, "%s is before 1601, the earliest Edm.DateTime", t)
 	}
 	if t.Year() > maxYear {
-		return property{}, false, invalid(f.name, "%s is after 9999, the latest Edm.DateTime", t)
+		return invalid(f.name, "%s is after 9999, the latest Edm.DateTime", t)
 	}
-	return property{value: jsonString(t.Format("2006-01-02T15:04:05.0000000Z")), edm: "Edm.DateTime", size: 8}, true, nil
+	w.name(f.name, 8)
+	w.buf = append(t.AppendFormat(append(w.buf, '"'), "2006-01-02T15:04:05.0000000Z"), '"')
+	w.annotate(f.name, "Edm.DateTime")
+	return nil
 }
 
-func encodeBinary(f *fieldPlan, fv reflect.Value) (property, bool, error) {
-	b := fv.Bytes()
+func (w *entityWriter) binary(f *fieldPlan, fv reflect.Value) error {
 	if fv.IsNil() {
-		return property{}, false, nil
+		return nil
 	}
+	b := fv.Bytes()
 	if len(b) > MaxPropertySize {
-		return property{}, false, fmt.Errorf("%w: tablestore: field %s is %d bytes, a property holds %d", etagstore.ErrTooLarge, f.name, len(b), MaxPropertySize)
+		if !f.split {
+			return tooLarge(f, len(b), "")
+		}
+		w.splitBinary(f, b)
+		return nil
 	}
-	return property{value: jsonString(base64.StdEncoding.EncodeToString(b)), edm: "Edm.Binary", size: 4 + len(b)}, true, nil
+	w.name(f.name, 4+len(b))
+	w.buf = append(base64.StdEncoding.AppendEncode(append(w.buf, '"'), b), '"')
+	w.annotate(f.name, "Edm.Binary")
+	return nil
 }
 
-// encodeJSON stores a field of any other type as a string holding its
-// JSON, by etagstore.JSON, which refuses what JSON would change.
-func encodeJSON(f *fieldPlan, fv reflect.Value) (property, bool, error) {
+// json stores a field of any other type as a string holding its JSON, by
+// etagstore.JSON, which refuses what JSON would change.
+func (w *entityWriter) json(f *fieldPlan, fv reflect.Value) error {
 	j, err := etagstore.JSON.Marshal(fv.Interface())
 	if err != nil {
-		return property{}, false, jsonFieldError(f.name, err)
+		return jsonFieldError(f.name, err)
 	}
-	s := string(j)
-	size := 4 + 2*len(utf16.Encode([]rune(s)))
-	if size-4 > MaxPropertySize {
-		return property{}, false, fmt.Errorf("%w: tablestore: field %s is %d bytes of JSON as UTF-16, a property holds %d", etagstore.ErrTooLarge, f.name, size-4, MaxPropertySize)
-	}
-	return property{value: jsonString(s), size: size}, true, nil
+	return w.string(f, string(j), " of JSON as UTF-16")
 }
 
 // jsonFieldError is the error for field name, held as JSON, that
@@ -448,33 +541,155 @@ func invalidAt(s string) int {
 	return len(s)
 }
 
-func formatDouble(f float64, bits int) []byte {
+func appendDouble(dst []byte, f float64, bits int) []byte {
 	switch {
 	case math.IsNaN(f):
-		return jsonString("NaN")
+		return append(dst, `"NaN"`...)
 	case math.IsInf(f, 1):
-		return jsonString("Infinity")
+		return append(dst, `"Infinity"`...)
 	case math.IsInf(f, -1):
-		return jsonString("-Infinity")
+		return append(dst, `"-Infinity"`...)
 	}
-	return strconv.AppendFloat(nil, f, 'g', -1, bits)
+	return strconv.AppendFloat(dst, f, 'g', -1, bits)
 }
 
+// jsonString is s as a JSON string, as encoding/json writes it.
 func jsonString(s string) []byte {
-	b, _ := json.Marshal(s) // a string always marshals
+	b, _ := appendString(nil, s)
 	return b
 }
-
-func writeString(buf *bytes.Buffer, s string) { buf.Write(jsonString(s)) }
 
 // Unmarshal decodes entity properties (as returned by the Table service,
 // with or without type annotations) into v, a pointer to a struct or to a
 // pointer to one (allocated when nil, as encoding/json does). Missing
 // properties leave the zero value; unknown ones are ignored.
 func (EntityCodec) Unmarshal(data []byte, v any) error {
+	_, err := decodeEntity(data, v, false)
+	return err
+}
+
+// Decode is Unmarshal that also returns what Marshal returns for the value
+// it decoded, built from data as it decodes: a string property already
+// written as Marshal writes it (as the Table service hands strings back)
+// is copied, not encoded again. A Store calls it to start a
+// read-modify-write, to tell an unchanged document without encoding the
+// value it read a second time. The encoding is nil, with no error, when
+// Marshal would refuse the value decoded.
+func (EntityCodec) Decode(data []byte, v any) ([]byte, error) {
+	return decodeEntity(data, v, true)
+}
+
+// decodeEntity decodes data into v, and when encode is set returns v's
+// encoding.
+func decodeEntity(data []byte, v any, encode bool) ([]byte, error) {
+	rv, plan, err := target(v)
+	if err != nil {
+		return nil, err
+	}
+	props, err := scanEntity(data, plan)
+	if err != nil {
+		return nil, err
+	}
+	rv.SetZero()
+	var w entityWriter
+	if encode {
+		w = plan.writer()
+	}
+	for i := range plan.fields {
+		f := &plan.fields[i]
+		fv := rv.FieldByIndex(f.index)
+		canonical, size, err := props.decode(i, f, fv)
+		if err != nil {
+			return nil, fmt.Errorf("tablestore: property %s: %w", f.name, err)
+		}
+		switch {
+		case !encode:
+		case canonical:
+			w.raw(f, props.raws[i], size)
+		case w.field(f, fv) != nil:
+			encode = false // Marshal refuses the value: no encoding
+		}
+		w.check(f)
+	}
+	if !encode {
+		return nil, nil
+	}
+	if out, err := w.finish(plan); err == nil {
+		return out, nil
+	}
+	return nil, nil
+}
+
+// entityProps are the raw values of an entity's properties, by field of
+// its plan.
+type entityProps struct {
+	raws  [][]byte
+	parts [][][]byte // per field, the parts of a split value (see split.go)
+}
+
+// scanEntity finds the values of plan's fields in data.
+func scanEntity(data []byte, plan *typePlan) (entityProps, error) {
+	p := entityProps{raws: make([][]byte, len(plan.fields))}
+	err := eachMember(data, func(name, value, _ []byte) bool {
+		if i, ok := plan.byName[string(name)]; ok {
+			p.raws[i] = value
+		} else if base, n, ok := partOf(name); ok {
+			p.parts = addPart(p.parts, plan, base, n, value)
+		}
+		return true
+	})
+	if err != nil {
+		return p, fmt.Errorf("tablestore: entity is not a JSON object: %w", err)
+	}
+	return p, nil
+}
+
+// decode sets fv, field i (f) of the plan, from its property; canonical
+// and size as decodeField reports them.
+func (p *entityProps) decode(i int, f *fieldPlan, fv reflect.Value) (canonical bool, size int, err error) {
+	switch raw := p.raws[i]; {
+	case raw == nil || string(raw) == "null":
+		return false, 0, nil
+	case raw[0] != '"' && splittable(f.kind) && p.parts != nil && p.parts[i] != nil:
+		return false, 0, joinParts(fv, f, string(raw), p.parts[i])
+	default:
+		return decodeField(fv, f.kind, raw)
+	}
+}
+
+// addPart records value as part n of the field named base, if T has one
+// that may have been split.
+func addPart(parts [][][]byte, plan *typePlan, base []byte, n int, value []byte) [][][]byte {
+	i, ok := plan.byName[string(base)]
+	if !ok || !splittable(plan.fields[i].kind) {
+		return parts
+	}
+	if parts == nil {
+		parts = make([][][]byte, len(plan.fields))
+	}
+	if parts[i] == nil {
+		parts[i] = make([][]byte, maxParts+1)
+	}
+	parts[i][n] = value
+	return parts
+}
+
+// raw writes field f's value, raw, which is already as Marshal writes it
+// (an Edm.String or Edm.Binary), of size bytes as Azure counts them.
+func (w *entityWriter) raw(f *fieldPlan, raw []byte, size int) {
+	w.name(f.name, 4+size)
+	w.buf = append(w.buf, raw...)
+	if f.kind == edmBinary {
+		w.annotate(f.name, "Edm.Binary")
+	}
+}
+
+// target is v, a non-nil pointer to a struct (or to pointers to one),
+// with the pointers allocated, and the struct's plan.
+func target(v any) (reflect.Value, *typePlan, error) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return fmt.Errorf("%w: tablestore: Unmarshal needs a non-nil pointer, got %T", etagstore.ErrInvalidInput, v)
+		return rv, nil, fmt.Errorf("%w: tablestore: Unmarshal needs a non-nil pointer, got %T", etagstore.ErrInvalidInput, v)
 	}
 	t := rv.Type().Elem()
 	for t.Kind() == reflect.Pointer {
@@ -482,40 +697,61 @@ func (EntityCodec) Unmarshal(data []byte, v any) error {
 	}
 	plan, err := planFor(t)
 	if err != nil {
-		return err
+		return rv, nil, err
 	}
 	for rv = rv.Elem(); rv.Kind() == reflect.Pointer; rv = rv.Elem() {
 		if rv.IsNil() {
 			rv.Set(reflect.New(rv.Type().Elem()))
 		}
 	}
-	var props map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&props); err != nil {
-		return fmt.Errorf("tablestore: entity is not a JSON object: %w", err)
-	}
-	rv.SetZero()
-	for _, f := range plan.fields {
-		raw, ok := props[f.name]
-		if !ok || string(raw) == "null" {
-			continue
-		}
-		if err := decodeField(rv.FieldByIndex(f.index), f.kind, raw); err != nil {
-			return fmt.Errorf("tablestore: property %s: %w", f.name, err)
-		}
-	}
-	return nil
+	return rv, plan, nil
 }
 
-func decodeField(fv reflect.Value, kind edmKind, raw json.RawMessage) error {
-	text, err := propertyText(raw)
-	if err != nil {
-		return err
+// decodeField sets fv, a field of the given kind, to the property value
+// raw, and reports whether raw is exactly what Marshal writes for it (told
+// for strings and binaries only: the others are small) and, if so, the
+// value's size as Azure counts it.
+func decodeField(fv reflect.Value, kind edmKind, raw []byte) (canonical bool, size int, err error) {
+	var t jsonText
+	if raw[0] == '"' {
+		if t, err = unquote(raw); err != nil {
+			return false, 0, err
+		}
+	} else {
+		t.text = string(raw)
 	}
 	switch kind {
-	case edmString, edmGUID:
-		fv.SetString(text)
+	case edmString:
+		fv.SetString(t.text)
+		return t.canonical, 2 * t.units, nil
+	case edmGUID:
+		fv.SetString(t.text)
+	case edmBinary:
+		return decodeBinary(fv, t)
+	default:
+		return false, 0, decodeScalar(fv, kind, t.text)
+	}
+	return false, 0, nil
+}
+
+// decodeBinary sets fv to the bytes base64 text t holds.
+func decodeBinary(fv reflect.Value, t jsonText) (canonical bool, size int, err error) {
+	b, err := base64.StdEncoding.Strict().DecodeString(t.text)
+	if err == nil {
+		fv.SetBytes(b)
+		return t.canonical, len(b), nil
+	}
+	if b, err = base64.StdEncoding.DecodeString(t.text); err != nil {
+		return false, 0, err
+	}
+	fv.SetBytes(b)
+	return false, 0, nil
+}
+
+// decodeScalar sets fv, of a kind other than string, GUID and binary, to
+// the value text holds.
+func decodeScalar(fv reflect.Value, kind edmKind, text string) error {
+	switch kind {
 	case edmBool:
 		b, err := strconv.ParseBool(text)
 		if err != nil {
@@ -536,12 +772,6 @@ func decodeField(fv reflect.Value, kind edmKind, raw json.RawMessage) error {
 			return err
 		}
 		fv.Set(reflect.ValueOf(t.UTC()))
-	case edmBinary:
-		b, err := base64.StdEncoding.DecodeString(text)
-		if err != nil {
-			return err
-		}
-		fv.SetBytes(b)
 	case edmJSON:
 		p := reflect.New(fv.Type())
 		if err := json.Unmarshal([]byte(text), p.Interface()); err != nil {
@@ -550,18 +780,6 @@ func decodeField(fv reflect.Value, kind edmKind, raw json.RawMessage) error {
 		fv.Set(p.Elem())
 	}
 	return nil
-}
-
-// propertyText is the property value raw as a string: a JSON string
-// unquoted, a number or boolean as it is.
-func propertyText(raw json.RawMessage) (string, error) {
-	text := string(raw)
-	if len(raw) > 0 && raw[0] == '"' {
-		if err := json.Unmarshal(raw, &text); err != nil {
-			return "", err
-		}
-	}
-	return text, nil
 }
 
 // decodeInt sets the integer field fv (of kind edmInt32 or edmInt64) to

@@ -215,7 +215,8 @@ func fits(k edmKind, literal string) bool {
 
 // checkFilter checks f against the documents of type t, as stored by
 // codec: each property f compares must be one t stores (or a system
-// property), compared with a value of its type. A t that is not a struct
+// property), not one it may split across properties (a large value is
+// not in the property itself), compared with a value of its type. A t that is not a struct
 // (or pointer to one), or a codec other than EntityCodec, is not checked.
 func checkFilter(f Filter, t reflect.Type, codec any) error {
 	if f.terms == "" {
@@ -238,14 +239,19 @@ func checkFilter(f Filter, t reflect.Type, codec any) error {
 	for name, k := range systemKinds {
 		kinds[name] = k
 	}
+	split := map[string]bool{}
 	for _, fp := range plan.fields {
 		kinds[fp.name] = fp.kind
+		split[fp.name] = fp.split
 	}
 	for tm := range strings.Lines(f.terms) {
 		prop, lit, _ := strings.Cut(strings.TrimSuffix(tm, "\n"), " ")
 		k, ok := kinds[prop]
 		if !ok {
 			return fmt.Errorf("%w: tablestore: filter names property %q, which %s does not store", etagstore.ErrInvalidInput, prop, t)
+		}
+		if split[prop] {
+			return fmt.Errorf("%w: tablestore: filter names property %q, which %s may store split across properties (table:\"split\"): the service cannot compare it", etagstore.ErrInvalidInput, prop, t)
 		}
 		if !fits(k, lit) {
 			return fmt.Errorf("%w: tablestore: filter compares property %q (%s) with an %s value", etagstore.ErrInvalidInput, prop, edmNames[k], lit)

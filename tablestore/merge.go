@@ -29,8 +29,9 @@ import (
 
 // Merge writes only the named properties of d.Value (all of its properties
 // if none are named) into the stored entity if its ETag is still d.ETag
-// (Merge Entity); properties not named keep their stored values. It returns
-// the entity's new ETag.
+// (Merge Entity); properties not named keep their stored values. A field
+// split across properties (see EntityCodec) is written whole: its count
+// and every part. It returns the entity's new ETag.
 //
 // Merge reads the entity first and sends the merge with If-Match of the
 // version read, carrying that version's bookkeeping extended by a write id

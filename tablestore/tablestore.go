@@ -24,7 +24,6 @@ package tablestore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -195,37 +194,61 @@ func (b *Backend) Read(ctx context.Context, key string) (driver.Item, error) {
 }
 
 // item turns an entity as the service returns it into an Item: the system
-// properties are removed from Data, the bookkeeping goes to Meta.
+// properties are removed from Data, the bookkeeping goes to Meta. It scans
+// the entity once and copies the document's properties as they are, in
+// the service's order (the SDK's: sorted by name), so that Data holds
+// strings exactly as EntityCodec writes them.
 func (b *Backend) item(entity []byte) (driver.Item, error) {
-	var props map[string]json.RawMessage
-	if err := json.Unmarshal(entity, &props); err != nil {
-		return driver.Item{}, fmt.Errorf("tablestore: entity is not a JSON object: %w", err)
-	}
 	var it driver.Item
 	var pk, rk string
-	_ = json.Unmarshal(props["PartitionKey"], &pk)
-	_ = json.Unmarshal(props["RowKey"], &rk)
-	it.Key = b.key(pk, rk)
-	if raw, ok := props["odata.etag"]; ok {
-		var etag string
-		_ = json.Unmarshal(raw, &etag)
-		it.ETag = etagstore.ETag(etag)
-	}
-	if raw, ok := props[MetaProperty]; ok {
-		_ = json.Unmarshal(raw, &it.Meta)
-	}
-	for name := range props {
-		base, _, _ := strings.Cut(name, "@")
-		if strings.HasPrefix(name, "odata.") || base == "PartitionKey" || base == "RowKey" || base == "Timestamp" || base == MetaProperty {
-			delete(props, name)
+	data := make([]byte, 1, len(entity))
+	data[0] = '{'
+	err := eachMember(entity, func(name, value, member []byte) bool {
+		switch string(name) {
+		case "PartitionKey":
+			pk = textOf(value)
+		case "RowKey":
+			rk = textOf(value)
+		case "odata.etag":
+			it.ETag = etagstore.ETag(textOf(value))
+		case MetaProperty:
+			it.Meta = textOf(value)
+		default:
+			if !systemProperty(name) {
+				if len(data) > 1 {
+					data = append(data, ',')
+				}
+				data = append(data, member...)
+			}
 		}
-	}
-	data, err := json.Marshal(props)
+		return true
+	})
 	if err != nil {
-		return driver.Item{}, err
+		return driver.Item{}, fmt.Errorf("tablestore: entity is not a JSON object: %w", err)
 	}
-	it.Data = data
+	it.Key = b.key(pk, rk)
+	it.Data = append(data, '}')
 	return it, nil
+}
+
+// systemProperty reports whether name is a property (or the annotation of
+// one) that the service or the Store keeps, not part of the document.
+func systemProperty(name []byte) bool {
+	if bytes.HasPrefix(name, []byte("odata.")) {
+		return true
+	}
+	base, _, _ := bytes.Cut(name, []byte("@"))
+	switch string(base) {
+	case "PartitionKey", "RowKey", "Timestamp", MetaProperty:
+		return true
+	}
+	return false
+}
+
+// textOf is the JSON string value as text ("" when it is not a string).
+func textOf(value []byte) string {
+	t, _ := unquote(value)
+	return t.text
 }
 
 // entity builds the JSON body of a write: the key properties, the

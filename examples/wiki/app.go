@@ -15,7 +15,10 @@ import (
 	"github.com/etagstore/etagstore/etaghttp"
 )
 
-const maxFormBytes = 256 << 10
+// maxFormBytes bounds a request body: an edit form carries the page's text
+// twice (the base it started from and the edit), URL-encoded, and a page
+// on tables may hold up to 1 MiB (a split Body).
+const maxFormBytes = 4 << 20
 
 // App is the wiki's HTTP handler.
 type App struct {

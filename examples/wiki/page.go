@@ -16,7 +16,7 @@ import (
 // to the page it names; only a rename writes one (see rename.go).
 type Page struct {
 	Title      string
-	Body       string
+	Body       string     `table:"split"` // on tables, a page past 32,767 characters is stored across properties
 	Author     string     // who saved last
 	Updated    time.Time  // kept by the wiki
 	Revisions  []Revision // kept by the wiki: newest first, at most maxRevisions
