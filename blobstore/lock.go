@@ -140,7 +140,8 @@ type Locker struct {
 	now    func() time.Time // the clock of fencing tokens
 
 	mu     sync.Mutex
-	queues map[string]*keyQueue // the keys with a turn taken, or waiters
+	queues map[string]*keyQueue    // the keys with a turn taken, or waiters
+	queued func(key string, n int) // tests: a caller got in line, n-th; l.mu is held
 }
 
 // lockEvents counts what happens to a Locker's locks, and records its

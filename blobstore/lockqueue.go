@@ -46,6 +46,9 @@ func (l *Locker) enter(key string) (q *keyQueue, w *waiter) {
 	}
 	w = &waiter{grant: make(chan turn, 1)}
 	q.waiters = append(q.waiters, w)
+	if l.queued != nil {
+		l.queued(key, len(q.waiters))
+	}
 	return q, w
 }
 
