@@ -149,34 +149,36 @@ func gaveUp(ctx context.Context, key string) error {
 // backoff paces the waiter that asks the service for a lease another
 // process holds: jittered exponential delays from PollInitial to PollMax,
 // unless that process said when it will release the lease for others
-// (freeAt on the lock blob): then it tries again just after that.
+// (freeAt on the lock blob): then it tries again just after that, the
+// sooner the longer it has waited, so that processes take turns about in
+// the order they came.
 type backoff struct {
 	l     *Locker
 	key   string
+	since time.Time // when the waiting began
 	delay time.Duration
-	read  bool // read freeAt after the next refusal
 }
 
 func (l *Locker) newBackoff(key string) *backoff {
-	return &backoff{l: l, key: key, delay: l.opts.PollInitial, read: true}
+	return &backoff{l: l, key: key, since: time.Now(), delay: l.opts.PollInitial}
 }
 
 // next returns how long to wait after a refusal.
 func (b *backoff) next(ctx context.Context) time.Duration {
 	o := &b.l.opts
-	if b.read {
-		if at, ok := b.l.freeAt(ctx, b.key); ok {
-			// Due within PollMax, or due just now: the holder releases
-			// after its hold in progress ends.
-			if wait := time.Until(at); wait > -o.PollInitial && wait <= o.PollMax {
-				b.delay = o.PollInitial
-				return max(wait, 0) + jitter(o.PollInitial/2)
-			}
+	if at, ok := b.l.freeAt(ctx, b.key); ok {
+		// Due within PollMax, or due just now: the holder releases after
+		// its hold in progress ends.
+		if wait := time.Until(at); wait > -o.PollInitial && wait <= o.PollMax {
+			b.delay = o.PollInitial
+			waited := float64(time.Since(b.since))
+			share := float64(o.Tenure) / (float64(o.Tenure) + waited)
+			late := time.Duration(float64(o.PollInitial/2) * share * share)
+			return max(wait, 0) + late + jitter(o.PollInitial/8)
 		}
 	}
 	d := jitter(b.delay)
 	b.delay = min(2*b.delay, o.PollMax)
-	b.read = b.delay == o.PollMax // fully backed off: read each time
 	return d
 }
 
