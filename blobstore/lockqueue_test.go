@@ -478,3 +478,46 @@ func TestLockTenureLetsOtherProcessesIn(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// Renewals leave the lock blob's ETag alone: a lease renewed while held is
+// still handed over, not acquired anew.
+func TestLockHandoverAfterRenewal(t *testing.T) {
+	ctx := t.Context()
+	tel := newSpanTelemetry(t)
+	opts := *lockOpts
+	opts.RenewInterval, opts.TracerProvider = 100*time.Millisecond, tel.tp
+	l, err := blobstore.NewLocker(azuritetest.NewContainer(t), &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := gateQueue(l)
+	a, err := l.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := make(chan *blobstore.Lock, 1)
+	go func() {
+		lk, err := l.Lock(ctx, "k")
+		if err != nil {
+			t.Error(err)
+		}
+		next <- lk
+	}()
+	gate.in(t, 1)
+	select {
+	case <-tel.renewed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no renewal")
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := <-next
+	if b == nil {
+		t.FailNow()
+	}
+	defer b.Unlock(ctx)
+	if b.LeaseID() != a.LeaseID() || b.Token() <= a.Token() {
+		t.Fatalf("after a renewal: lease %s token %d, after lease %s token %d; want the lease handed over, a greater token", b.LeaseID(), b.Token(), a.LeaseID(), a.Token())
+	}
+}
