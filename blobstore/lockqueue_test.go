@@ -293,25 +293,34 @@ func TestLockLostIsNotHandedOver(t *testing.T) {
 				}
 				lk = <-next
 			}
-			if lk == nil {
-				t.Fatal("no lock for the next caller")
-			}
-			defer lk.Unlock(ctx)
-			if lk.LeaseID() == holder.LeaseID() || lk.Token() <= holder.Token() {
-				t.Fatalf("next holder: lease %s token %d after lease %s token %d; want a fresh lease and a greater token", lk.LeaseID(), lk.Token(), holder.LeaseID(), holder.Token())
-			}
-			other, _ := blobstore.NewLocker(c, nil)
-			if _, err := other.TryLock(ctx, "report"); !errors.Is(err, etagstore.ErrLocked) {
-				t.Fatalf("another process's TryLock while the next caller holds = %v, want ErrLocked", err)
-			}
-			if _, err := s.Update(lk.Context(), "report", func(n *Note) error { n.Text = "next"; return nil }); err != nil {
-				t.Fatal(err)
-			}
-			stale := etagstore.WithFence(ctx, holder.Token())
-			if _, err := s.Update(stale, "report", func(n *Note) error { n.Text = "stale"; return nil }); !errors.Is(err, etagstore.ErrFenced) {
-				t.Fatalf("the stale holder's write = %v, want ErrFenced", err)
-			}
+			checkFreshHolder(t, c, s, holder, lk)
 		})
+	}
+}
+
+// checkFreshHolder checks that lk, which came after holder lost its lease,
+// holds a fresh lease with a greater token, excludes another process, and
+// fences holder's writes to the document report once it wrote it.
+func checkFreshHolder(t *testing.T, c *container.Client, s *etagstore.Store[Note], holder, lk *blobstore.Lock) {
+	t.Helper()
+	ctx := t.Context()
+	if lk == nil {
+		t.Fatal("no lock for the next caller")
+	}
+	defer lk.Unlock(ctx)
+	if lk.LeaseID() == holder.LeaseID() || lk.Token() <= holder.Token() {
+		t.Fatalf("next holder: lease %s token %d after lease %s token %d; want a fresh lease and a greater token", lk.LeaseID(), lk.Token(), holder.LeaseID(), holder.Token())
+	}
+	other, _ := blobstore.NewLocker(c, nil)
+	if _, err := other.TryLock(ctx, "report"); !errors.Is(err, etagstore.ErrLocked) {
+		t.Fatalf("another process's TryLock while the next caller holds = %v, want ErrLocked", err)
+	}
+	if _, err := s.Update(lk.Context(), "report", func(n *Note) error { n.Text = "next"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	stale := etagstore.WithFence(ctx, holder.Token())
+	if _, err := s.Update(stale, "report", func(n *Note) error { n.Text = "stale"; return nil }); !errors.Is(err, etagstore.ErrFenced) {
+		t.Fatalf("the stale holder's write = %v, want ErrFenced", err)
 	}
 }
 
@@ -385,6 +394,18 @@ func TestLockNoOverlapUnderContention(t *testing.T) {
 		tokens              []int64
 		wg                  sync.WaitGroup
 	)
+	// enter counts a holder in, and its hold: a separate load and store.
+	enter := func(token int64) {
+		n := inside.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		v := count.Load()
+		runtime.Gosched()
+		count.Store(v + 1)
+		mu.Lock()
+		tokens = append(tokens, token)
+		mu.Unlock()
+	}
 	for range lockers {
 		l, err := blobstore.NewLocker(c, &blobstore.LockOptions{Tenure: 50 * time.Millisecond, PollInitial: 5 * time.Millisecond, PollMax: 50 * time.Millisecond})
 		if err != nil {
@@ -398,15 +419,7 @@ func TestLockNoOverlapUnderContention(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					n := inside.Add(1)
-					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-					}
-					v := count.Load()
-					runtime.Gosched()
-					count.Store(v + 1)
-					mu.Lock()
-					tokens = append(tokens, lk.Token())
-					mu.Unlock()
+					enter(lk.Token())
 					if _, err := s.Update(lk.Context(), "count", func(n *Note) error { n.Text += "x"; return nil }); err != nil {
 						t.Errorf("update under the lock: %v", err)
 					}
@@ -427,6 +440,12 @@ func TestLockNoOverlapUnderContention(t *testing.T) {
 	if most.Load() != 1 || count.Load() != total || len(doc.Value.Text) != total {
 		t.Fatalf("%d inside at most, count %d, document %d; want 1, %d, %d", most.Load(), count.Load(), len(doc.Value.Text), total, total)
 	}
+	checkIncreasing(t, tokens)
+}
+
+// checkIncreasing checks that tokens, in hold order, strictly increase.
+func checkIncreasing(t *testing.T, tokens []int64) {
+	t.Helper()
 	for i := 1; i < len(tokens); i++ {
 		if tokens[i] <= tokens[i-1] {
 			t.Fatalf("tokens not increasing in hold order at %d: %d after %d", i, tokens[i], tokens[i-1])
