@@ -81,7 +81,11 @@ type LockOptions struct {
 	PollInitial, PollMax time.Duration
 	// Tenure is how long a lease this Locker acquired is handed from one
 	// of its waiters to the next before it is released, so that waiters
-	// in other processes get their turn. Default: 200ms.
+	// in other processes get their turn. When this Locker's next waiter
+	// takes the lease back at once (no other process wanted it), the next
+	// tenure is twice as long, up to PollMax (or Tenure if longer); it
+	// starts again from Tenure when another process takes its turn.
+	// Default: 200ms.
 	Tenure time.Duration
 	// MeterProvider counts lock events (etagstore.lock.events: acquired,
 	// renewed, lost, released) and records how long Lock, TryLock, Unlock
@@ -273,6 +277,10 @@ func (l *Locker) poll(ctx, base context.Context, q *keyQueue, key string, yield 
 	b := l.newBackoff(key)
 	for {
 		lk, err := l.tryLock(ctx, base, q, key)
+		if yield {
+			q.adapt(l.opts, err == nil)
+			yield = false
+		}
 		if ctx.Err() != nil && (err == nil || errors.Is(err, ctx.Err())) && lk == nil {
 			return nil, gaveUp(ctx, key)
 		}
@@ -342,7 +350,7 @@ func (l *Locker) acquire(ctx, base context.Context, q *keyQueue, key string) (*L
 	if err != nil {
 		return nil, err
 	}
-	s := l.newSession(ctx, key, name, bc, ls)
+	s := l.newSession(ctx, q, name, bc, ls)
 	if err := s.firstToken(ctx); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

@@ -16,8 +16,28 @@ import (
 // in line, in the order they came.
 type keyQueue struct {
 	key     string
-	busy    bool      // someone has the turn
-	waiters []*waiter // in line, first come first
+	busy    bool          // someone has the turn
+	waiters []*waiter     // in line, first come first
+	tenure  time.Duration // of the next lease; 0: LockOptions.Tenure (only the turn's owner touches it)
+}
+
+// tenureOf returns how long the next lease is handed over.
+func (q *keyQueue) tenureOf(o LockOptions) time.Duration {
+	if q.tenure == 0 {
+		return o.Tenure
+	}
+	return q.tenure
+}
+
+// adapt sets the next tenure after the first try that followed a release
+// at the end of one: twice as long if the lease came straight back (no
+// other process wanted it), from Tenure again if not.
+func (q *keyQueue) adapt(o LockOptions, back bool) {
+	if !back {
+		q.tenure = o.Tenure
+		return
+	}
+	q.tenure = min(2*q.tenureOf(o), max(o.PollMax, o.Tenure))
 }
 
 // waiter is one Lock call in line. Its turn is sent to grant (buffered,
@@ -106,7 +126,7 @@ func (l *Locker) await(ctx context.Context, q *keyQueue, w *waiter) (turn, bool)
 func (l *Locker) pass(ctx context.Context, q *keyQueue, s *session) error {
 	var err error
 	yield := false
-	if s != nil && (s.lost() != nil || time.Since(s.started) >= l.opts.Tenure) {
+	if s != nil && (s.lost() != nil || time.Since(s.started) >= s.tenure) {
 		yield = s.lost() == nil
 		err, s = s.end(ctx), nil
 	}

@@ -35,6 +35,7 @@ type session struct {
 	bc      *blockblob.Client
 	lease   *Lease
 	started time.Time               // when the lease was acquired
+	tenure  time.Duration           // how long it is handed over before it is released
 	origin  []trace.SpanStartOption // links the renewals to the acquiring span
 
 	// The token last written on the lock blob, the blob's ETag after that
@@ -53,8 +54,8 @@ type session struct {
 	err    error // why the lease was lost
 }
 
-func (l *Locker) newSession(ctx context.Context, key, name string, bc *blockblob.Client, ls *Lease) *session {
-	s := &session{l: l, key: key, name: name, bc: bc, lease: ls, started: time.Now(),
+func (l *Locker) newSession(ctx context.Context, q *keyQueue, name string, bc *blockblob.Client, ls *Lease) *session {
+	s := &session{l: l, key: q.key, name: name, bc: bc, lease: ls, started: time.Now(), tenure: q.tenureOf(l.opts),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	s.origin = linkTo(ctx)
 	return s
@@ -93,7 +94,7 @@ func (s *session) firstToken(ctx context.Context) error {
 func (s *session) bump(ctx context.Context) error {
 	token := nextToken(s.token, s.l.now(), s.date)
 	value := strconv.FormatInt(token, 10)
-	free := strconv.FormatInt(s.started.Add(s.l.opts.Tenure).UnixMilli(), 10)
+	free := strconv.FormatInt(s.started.Add(s.tenure).UnixMilli(), 10)
 	resp, err := s.bc.SetMetadata(azretry.NoRetry(ctx), map[string]*string{tokenKey: &value, freeKey: &free}, &blob.SetMetadataOptions{
 		AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions:    s.lac(),

@@ -58,6 +58,9 @@ func (e *env) clientOptions() azcore.ClientOptions {
 // (Unix ns) at which they all start.
 const lockStartEnv = "ETAGBENCH_LOCK_START"
 
+// lockTenure sets LockOptions.Tenure of the locker mode (0: the default).
+var lockTenure = flag.Duration("locktenure", 0, "LockOptions.Tenure of the locks scenario's locker mode (0: the default)")
+
 // lockResult is one locks cell, or one worker process's share of it.
 type lockResult struct {
 	PerWorker []int64    `json:"per_worker"` // locks each goroutine took
@@ -261,7 +264,7 @@ func lockTaker(ctx context.Context, cc *container.Client, mode, space string) fu
 		}
 		return func() func() { return rawLease(ctx, bc) }
 	case "locker":
-		l, err := blobstore.NewLocker(cc, nil)
+		l, err := blobstore.NewLocker(cc, &blobstore.LockOptions{Tenure: *lockTenure})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -322,7 +325,7 @@ func lockProcesses(conn, spec string, procs int, d time.Duration) lockResult {
 	at := strconv.FormatInt(time.Now().Add(time.Second).UnixNano(), 10)
 	for range procs {
 		wg.Go(func() {
-			cmd := exec.Command(self, "-d", d.String(), "-worker", spec)
+			cmd := exec.Command(self, "-d", d.String(), "-locktenure", lockTenure.String(), "-worker", spec)
 			cmd.Env = append(os.Environ(), "ETAGSTORE_AZURITE="+conn, lockStartEnv+"="+at)
 			cmd.Stderr = os.Stderr
 			out, err := cmd.Output()
