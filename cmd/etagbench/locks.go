@@ -45,6 +45,8 @@ import (
 // which two intervals overlap fails the run.
 //
 //	scripts/with-azurite go run ./cmd/etagbench -backends blob -only locks -d 5s -lockreps 5
+//
+// -locks=false leaves the scenario out.
 
 // lockReps is how many times each locks cell runs, modes interleaved.
 var lockReps = flag.Int("lockreps", 1, "repetitions of each locks cell (min/median/max printed when more than 1)")
@@ -57,6 +59,9 @@ func (e *env) clientOptions() azcore.ClientOptions {
 // lockStartEnv passes a locks cell's worker processes the wall-clock time
 // (Unix ns) at which they all start.
 const lockStartEnv = "ETAGBENCH_LOCK_START"
+
+// runLocks (-locks) runs the locks scenario on blob storage.
+var runLocks = flag.Bool("locks", true, "run the locks scenario (blob backend; filtered by -only like the others)")
 
 // lockTenure sets LockOptions.Tenure of the locker mode (0: the default).
 var lockTenure = flag.Duration("locktenure", 0, "LockOptions.Tenure of the locks scenario's locker mode (0: the default)")
@@ -122,6 +127,9 @@ var lockModes = []string{"lease", "locker"}
 
 // benchLocks runs the locks scenario on blob storage and prints its table.
 func benchLocks(e *env, d time.Duration) {
+	if !*runLocks {
+		return
+	}
 	scens := []lockScenario{{"locks, 1 process × 16", 1, 16}, {"locks, 4 processes × 4", 4, 4}}
 	type cellKey struct{ scen, mode string }
 	results := map[cellKey][]lockResult{}
