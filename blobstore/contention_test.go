@@ -125,7 +125,7 @@ func (c *contention) Do(req *policy.Request) (*http.Response, error) {
 // watchedContainer creates a fresh container and returns a client for it
 // whose every try passes c, with opts, and whose requests go to via (a
 // fault proxy in front of Azurite's blob endpoint) when via is not empty.
-func watchedContainer(t *testing.T, via string, opts azcore.ClientOptions, c *contention) *container.Client {
+func watchedContainer(t *testing.T, via string, opts azcore.ClientOptions, c policy.Policy) *container.Client {
 	t.Helper()
 	direct := azuritetest.NewContainer(t)
 	name := direct.URL()[strings.LastIndex(direct.URL(), "/")+1:]

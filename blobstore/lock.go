@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -23,7 +21,6 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/azretry"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -80,8 +77,16 @@ type LockOptions struct {
 	// LeaseDuration.
 	RenewInterval time.Duration
 	// PollInitial and PollMax bound Lock's jittered exponential backoff
-	// while another holder has the lock. Defaults: 25ms and 1s.
+	// while another process holds the lock. Defaults: 25ms and 1s.
 	PollInitial, PollMax time.Duration
+	// Tenure is how long a lease this Locker acquired is handed from one
+	// of its waiters to the next before it is released, so that waiters
+	// in other processes get their turn. When this Locker's next waiter
+	// takes the lease back at once (no other process wanted it), the next
+	// tenure is twice as long, up to PollMax (or Tenure if longer); it
+	// starts again from Tenure when another process takes its turn.
+	// Default: 200ms.
+	Tenure time.Duration
 	// MeterProvider counts lock events (etagstore.lock.events: acquired,
 	// renewed, lost, released) and records how long Lock, TryLock, Unlock
 	// and the lease operations under them took
@@ -114,21 +119,33 @@ const (
 // in one container. It is safe for concurrent use.
 //
 // The lock fixes the limits of the plain "lease as a lock" recipe: every
-// acquisition uses a fresh lease id; renewal runs in the background and
-// checks every result, retrying transient failures; the lock's Context is
-// cancelled and Lost is closed the moment the lease is definitely lost — or
-// renewals have failed for so long that it may have expired; Unlock releases
-// at once and is idempotent; waiters back off with jitter; and each
-// acquisition advances a fencing token stored on the lock blob, which the
-// lock's Context carries to Store writes (see etagstore.WithFence), so a
-// stale holder's late writes are refused with etagstore.ErrFenced. The
-// token is bounded below by the clock, so it grows across the deletion of
-// the lock blob too (see Lock.Token).
+// lease is acquired with a fresh lease id; renewal runs in the background
+// and checks every result, retrying transient failures; the lock's Context
+// is cancelled and Lost is closed the moment the lease is definitely lost —
+// or renewals have failed for so long that it may have expired; Unlock is
+// idempotent; and each acquisition advances a fencing token stored on the
+// lock blob, which the lock's Context carries to Store writes (see
+// etagstore.WithFence), so a stale holder's late writes are refused with
+// etagstore.ErrFenced. The token is bounded below by the clock, so it
+// grows across the deletion of the lock blob too (see Lock.Token).
+//
+// Waiters of one Locker queue per key and take the lock in the order they
+// called Lock: one of them at a time asks the service, and Unlock hands
+// the lease to the next in line, which writes its own, greater fencing
+// token under that lease (one request) before its Lock returns; a lease
+// found lost is never handed over, its next waiter acquires anew. A lease
+// is handed over for at most LockOptions.Tenure, then released. Waiters
+// in other processes back off with jitter; a refused one reads when the
+// holding process means to release (one request) and tries again then.
 type Locker struct {
 	c      *container.Client
 	opts   LockOptions
 	events lockEvents
 	now    func() time.Time // the clock of fencing tokens
+
+	mu     sync.Mutex
+	queues map[string]*keyQueue    // the keys with a turn taken, or waiters
+	queued func(key string, n int) // tests: a caller got in line, n-th; l.mu is held
 }
 
 // lockEvents counts what happens to a Locker's locks, and records its
@@ -158,7 +175,7 @@ func newLockEvents(o LockOptions) lockEvents {
 // NewLocker returns a Locker keeping its lock blobs in c, which must exist.
 // Nil opts means the defaults.
 func NewLocker(c *container.Client, opts *LockOptions) (*Locker, error) {
-	l := &Locker{c: c, now: time.Now}
+	l := &Locker{c: c, now: time.Now, queues: map[string]*keyQueue{}}
 	if opts != nil {
 		l.opts = *opts
 	}
@@ -185,12 +202,17 @@ func NewLocker(c *container.Client, opts *LockOptions) (*Locker, error) {
 	if o.PollMax < o.PollInitial {
 		o.PollMax = max(time.Second, o.PollInitial)
 	}
+	if o.Tenure <= 0 {
+		o.Tenure = 200 * time.Millisecond
+	}
 	return l, nil
 }
 
-// Lock takes the lock for key, waiting with jittered backoff while another
-// holder has it, until ctx is done: the error then matches both
-// etagstore.ErrLocked and ctx.Err().
+// Lock takes the lock for key, waiting until ctx is done while another
+// holder has it: the error then matches both etagstore.ErrLocked and
+// ctx.Err(). Callers of one Locker get the lock in the order they called
+// Lock; while another process holds it, the first in line polls the
+// service with jittered backoff.
 func (l *Locker) Lock(ctx context.Context, key string) (*Lock, error) {
 	sctx, sp := l.events.rec.Begin(ctx, opLock, key)
 	lk, err := l.lock(sctx, ctx, key)
@@ -201,52 +223,120 @@ func (l *Locker) Lock(ctx context.Context, key string) (*Lock, error) {
 // lock is Lock, whose tries are spans under ctx; the lock's Context derives
 // from base, the caller's context.
 func (l *Locker) lock(ctx, base context.Context, key string) (*Lock, error) {
-	delay := l.opts.PollInitial
+	if err := l.checkKey(key); err != nil {
+		return nil, err
+	}
+	q, w := l.enter(key)
+	var t turn
+	if w != nil {
+		var ok bool
+		if t, ok = l.await(ctx, q, w); !ok {
+			return nil, gaveUp(ctx, key)
+		}
+	}
+	if t.sess != nil {
+		lk, err := l.handover(ctx, base, q, t.sess)
+		if err == nil {
+			return lk, nil
+		}
+		l.endDetached(ctx, t.sess) // lost, or its token unwritable: a fresh lease then
+	}
+	lk, err := l.poll(ctx, base, q, key, t.yield)
+	if err != nil {
+		l.passDetached(ctx, q, nil)
+	}
+	return lk, err
+}
+
+// handover takes the lease the process holds, handed over by the last
+// holder: it writes the next fencing token under it, one request, which
+// fails if the lease was lost meanwhile.
+func (l *Locker) handover(ctx, base context.Context, q *keyQueue, s *session) (*Lock, error) {
+	if err := s.lost(); err != nil {
+		return nil, err
+	}
+	if err := s.bump(ctx); err != nil {
+		return nil, err
+	}
+	return s.hold(base, q, linkTo(ctx)), nil
+}
+
+// endDetached ends s for a caller whose ctx may be done.
+func (l *Locker) endDetached(ctx context.Context, s *session) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = s.end(rctx)
+}
+
+// poll asks the service for a lease until it gets one or ctx is done; the
+// caller has the turn. yield waits a little first, for other processes.
+func (l *Locker) poll(ctx, base context.Context, q *keyQueue, key string, yield bool) (*Lock, error) {
+	if yield && !sleep(ctx, l.opts.PollInitial/2+jitter(l.opts.PollInitial/2)) {
+		return nil, gaveUp(ctx, key)
+	}
+	b := l.newBackoff(key)
 	for {
-		lk, err := l.tryLock(ctx, base, key)
+		lk, err := l.tryLock(ctx, base, q, key)
+		if yield {
+			q.adapt(l.opts, err == nil)
+			yield = false
+		}
 		if ctx.Err() != nil && (err == nil || errors.Is(err, ctx.Err())) && lk == nil {
-			return nil, fmt.Errorf("%w: %q: gave up waiting: %w", etagstore.ErrLocked, key, ctx.Err())
+			return nil, gaveUp(ctx, key)
 		}
 		if !errors.Is(err, etagstore.ErrLocked) {
 			return lk, err
 		}
-		t := time.NewTimer(time.Duration(rand.Int64N(int64(delay)) + 1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("%w: %q: gave up waiting: %w", etagstore.ErrLocked, key, ctx.Err())
-		case <-t.C:
+		if !sleep(ctx, b.next(ctx)) {
+			return nil, gaveUp(ctx, key)
 		}
-		delay = min(2*delay, l.opts.PollMax)
 	}
 }
 
 // TryLock takes the lock for key if it is free, or fails at once with
-// etagstore.ErrLocked.
+// etagstore.ErrLocked: without a request when a caller of this Locker
+// holds or waits for it.
 func (l *Locker) TryLock(ctx context.Context, key string) (*Lock, error) {
-	return l.tryLock(ctx, ctx, key)
+	if err := l.checkKey(key); err != nil {
+		return nil, err
+	}
+	q, ok := l.tryEnter(key)
+	if !ok {
+		_, sp := l.events.rec.Begin(ctx, opTryLock, key)
+		err := fmt.Errorf("%w: lock %q is held or awaited in this process", etagstore.ErrLocked, key)
+		sp.End(err)
+		return nil, err
+	}
+	lk, err := l.tryLock(ctx, ctx, q, key)
+	if err != nil {
+		l.passDetached(ctx, q, nil)
+	}
+	return lk, err
 }
 
-// tryLock is TryLock, one span under ctx; the lock's Context derives from
-// base, the caller's context.
-func (l *Locker) tryLock(ctx, base context.Context, key string) (*Lock, error) {
+// checkKey refuses a key that makes no lock blob name.
+func (l *Locker) checkKey(key string) error {
+	if err := driver.CheckKey(key); err != nil {
+		return err
+	}
+	return checkBlobName(l.opts.Prefix + key)
+}
+
+// tryLock is one try at the service, a TryLock span under ctx; the lock's
+// Context derives from base, the caller's context. The caller has the turn.
+func (l *Locker) tryLock(ctx, base context.Context, q *keyQueue, key string) (*Lock, error) {
 	ctx, sp := l.events.rec.Begin(ctx, opTryLock, key)
-	lk, err := l.acquire(ctx, base, key)
+	lk, err := l.acquire(ctx, base, q, key)
 	sp.End(err)
 	return lk, err
 }
 
-// acquire takes the lock for key if it is free: what TryLock does.
-func (l *Locker) acquire(ctx, base context.Context, key string) (*Lock, error) {
-	if err := driver.CheckKey(key); err != nil {
-		return nil, err
-	}
+// acquire takes a fresh lease on key's lock blob if it is free, writes the
+// next fencing token under it and starts its renewals.
+func (l *Locker) acquire(ctx, base context.Context, q *keyQueue, key string) (*Lock, error) {
 	name := l.opts.Prefix + key
-	if err := checkBlobName(name); err != nil {
-		return nil, err
-	}
 	bc := l.c.NewBlockBlobClient(name)
-	ls, err := newBlobLease(bc, name, key, NewLeaseID(), l.events.rec) // a fresh id for every acquisition
+	ls, err := newBlobLease(bc, name, key, NewLeaseID(), l.events.rec) // a fresh id for every lease
 	if err != nil {
 		return nil, err
 	}
@@ -260,25 +350,15 @@ func (l *Locker) acquire(ctx, base context.Context, key string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	acquired := time.Now()
-	token, err := bumpToken(ctx, bc, name, ls.ID(), l.now)
-	if err != nil {
+	s := l.newSession(ctx, q, name, bc, ls)
+	if err := s.firstToken(ctx); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		_ = ls.Release(rctx)
 		return nil, err
 	}
-	l.events.counter.Add(ctx, 1, l.events.acquired...)
-	lk := &Lock{
-		key: key, lease: ls, token: token, opts: l.opts, events: &l.events,
-		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
-	}
-	if origin := trace.SpanContextFromContext(ctx); origin.IsValid() {
-		lk.origin = []trace.SpanStartOption{trace.WithLinks(trace.Link{SpanContext: origin})}
-	}
-	lk.ctx, lk.cancel = context.WithCancelCause(etagstore.WithFence(context.WithoutCancel(base), token))
-	go lk.renewLoop(acquired)
-	return lk, nil
+	go s.renewLoop(s.started)
+	return s.hold(base, q, s.origin), nil
 }
 
 // createLockBlob makes the empty lock blob with If-None-Match: *, so racing
@@ -311,37 +391,6 @@ func isLockBlob(md map[string]*string) bool {
 	return false
 }
 
-// bumpToken advances the fencing token on the lock blob, under the lease
-// just acquired, and returns the new value (see nextToken), reading clock
-// when the service's answer arrives.
-func bumpToken(ctx context.Context, bc *blockblob.Client, name, leaseID string, clock func() time.Time) (int64, error) {
-	lac := &blob.LeaseAccessConditions{LeaseID: &leaseID}
-	props, err := bc.GetProperties(ctx, &blob.GetPropertiesOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: lac}})
-	if err != nil {
-		return 0, mapError("read lock token", driver.CondNone, name, err)
-	}
-	token := nextToken(storedToken(props.Metadata), clock(), props.Date)
-	value := strconv.FormatInt(token, 10)
-	_, err = bc.SetMetadata(azretry.NoRetry(ctx), map[string]*string{tokenKey: &value}, &blob.SetMetadataOptions{
-		AccessConditions: &blob.AccessConditions{
-			LeaseAccessConditions:    lac,
-			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: to(azcore.ETag(*props.ETag))},
-		},
-	})
-	var re *azcore.ResponseError
-	if err != nil && !errors.As(err, &re) {
-		// The answer was lost. Only the lease holder can change the
-		// metadata, so reading it back tells whether the write landed.
-		if again, rerr := readToken(ctx, bc, lac); rerr == nil && again == token {
-			return token, nil
-		}
-	}
-	if err != nil {
-		return 0, mapError("write lock token", driver.CondIfMatch, name, err)
-	}
-	return token, nil
-}
-
 // nextToken returns the token following stored: max(stored+1, now), now in
 // microseconds since the Unix epoch. now is the clock reading received,
 // taken when the answer dated date (nil: no Date) arrived, kept within
@@ -371,28 +420,19 @@ func storedToken(md map[string]*string) int64 {
 	return 0
 }
 
-func readToken(ctx context.Context, bc *blockblob.Client, lac *blob.LeaseAccessConditions) (int64, error) {
-	props, err := bc.GetProperties(ctx, &blob.GetPropertiesOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: lac}})
-	if err != nil {
-		return 0, err
-	}
-	return storedToken(props.Metadata), nil
-}
-
 // Lock is a held distributed lock. Its methods are safe for concurrent use.
 type Lock struct {
 	key    string
-	lease  *Lease
+	sess   *session  // the lease it holds
+	q      *keyQueue // whose turn it has
 	token  int64
-	opts   LockOptions
 	events *lockEvents
-	origin []trace.SpanStartOption // links the spans of renewals and loss to the acquiring span
+	origin []trace.SpanStartOption // links the span of its loss to the span that took it
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	lost   chan struct{} // closed when the lease is lost
-	stop   chan struct{} // closed by Unlock
-	done   chan struct{} // closed when renewLoop returns
+	passed chan struct{} // closed when the turn went on after the loss
 
 	mu       sync.Mutex
 	err      error // why the lock was lost
@@ -417,8 +457,10 @@ func (lk *Lock) Key() string { return lk.key }
 // every token handed out now.
 func (lk *Lock) Token() int64 { return lk.token }
 
-// LeaseID returns the id of the lease on the lock blob.
-func (lk *Lock) LeaseID() string { return lk.lease.ID() }
+// LeaseID returns the id of the lease on the lock blob. A lease handed
+// from one holder of a Locker to the next keeps its id; each holder has
+// its own token.
+func (lk *Lock) LeaseID() string { return lk.sess.lease.ID() }
 
 // Context returns a context that is cancelled, with cause
 // etagstore.ErrLockLost, the moment the lock is lost, and when it is
@@ -437,46 +479,6 @@ func (lk *Lock) Err() error {
 	return lk.err
 }
 
-// renewLoop renews the lease every RenewInterval. A transient failure is
-// retried sooner; a definitive one (the lease is someone else's, broken, or
-// gone) or failures lasting until the lease may have expired mark the lock
-// lost.
-func (lk *Lock) renewLoop(lastOK time.Time) {
-	defer close(lk.done)
-	// The lease may expire LeaseDuration after the last renewal the server
-	// saw, which is before lastOK; give up half a renewal interval early.
-	deadline := func() time.Time { return lastOK.Add(lk.opts.LeaseDuration - lk.opts.RenewInterval/2) }
-	retry := max(lk.opts.RenewInterval/5, 50*time.Millisecond)
-	t := time.NewTimer(lk.opts.RenewInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-lk.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline())
-		started := time.Now()
-		err := lk.lease.renew(ctx, lk.origin...)
-		cancel()
-		switch {
-		case err == nil:
-			lastOK = started
-			lk.events.counter.Add(context.Background(), 1, lk.events.renewed...)
-			t.Reset(lk.opts.RenewInterval)
-		case errors.Is(err, etagstore.ErrLockLost), errors.Is(err, etagstore.ErrLocked), errors.Is(err, etagstore.ErrNotFound):
-			lk.lose(fmt.Errorf("%w: lock %q: %w", etagstore.ErrLockLost, lk.key, err))
-			return
-		case !time.Now().Add(retry).Before(deadline()):
-			lk.lose(fmt.Errorf("%w: lock %q: renewals failing since %s, the lease may have expired: %w",
-				etagstore.ErrLockLost, lk.key, lastOK.Format(time.RFC3339Nano), err))
-			return
-		default:
-			t.Reset(retry)
-		}
-	}
-}
-
 func (lk *Lock) lose(err error) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
@@ -490,12 +492,21 @@ func (lk *Lock) lose(err error) {
 	rec := lk.events.rec
 	rec.Event(context.Background(), evLockLost, lk.key, err, lk.origin...)
 	rec.Logger().Warn("etagstore: lock lost", append(rec.KeyAttrs(lk.key), "error", rec.Describe(err))...)
+	// The turn goes on now, not at Unlock: the next caller in line
+	// acquires a fresh lease, and this lock's Unlock only reports the loss.
+	go func() {
+		defer close(lk.passed)
+		lk.sess.l.passDetached(context.Background(), lk.q, lk.sess)
+	}()
 }
 
-// Unlock stops renewal and releases the lease so another waiter can take
-// the lock at once. It is idempotent: later calls return nil. If the lock
-// had been lost, Unlock returns that error (matching etagstore.ErrLockLost):
-// work done under it may have overlapped another holder's.
+// Unlock ends the hold: it cancels the lock's Context, then hands the
+// lease to the next caller of this Locker waiting for the key, or, with
+// none waiting (or the lease held for LockOptions.Tenure), releases it so
+// another process can take the lock at once. It is idempotent: later calls
+// return nil. If the lock had been lost, Unlock returns that error
+// (matching etagstore.ErrLockLost): work done under it may have overlapped
+// another holder's.
 func (lk *Lock) Unlock(ctx context.Context) error {
 	ctx, sp := lk.events.rec.Begin(ctx, opUnlock, lk.key)
 	err := lk.unlock(ctx)
@@ -512,17 +523,15 @@ func (lk *Lock) unlock(ctx context.Context) error {
 	lk.unlocked = true
 	lostErr := lk.err
 	lk.mu.Unlock()
-	close(lk.stop)
-	<-lk.done
 	lk.cancel(context.Canceled)
-	if lostErr != nil {
+	s := lk.sess
+	s.detach(lk)
+	if lostErr != nil { // the turn went on when the loss was found
+		<-lk.passed
 		return lostErr
 	}
 	lk.events.counter.Add(ctx, 1, lk.events.released...)
-	if err := lk.lease.Release(ctx); err != nil && !errors.Is(err, etagstore.ErrLockLost) {
-		// ErrLockLost here most often answers the SDK's retry of a release
-		// whose first answer was lost; a loss while held was reported by
-		// the renewal loop above. Either way the lease is no longer ours.
+	if err := s.l.pass(ctx, lk.q, s); err != nil {
 		return fmt.Errorf("blobstore: unlock %q: %w", lk.key, err)
 	}
 	return nil

@@ -40,17 +40,23 @@ func TestLockerOptions(t *testing.T) {
 	}
 }
 
-// 8 goroutines take the same lock repeatedly: never two holders at once,
-// and every acquisition's token is greater than all before it. Each holder
-// stays inside until another's acquire was refused while it held the lock
-// (or nobody else wants it): the exclusion is exercised on every hold.
+// 8 goroutines, each with a Locker of its own as a process would have,
+// take the same lock repeatedly: never two holders at once, and every
+// acquisition's token is greater than all before it. Each holder stays
+// inside until another's acquire was refused while it held the lock (or
+// nobody else wants it): the exclusion by the service is exercised on
+// every hold.
 func TestLockMutualExclusion(t *testing.T) {
 	c := newContention()
-	l, err := blobstore.NewLocker(watchedContainer(t, "", azcore.ClientOptions{}, c), &blobstore.LockOptions{PollInitial: 10 * time.Millisecond, PollMax: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := watchedContainer(t, "", azcore.ClientOptions{}, c)
 	const workers, rounds = 8, 3
+	lockers := make([]*blobstore.Locker, workers)
+	for i := range lockers {
+		var err error
+		if lockers[i], err = blobstore.NewLocker(cc, &blobstore.LockOptions{PollInitial: 10 * time.Millisecond, PollMax: 200 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var (
 		mu     sync.Mutex
 		tokens []int64
@@ -58,7 +64,7 @@ func TestLockMutualExclusion(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	for range workers {
+	for _, l := range lockers {
 		wg.Go(func() {
 			for range rounds {
 				c.waitingForLock(+1)
@@ -190,7 +196,12 @@ func TestLockFencing(t *testing.T) {
 	if _, err := breaker.Break(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	bl, err := l.TryLock(ctx, "report")
+	// B is another process: its Locker knows nothing of A's lock.
+	other, err := blobstore.NewLocker(docs.Container(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bl, err := other.TryLock(ctx, "report")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,20 +273,22 @@ func TestLockGuardsTableUpdate(t *testing.T) {
 }
 
 // Under dropped responses and 503s the lock still never has two holders.
-// As in TestLockMutualExclusion, each holder stays inside until another's
-// acquire was refused while it held the lock, or nobody else wants it.
+// As in TestLockMutualExclusion, each goroutine has a Locker of its own,
+// and each holder stays inside until another's acquire was refused while
+// it held the lock, or nobody else wants it.
 func TestLockUnderFaults(t *testing.T) {
 	proxy := storetest.StartFaultProxy(t, azuritetest.Host(t, "Blob"), storetest.DefaultFaults)
 	c := newContention()
-	l, err := blobstore.NewLocker(watchedContainer(t, proxy.URL(), azuritetest.FastRetries, c), &blobstore.LockOptions{PollInitial: 10 * time.Millisecond, PollMax: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := watchedContainer(t, proxy.URL(), azuritetest.FastRetries, c)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var acquired, failed atomic.Int32
 	var wg sync.WaitGroup
 	for range 6 {
+		l, err := blobstore.NewLocker(cc, &blobstore.LockOptions{PollInitial: 10 * time.Millisecond, PollMax: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
 		wg.Go(func() {
 			for range 4 {
 				c.waitingForLock(+1)

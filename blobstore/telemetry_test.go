@@ -373,7 +373,11 @@ func TestLockerSpans(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			busy, gaveUp, lostErr := lockerScenario(t, l, blobstore.New(c, &blobstore.Options{Prefix: "locks/"}), tel.renewed)
+			other, err := blobstore.NewLocker(c, &blobstore.LockOptions{TracerProvider: tel.tp, MeterProvider: tel.mp, Logger: tel.log, RecordKeys: recordKeys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			busy, gaveUp, lostErr := lockerScenario(t, l, other, blobstore.New(c, &blobstore.Options{Prefix: "locks/"}), tel.renewed)
 			checkLockerSpans(t, tel.spans.GetSpans(), recordKeys, busy, gaveUp, lostErr)
 			logs := tel.logText()
 			if !strings.Contains(logs, "etagstore: lock lost") {
@@ -389,22 +393,24 @@ func TestLockerSpans(t *testing.T) {
 }
 
 // lockerScenario takes the lock for personalKey; is refused by TryLock
-// (busy) and by a Lock that gives up (gaveUp); lets the lock renew, breaks
+// (busy) and by a Lock that gives up (gaveUp), both of other, as another
+// process's Locker (the callers of l would wait in line without asking the
+// service); lets the lock renew, breaks
 // its lease through locks (a Backend on the lock blobs) and Unlocks the
 // lost lock (lostErr); then takes the lock again and Unlocks it.
-func lockerScenario(t *testing.T, l *blobstore.Locker, locks *blobstore.Backend, renewed <-chan struct{}) (busy, gaveUp, lostErr error) {
+func lockerScenario(t *testing.T, l, other *blobstore.Locker, locks *blobstore.Backend, renewed <-chan struct{}) (busy, gaveUp, lostErr error) {
 	t.Helper()
 	ctx := t.Context()
 	lk, err := l.TryLock(ctx, personalKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, busy = l.TryLock(ctx, personalKey); !errors.Is(busy, etagstore.ErrLocked) {
+	if _, busy = other.TryLock(ctx, personalKey); !errors.Is(busy, etagstore.ErrLocked) {
 		t.Fatalf("second TryLock = %v", busy)
 	}
 	wait, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if _, gaveUp = l.Lock(wait, personalKey); !errors.Is(gaveUp, etagstore.ErrLocked) {
+	if _, gaveUp = other.Lock(wait, personalKey); !errors.Is(gaveUp, etagstore.ErrLocked) {
 		t.Fatalf("Lock while held = %v", gaveUp)
 	}
 	select { // at least one renewal

@@ -174,6 +174,9 @@ func main() {
 				log.Fatalf("%s: %v", b, err)
 			}
 			bench(e, b, writers, *dur)
+			if b == "blob" {
+				benchLocks(e, *dur) // locks.go
+			}
 		}
 	}
 }
@@ -621,6 +624,10 @@ func runWorker(conn, spec string, d time.Duration) {
 	e, err := open(parts[0], conn, parts[3])
 	if err != nil {
 		log.Fatal(err)
+	}
+	if strings.HasPrefix(parts[1], "locks-") {
+		runLockWorker(e, parts[1], parts[2], d)
+		return
 	}
 	r := cellShared(context.Background(), e, parts[1], parts[2], 4, d)
 	_ = json.NewEncoder(os.Stdout).Encode(r)
