@@ -275,7 +275,9 @@ func (d decoder) AsSpecial(v reflect.Value) (bool, any, error) {
 
 // heldAsJSON reports whether tablestore.EntityCodec keeps a field of type
 // t as a string holding its JSON: everything but strings, booleans,
-// numbers, []byte and time.Time.
+// numbers, []byte and time.Time. An interface field is held as JSON too,
+// but a string decoded into an interface is taken as the string it is: it
+// cannot be told from one.
 func heldAsJSON(t reflect.Type) bool {
 	switch t.Kind() {
 	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -283,6 +285,8 @@ func heldAsJSON(t reflect.Type) bool {
 		return false
 	case reflect.Slice:
 		return t.Elem().Kind() != reflect.Uint8
+	case reflect.Interface:
+		return false // a string to an interface: as it is
 	}
 	return t != timeType
 }
