@@ -114,11 +114,10 @@ func (c *collection) setRevision(doc driver.Document, etag etagstore.ETag, store
 	if !stored && !doc.HasField(c.opts.RevisionField) {
 		return nil
 	}
-	var rev any // an empty ETag (a group-commit member's) gives no revision
-	if etag != "" {
-		rev = string(etag)
+	if etag == "" {
+		return nil // a group-commit member's Update before the lead's change on main: no revision known
 	}
-	if err := doc.SetField(c.opts.RevisionField, rev); err != nil {
+	if err := doc.SetField(c.opts.RevisionField, string(etag)); err != nil {
 		return invalidf("cannot set revision field %s: %v", c.opts.RevisionField, err)
 	}
 	return nil
