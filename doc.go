@@ -67,7 +67,7 @@
 // sent again unless a read proved the earlier try had not landed; a write
 // the service refused unapplied (503 ServerBusy, its throttling answer) is
 // sent again after a pause. A write found committed after later writes
-// returns its own value with an empty ETag.
+// returns its own value with a superseded ETag (see Doc).
 //
 // Store, the backends and Codecs are safe for concurrent use by multiple
 // goroutines; ConflictError and Doc are plain values.

@@ -3,6 +3,7 @@ package etagstore
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/members"
@@ -506,17 +507,37 @@ func (e *engine) readAfterLoss(ctx context.Context, req request) ([]version, ver
 }
 
 // foundIn is what req, found committed in base, made of each key: the
-// version read where it is req's own, otherwise no ETag (later writes
-// followed it).
+// version read where it is req's own, otherwise (later writes followed
+// it) a Superseded ETag naming the write, and no document.
 func (e *engine) foundIn(req request, base []version) []driver.Item {
 	out := make([]driver.Item, len(req))
 	for i, w := range req {
 		out[i] = driver.Item{Key: w.Key}
-		if !w.Delete && base[i].exists && base[i].meta.LastID() == w.meta.LastID() && w.meta.IDs != "" {
+		switch {
+		case w.Delete:
+		case base[i].exists && base[i].meta.LastID() == w.meta.LastID() && w.meta.IDs != "":
 			out[i] = base[i].Item
+		default:
+			out[i].ETag = superseded(w.meta, -1)
 		}
 	}
 	return out
+}
+
+// superseded is the ETag of a state that write made but that was never
+// stored as a version of its own: the state member n of a group-commit
+// batch left (n < 0: the write's own, found committed with later writes
+// after it). It names the write by its id; a write without bookkeeping
+// gets a fresh id.
+func superseded(write meta.Meta, n int) ETag {
+	id := write.LastID()
+	if write.IDs == "" {
+		id = meta.NewID()
+	}
+	if n >= 0 {
+		id += "." + strconv.Itoa(n)
+	}
+	return driver.Superseded(id)
 }
 
 // cacheItem records in the version cache what a write made of it.Key.

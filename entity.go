@@ -29,13 +29,16 @@ const ETagAny = driver.ETagAny
 
 // Doc is a document with its key and the ETag of the version it came from.
 //
-// The ETag is empty when the value was never stored as a version of its
-// own, or that version's ETag was never seen: an Update that was not the
-// last of its group-commit batch (its state was committed together with
-// the mutations that followed it), and a write whose response was lost,
-// found committed with later writes after it. An empty ETag can never be
-// used to overwrite what followed (Replace and Delete refuse it with
-// ErrETagRequired); Get the document to go on.
+// A Doc a write returns always has an ETag. When its value was never
+// stored as a version of its own — an Update that was not the last of its
+// group-commit batch (its state was committed together with the mutations
+// that followed it), or a write whose response was lost, found committed
+// with later writes after it — the ETag is a superseded one
+// (driver.Superseded): it names that state and matches no stored version,
+// so a Replace, Delete or Save with it is answered as any stale ETag is, a
+// *ConflictError holding the current document (matching ErrConflict), and
+// nothing it did not see is overwritten. Only a Doc built by hand has an
+// empty ETag, which Replace and Delete refuse with ErrETagRequired.
 //
 // Extra holds what the stored document holds beyond T: members T does not
 // know (written by a newer version of T during a deploy, or by another

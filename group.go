@@ -374,8 +374,8 @@ func (b *batchRun[T]) commit(create bool, last []version) []version {
 	var mine T // a batch's *ConflictError is given each member's own value in finish
 	e, err := b.s.modify(ctx, "Update", b.key, create, last, &mine, b, b)
 	b.finish(e, err)
-	if err != nil || e.out[0].ETag == "" {
-		return nil
+	if err != nil || e.out[0].Data == nil || driver.IsSuperseded(e.out[0].ETag) {
+		return nil // no version to chain from
 	}
 	it := e.out[0]
 	return []version{b.s.stored(it, false)}
@@ -470,9 +470,10 @@ func (b *batchRun[T]) release() {
 	b.s.gmu.Unlock()
 }
 
-// finish hands every member still waiting its result: its own state (the
-// version's ETag only if nothing after it changed the document), or the
-// batch's error.
+// finish hands every member still waiting its result: its own state, or
+// the batch's error. A member's state has the version's ETag if nothing
+// after it changed the document, else a Superseded ETag naming the write
+// and the member.
 func (b *batchRun[T]) finish(e *engine, err error) {
 	s := b.s
 	s.gmu.Lock()
@@ -491,9 +492,9 @@ func (b *batchRun[T]) finish(e *engine, err error) {
 		}
 		switch {
 		case err == nil:
-			d := Doc[T]{Key: b.key, Value: r.value, Extra: modified(e).extraOut(e.out[0])}
-			if i >= tail {
-				d.ETag = e.out[0].ETag
+			d := Doc[T]{Key: b.key, Value: r.value, ETag: e.out[0].ETag, Extra: modified(e).extraOut(e.out[0])}
+			if i < tail {
+				d.ETag = superseded(e.req1[0].meta, i)
 			}
 			b.hand(r, result[T]{doc: d, attempts: e.attempts, batch: len(b.applied)})
 		case errors.As(err, &ce):

@@ -47,9 +47,10 @@ func CreateIfMissing() UpdateOption {
 // conditional write commits them all. Each caller gets the state right after
 // its own mutation. A caller whose state is the version written (the last
 // to change the document, and any after it that changed nothing) gets that
-// version's ETag; the others get an empty ETag, because the state they hold
-// was never stored as a version of its own (Get the document to write on
-// from it; an empty ETag can never overwrite the mutations that followed).
+// version's ETag; the others get a superseded ETag (see Doc), because the
+// state they hold was never stored as a version of its own: a conditional
+// write with it is a *ConflictError holding the current document, and can
+// never overwrite the mutations that followed.
 // A failing, panicking or slow mutate fails or delays only its own caller: a
 // caller whose mutate has not returned within a few milliseconds is left
 // out of the batch and runs on its own afterwards, which also makes an

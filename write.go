@@ -86,8 +86,8 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 }
 
 // blind delivers w, a write that starts from nothing: the request is the
-// same on every attempt. It returns the version written (with no ETag when
-// it was found committed with later writes after it); a definite refusal
+// same on every attempt. It returns the version written (with a superseded ETag
+// and no data when it was found committed with later writes after it); a definite refusal
 // comes back as the backend reported it.
 func (c *core) blind(ctx context.Context, op string, w keyWrite) (driver.Item, error) {
 	e := c.newEngine(ctx, op, false, planFunc(func(e *engine, _ []version) (request, error) { return e.one(w), nil })).on(w.Key)

@@ -299,8 +299,10 @@ type Cond struct {
 // IfMatch returns the condition "the stored ETag equals etag".
 func IfMatch(etag ETag) Cond { return Cond{Kind: CondIfMatch, ETag: etag} }
 
-// Check reports whether the condition is well-formed: an IfMatch without an
-// ETag matches ErrETagRequired. Backends call it before sending anything.
+// Check reports whether the condition may be sent: an IfMatch without an
+// ETag matches ErrETagRequired, and an IfMatch with a Superseded ETag,
+// which no stored version holds, ErrConflict. Backends call it before
+// sending anything.
 func (c Cond) Check() error {
 	switch c.Kind {
 	case CondNone, CondCreate:
@@ -308,6 +310,9 @@ func (c Cond) Check() error {
 	case CondIfMatch:
 		if c.ETag == "" {
 			return ErrETagRequired
+		}
+		if IsSuperseded(c.ETag) {
+			return errSuperseded
 		}
 		return nil
 	}

@@ -403,21 +403,10 @@ func (h *handler[T]) written(w http.ResponseWriter, r *http.Request, key string,
 		h.failWrite(w, r, key, err)
 		return
 	}
-	if d.ETag == "" {
-		// The write was applied, but its state was never stored as a
-		// version of its own (an Update committed with later ones in one
-		// group-commit batch, or a lost response resolved by a read that
-		// already showed a later write). Answer with the current version,
-		// which holds this write, and its ETag: never `ETag: ""`.
-		cur, err := h.s.Get(r.Context(), key)
-		if err != nil {
-			// Deleted right after, or unreadable: the write stands, but
-			// there is no version to name. Answer its state without an ETag.
-			writeJSON(w, status, d.Value)
-			return
-		}
-		d = cur
-	}
+	// A write whose state was never stored as a version of its own (an
+	// Update committed with later ones in one group-commit batch) has a
+	// superseded ETag: an If-Match with it is a 412 holding the current
+	// document, an If-None-Match with it a 200.
 	w.Header().Set("ETag", FormatETag(d.ETag))
 	writeJSON(w, status, d.Value)
 }

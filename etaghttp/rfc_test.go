@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -311,7 +312,7 @@ func TestConflictProblemBody(t *testing.T) {
 
 // heldWrites holds every write while a gate is set, so that concurrent
 // Updates are committed together (group commit): all but the last of a
-// batch get an empty ETag from the Store.
+// batch get a superseded ETag from the Store.
 type heldWrites struct {
 	driver.Backend
 	mu   sync.Mutex
@@ -347,7 +348,10 @@ func serve(h http.Handler, method, path, body string, hdr map[string]string) (*h
 	return rec.Result(), rec.Body.String()
 }
 
-// Every 2xx answer to a write carries an ETag the next If-Match accepts;
+// Every 2xx answer to a write carries an ETag: the version's, which the
+// next If-Match accepts, or, for a PATCH committed with later ones in one
+// group-commit batch, a superseded one, with which an If-Match write is a
+// 412 holding the current document and an If-None-Match GET a 200.
 // If-Match: * never fails on an existing document, however busy. In a
 // synctest bubble: the concurrent PATCHes queue behind a held write
 // (synctest.Wait) and are committed as one batch.
@@ -375,10 +379,12 @@ func TestWriteAnswersCarryETag(t *testing.T) {
 		// the other fifteen have queued behind it: they are one batch.
 		gate := b.hold()
 		var wg sync.WaitGroup
+		etags := make([]string, 16)
 		for i := range 16 {
 			wg.Go(func() {
 				resp, body := serve(h, "PATCH", "/r", fmt.Sprintf(`{"Meta":{"k%d":%d}}`, i, i), map[string]string{"If-Match": "*"})
 				etag := resp.Header.Get("ETag")
+				etags[i] = etag
 				var got Rec
 				_ = json.Unmarshal([]byte(body), &got)
 				if resp.StatusCode != 200 || etag == "" || etag == `""` || got.Meta[fmt.Sprint("k", i)] != i {
@@ -392,8 +398,25 @@ func TestWriteAnswersCarryETag(t *testing.T) {
 		synctest.Wait() // the other fifteen are queued
 		close(gate)
 		wg.Wait()
-		if n := len(stored(t, s, "r").Value.Meta); n != 16 {
+		cur := stored(t, s, "r")
+		if n := len(cur.Value.Meta); n != 16 {
 			t.Errorf("%d of 16 concurrent PATCHes applied", n)
+		}
+		superseded := 0
+		for i, etag := range etags {
+			if tag, err := etaghttp.ParseETag(etag); err != nil || !driver.IsSuperseded(tag) {
+				continue
+			}
+			superseded++
+			if resp, body := serve(h, "PUT", "/r", `{"Title":"lost"}`, map[string]string{"If-Match": etag}); resp.StatusCode != http.StatusPreconditionFailed || !strings.Contains(body, `"currentETag":`+strconv.Quote(etaghttp.FormatETag(cur.ETag))) {
+				t.Errorf("PUT with PATCH #%d's superseded ETag %s: %d, %s; want 412 with the current ETag", i, etag, resp.StatusCode, body)
+			}
+			if resp, body := serve(h, "GET", "/r", "", map[string]string{"If-None-Match": etag}); resp.StatusCode != http.StatusOK {
+				t.Errorf("GET If-None-Match PATCH #%d's superseded ETag: %d %s, want 200", i, resp.StatusCode, body)
+			}
+		}
+		if superseded != 14 { // the first PATCH alone, then a batch of 15: all but its last
+			t.Errorf("%d PATCHes answered a superseded ETag, want 14: %q", superseded, etags)
 		}
 	})
 }

@@ -125,7 +125,8 @@ func StartFaultProxy(t testing.TB, target string, f Faults) *FaultProxy {
 		target: strings.TrimRight(target, "/"),
 		dice:   newDice(f),
 		ln:     ln,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: time.Minute},
+		// Idle connections go before Azurite (Node.js) closes them, at 5 s.
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 3 * time.Second}, Timeout: time.Minute},
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()

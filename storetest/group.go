@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // The group-commit cases: concurrent Updates of one key in one Store share
@@ -313,6 +314,7 @@ var sentinels = []error{etagstore.ErrNotFound, etagstore.ErrExists, etagstore.Er
 // sentinels.
 func wantOneSentinel(t *testing.T, err error) {
 	t.Helper()
+	wantOneLine(t, err)
 	var matched []error
 	for _, s := range sentinels {
 		if errors.Is(err, s) {
@@ -333,5 +335,67 @@ func wantValue(t *testing.T, s *etagstore.Store[Page], key string, n int64) {
 	}
 	if d.Value.N != n {
 		t.Fatalf("%q holds N = %d, want %d", key, d.Value.N, n)
+	}
+}
+
+// testSupersededETag: every Doc an Update returns has an ETag. One that
+// was not the last of its group-commit batch has a superseded ETag; a
+// Replace, Delete or transaction with it is answered as with any stale
+// ETag, a *ConflictError holding the current document (never
+// ErrETagRequired), and changes nothing. The backend itself refuses a
+// condition on it as a conflict, sending nothing.
+func testSupersededETag(t *testing.T, s *etagstore.Store[Page]) {
+	ctx := t.Context()
+	mustCreate(t, s, "sup", Page{})
+	var stale []etagstore.Doc[Page]
+	total := int64(0)
+	for round := 0; round < 40 && len(stale) == 0; round++ { // until some Updates share a batch
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				d, err := s.Update(ctx, "sup", func(p *Page) error { p.N++; return nil })
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					t.Errorf("Update: %v", err)
+				case d.ETag == "":
+					t.Errorf("Update returned an empty ETag (N = %d)", d.Value.N)
+				case driver.IsSuperseded(d.ETag):
+					stale = append(stale, d)
+				}
+			})
+		}
+		wg.Wait()
+		total += 16
+	}
+	if len(stale) == 0 {
+		t.Fatal("no two Updates shared a group-commit batch in 40 rounds of 16")
+	}
+	cur, err := s.Get(ctx, "sup")
+	if err != nil || cur.Value.N != total {
+		t.Fatalf("Get = %+v, %v; want N = %d", cur.Value, err, total)
+	}
+	d := stale[0]
+	var ce *etagstore.ConflictError[Page]
+	d.Value.Title = "lost"
+	if _, err := s.Replace(ctx, d); !errors.As(err, &ce) || ce.Theirs.ETag != cur.ETag || ce.Theirs.Value.N != total {
+		t.Errorf("Replace with the superseded ETag %s = %v; want a *ConflictError with the current version", d.ETag, err)
+	}
+	if err := s.Delete(ctx, "sup", d.ETag); !errors.As(err, &ce) || ce.Theirs.ETag != cur.ETag {
+		t.Errorf("Delete with the superseded ETag = %v; want a *ConflictError with the current version", err)
+	}
+	if _, err := s.Replace(etagstore.WithFence(ctx, 1), d); !errors.As(err, &ce) || ce.Theirs.ETag != cur.ETag {
+		t.Errorf("fenced Replace with the superseded ETag = %v; want a *ConflictError with the current version", err)
+	}
+	if _, err := s.Backend().Write(ctx, "sup", driver.Write{Data: []byte(`{}`), Cond: driver.IfMatch(d.ETag)}); !errors.Is(err, etagstore.ErrConflict) {
+		t.Errorf("the backend's Write with a superseded ETag = %v; want ErrConflict", err)
+	}
+	if err := s.Backend().Delete(ctx, "sup", d.ETag); !errors.Is(err, etagstore.ErrConflict) {
+		t.Errorf("the backend's Delete with a superseded ETag = %v; want ErrConflict", err)
+	}
+	if after, err := s.Get(ctx, "sup"); err != nil || after.ETag != cur.ETag {
+		t.Errorf("after the refused writes: %+v, %v; want the version %s unchanged", after, err, cur.ETag)
 	}
 }

@@ -71,6 +71,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"Fencing", testFencing},
 		{"GroupCommit", testGroupCommit},
 		{"IDAllocator", testIDAllocator},
+		{"SupersededETag", testSupersededETag},
 		{"NestedUpdate", testNestedUpdate},
 		{"PanickingMutate", testPanickingMutate},
 		{"BlockedMutate", testBlockedMutate},
@@ -109,7 +110,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 							t.Fatalf("abilities lost to a wrapper: %+v, want %+v", got, want)
 						}
 					}
-					tc.fn(t, etagstore.New[Page](b, &opts))
+					tc.fn(t, etagstore.New[Page](b, withErrorLines(t, opts)))
 				})
 			}
 		})

@@ -116,10 +116,29 @@ type BatchError struct {
 	Op    string
 	Key   string
 	Err   error
+
+	named string // Err's text, naming the action in the service's answer ("" if it holds none)
 }
 
+// Error is one line: the action's error, naming the action where the
+// service's answer is printed, else followed by it.
 func (e *BatchError) Error() string {
-	return fmt.Sprintf("tablestore: batch action %d (%s %q) failed: %v", e.Index, e.Op, e.Key, e.Err)
+	if e.named != "" {
+		return e.named
+	}
+	return fmt.Sprintf("%v (tablestore: batch action %d: %s %q)", e.Err, e.Index, e.Op, e.Key)
+}
+
+// name puts the action into the service's answer the error holds, if it
+// holds one about the batch as a whole.
+func (e *BatchError) name() {
+	var se *azerr.ServiceError
+	if e.Index < 0 || !errors.As(e.Err, &se) || se.Op != "batch" || se.Key != "" {
+		return
+	}
+	before := se.Error()
+	se.Op, se.Key = fmt.Sprintf("batch action %d: %s", e.Index, e.Op), e.Key
+	e.named = strings.Replace(e.Err.Error(), before, se.Error(), 1)
 }
 
 func (e *BatchError) Unwrap() error { return e.Err }
@@ -173,6 +192,7 @@ func (b *Batch[T]) Submit(ctx context.Context) ([]etagstore.ETag, error) {
 		if ae.Index >= 0 && ae.Index < len(b.actions) {
 			be.Op, be.Key = opNames[b.actions[ae.Index].op], b.actions[ae.Index].key
 		}
+		be.name()
 		return nil, be
 	}
 	return etags, err

@@ -81,8 +81,8 @@ func TestErrorTextBatch(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Errorf("Submit = %v, want %v", err, tc.want)
 			}
-			if msg := err.Error(); !strings.Contains(msg, tc.index) || !strings.Contains(msg, tc.code) {
-				t.Errorf("Submit = %q, want it to name action %s and %s", msg, tc.index, tc.code)
+			if msg := err.Error(); !strings.Contains(msg, "batch action "+tc.index+":") || !strings.Contains(msg, tc.code) || strings.Count(msg, "tablestore:") != 1 {
+				t.Errorf("Submit = %q, want it to name action %s and %s, with one tablestore: prefix", msg, tc.index, tc.code)
 			}
 			var re *azcore.ResponseError
 			if !errors.As(err, &re) {

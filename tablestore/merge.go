@@ -45,8 +45,8 @@ import (
 //     read, atomically (the merge is conditioned on that version): a higher
 //     stored token matches etagstore.ErrFenced; the token is recorded.
 //   - A merge whose answer was lost is resolved by reading, like a Store
-//     write: found committed, it succeeds (with an empty ETag when later
-//     writes followed it); not landed, it is sent again; where no read can
+//     write: found committed, it succeeds (with a superseded ETag, see
+//     etagstore.Doc, when later writes followed it); not landed, it is sent again; where no read can
 //     tell, the error is an *etagstore.OutcomeUnknownError.
 func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T], properties ...string) (etagstore.ETag, error) {
 	if _, err := tableOf(s, "Merge"); err != nil {

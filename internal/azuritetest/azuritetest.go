@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -48,7 +50,7 @@ func NewTable(t testing.TB) *aztables.Client {
 
 func createTable(t testing.TB) (*aztables.ServiceClient, string) {
 	t.Helper()
-	svc, err := aztables.NewServiceClientFromConnectionString(ConnectionString(t), nil)
+	svc, err := aztables.NewServiceClientFromConnectionString(ConnectionString(t), &aztables.ClientOptions{ClientOptions: Options})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func createTable(t testing.TB) (*aztables.ServiceClient, string) {
 // ends.
 func NewContainer(t testing.TB) *container.Client {
 	t.Helper()
-	svc, err := azblob.NewClientFromConnectionString(ConnectionString(t), nil)
+	svc, err := azblob.NewClientFromConnectionString(ConnectionString(t), &azblob.ClientOptions{ClientOptions: Options})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +123,27 @@ func accountKey(t testing.TB) (name, key string) {
 }
 
 // FastRetries are SDK client options for tests: short retry delays.
-var FastRetries = azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: 4, RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond, TryTimeout: 5 * time.Second}}
+var FastRetries = azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: 4, RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond, TryTimeout: 5 * time.Second}, Transport: Transport}
+
+// Transport is the HTTP client of every test client of Azurite. Azurite
+// is a Node.js server, which closes a connection idle for 5 s; the SDK's
+// default transport keeps idle connections for 90 s, and a write sent on
+// a connection the server is closing at that moment fails with a reset
+// that no one can retry safely (its outcome is unknown). Idle connections
+// are dropped after 3 s here. Azure's own endpoints keep connections far
+// longer.
+var Transport = &http.Client{Transport: &http.Transport{
+	Proxy:               nil,
+	DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	MaxIdleConns:        256,
+	MaxIdleConnsPerHost: 64,
+	IdleConnTimeout:     3 * time.Second,
+	ForceAttemptHTTP2:   false,
+}}
+
+// Options are the SDK client options of test clients: Transport, and the
+// SDK's default retries.
+var Options = azcore.ClientOptions{Transport: Transport}
 
 // NewTableVia creates a fresh table and returns a client for it whose
 // requests go to via (for example a fault proxy in front of Azurite's table
