@@ -82,10 +82,14 @@ func orderSafe(s string) bool {
 
 // pushFilter is f as a table filter, when the service can check it: "=",
 // "<", "<=", ">", ">=" and "in" on a top-level member, with a string,
-// boolean (= and in only), integer (or integral float) or time value.
-// Numbers are compared as Edm.Int64 or Edm.Double, whichever the property
-// holds. Every filter is also checked in memory, so the $filter need only
-// let every match through.
+// boolean (= and in only) or time value. Every filter is also checked in
+// memory, so the $filter need only let every match through.
+//
+// Number filters are not pushed down: a number's property may be an
+// Edm.Int32 (a Store[T]'s int32 field), Edm.Int64 or Edm.Double, which is
+// not known before reading, and a literal of another type matches nothing
+// on Azure's typed comparison, while Azurite answers an Int64 literal on an
+// Int32 property with a 500. They are checked in memory as pages stream.
 func (c *collection) pushFilter(f driver.Filter) (tablestore.Filter, bool) {
 	if len(f.FieldPath) != 1 || f.FieldPath[0] == c.opts.RevisionField || reservedNames[f.FieldPath[0]] || !identifier.MatchString(f.FieldPath[0]) {
 		return tablestore.Filter{}, false
@@ -136,13 +140,6 @@ func compareFilter(op, name string, value any) (tablestore.Filter, bool) {
 		return cmp(name, x), op == driver.EqualOp
 	case time.Time:
 		return cmp(name, x), true
-	case float64:
-		if x != float64(int64(x)) {
-			return tablestore.Filter{}, false
-		}
-		return cmp(name, int64(x)).Or(cmp(name, x)), true
-	case int64:
-		return cmp(name, x).Or(cmp(name, float64(x))), true
 	}
 	return tablestore.Filter{}, false
 }
@@ -321,6 +318,19 @@ func (c *collection) QueryPlan(q *driver.Query) (string, error) {
 	return strings.Join(parts, "; "), nil
 }
 
+// asTime is x as a time when other is a time and x a string holding one
+// in RFC 3339 (how a Store[T] of JSON documents keeps a time.Time).
+func asTime(x, other any) any {
+	s, ok := x.(string)
+	if _, isTime := other.(time.Time); !ok || !isTime {
+		return x
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t
+	}
+	return x
+}
+
 func filtersMatch(fs []driver.Filter, m map[string]any) bool {
 	for _, f := range fs {
 		v, ok := getAt(m, f.FieldPath)
@@ -368,7 +378,7 @@ func filterMatches(f driver.Filter, v any) bool {
 // compare compares a stored value with another (or a filter's value):
 // strings, numbers and times by order, booleans by equality.
 func compare(x1, x2 any) (int, bool) {
-	x1, x2 = plain(x1), plain(x2)
+	x1, x2 = asTime(plain(x1), x2), asTime(plain(x2), x1)
 	if t1, ok := x1.(time.Time); ok {
 		if t2, ok := x2.(time.Time); ok {
 			return driver.CompareTimes(t1, t2), true
