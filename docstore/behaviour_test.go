@@ -117,7 +117,9 @@ func TestRevisionConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, write := range map[string]func() error{
-		"Update":  func() error { return coll.Update(ctx, &counter{Name: "a", DocstoreRevision: old.DocstoreRevision}, docstore.Mods{"N": 1}) },
+		"Update": func() error {
+			return coll.Update(ctx, &counter{Name: "a", DocstoreRevision: old.DocstoreRevision}, docstore.Mods{"N": 1})
+		},
 		"Replace": func() error { return coll.Replace(ctx, &counter{Name: "a", DocstoreRevision: old.DocstoreRevision}) },
 		"Put":     func() error { return coll.Put(ctx, &counter{Name: "a", DocstoreRevision: old.DocstoreRevision}) },
 		"Delete":  func() error { return coll.Delete(ctx, &counter{Name: "a", DocstoreRevision: old.DocstoreRevision}) },
