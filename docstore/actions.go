@@ -115,7 +115,7 @@ func (c *collection) setRevision(doc driver.Document, etag etagstore.ETag, store
 		return nil
 	}
 	if etag == "" {
-		return nil // a group-commit member's Update before the lead's change on main: no revision known
+		return nil // no version known (a Store returns an ETag with every Doc it writes)
 	}
 	if err := doc.SetField(c.opts.RevisionField, string(etag)); err != nil {
 		return invalidf("cannot set revision field %s: %v", c.opts.RevisionField, err)
@@ -431,17 +431,8 @@ func (c *collection) txAction(tx *etagstore.Tx[raw], a *driver.Action, key strin
 	if err != nil {
 		return err
 	}
-	switch {
-	case a.Kind == driver.Create && current != "":
-		return fmt.Errorf("%w: docstore: %q", etagstore.ErrExists, key)
-	case a.Kind == driver.Create && rev != "":
-		return invalidf("Create of a document with a revision")
-	case rev != "" && current == "":
-		return fmt.Errorf("%w: docstore: %q", etagstore.ErrNotFound, key)
-	case rev != "" && current != rev:
-		return fmt.Errorf("%w: docstore: %q is at another revision", etagstore.ErrConflict, key)
-	case current == "" && (a.Kind == driver.Replace || a.Kind == driver.Update):
-		return fmt.Errorf("%w: docstore: %q", etagstore.ErrNotFound, key)
+	if err := txCheck(a.Kind, key, current, rev); err != nil {
+		return err
 	}
 	switch a.Kind {
 	case driver.Delete:
@@ -464,4 +455,23 @@ func (c *collection) txAction(tx *etagstore.Tx[raw], a *driver.Action, key strin
 		return err
 	}
 	return tx.Put(key, data)
+}
+
+// txCheck refuses an atomic write of kind to key, whose version read is
+// current ("" when missing), that the version or the revision rev rules
+// out.
+func txCheck(kind driver.ActionKind, key string, current, rev etagstore.ETag) error {
+	switch {
+	case kind == driver.Create && current != "":
+		return fmt.Errorf("%w: docstore: %q", etagstore.ErrExists, key)
+	case kind == driver.Create && rev != "":
+		return invalidf("Create of a document with a revision")
+	case rev != "" && current == "":
+		return fmt.Errorf("%w: docstore: %q", etagstore.ErrNotFound, key)
+	case rev != "" && current != rev:
+		return fmt.Errorf("%w: docstore: %q is at another revision", etagstore.ErrConflict, key)
+	case current == "" && (kind == driver.Replace || kind == driver.Update):
+		return fmt.Errorf("%w: docstore: %q", etagstore.ErrNotFound, key)
+	}
+	return nil
 }

@@ -61,6 +61,7 @@ func TestUpdateExactlyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = coll.Close() })
 	ctx := t.Context()
 	if err := coll.Create(ctx, &counter{Name: "c"}); err != nil {
 		t.Fatal(err)
@@ -109,6 +110,7 @@ func TestRevisionConflicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = coll.Close() })
 	old := &counter{Name: "a"}
 	if err := coll.Create(ctx, old); err != nil {
 		t.Fatal(err)
@@ -158,6 +160,7 @@ func TestErrorAsOutcomeUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = coll.Close() })
 	if err := coll.Put(ctx, &counter{Name: "x"}); err != nil && gcerrors.Code(err) != gcerrors.OK {
 		t.Fatal(err)
 	}
@@ -178,6 +181,7 @@ func TestErrorAsResponseError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = coll.Close() })
 	err = coll.Get(ctx, &counter{Name: "x"})
 	if gcerrors.Code(err) != gcerrors.NotFound {
 		t.Errorf("Get on a missing table: %v, want NotFound", err)

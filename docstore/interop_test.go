@@ -58,8 +58,15 @@ func asDoc(a article) *docArticle {
 // docstore reads, updates with mods and queries, the Store[T] reads that.
 func interop(t *testing.T, coll *docstore.Collection, store *etagstore.Store[article]) {
 	t.Helper()
+	fromDocstore(t, coll, store)
+	fromStore(t, coll, store)
+	queryBoth(t, coll)
+}
+
+// fromDocstore: docstore → Store[T] → docstore.
+func fromDocstore(t *testing.T, coll *docstore.Collection, store *etagstore.Store[article]) {
+	t.Helper()
 	ctx := t.Context()
-	// docstore → Store[T] → docstore.
 	d := asDoc(sample("from-docstore"))
 	d.Note = "kept"
 	if err := coll.Put(ctx, d); err != nil {
@@ -87,8 +94,12 @@ func interop(t *testing.T, coll *docstore.Collection, store *etagstore.Store[art
 	if diff := cmp.Diff(want, back); diff != "" {
 		t.Errorf("docstore read after a Store[T] update (-want +got):\n%s", diff)
 	}
+}
 
-	// Store[T] → docstore → Store[T].
+// fromStore: Store[T] → docstore → Store[T].
+func fromStore(t *testing.T, coll *docstore.Collection, store *etagstore.Store[article]) {
+	t.Helper()
+	ctx := t.Context()
 	if _, err := store.Create(ctx, "from-store", sample("from-store")); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +107,7 @@ func interop(t *testing.T, coll *docstore.Collection, store *etagstore.Store[art
 	if err := coll.Get(ctx, read); err != nil {
 		t.Fatal(err)
 	}
-	want = asDoc(sample("from-store"))
+	want := asDoc(sample("from-store"))
 	want.DocstoreRevision = read.DocstoreRevision
 	if diff := cmp.Diff(want, read); diff != "" {
 		t.Errorf("docstore read of a Store[T] document (-want +got):\n%s", diff)
@@ -104,7 +115,7 @@ func interop(t *testing.T, coll *docstore.Collection, store *etagstore.Store[art
 	if err := coll.Update(ctx, &docArticle{Name: "from-store"}, docstore.Mods{"Views": docstore.Increment(10), "Tags": []string{"z"}, "Rank": 4}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = store.Get(ctx, "from-store")
+	got, err := store.Get(ctx, "from-store")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +124,12 @@ func interop(t *testing.T, coll *docstore.Collection, store *etagstore.Store[art
 	if diff := cmp.Diff(wantA, got.Value); diff != "" {
 		t.Errorf("Store[T] read after a docstore Update (-want +got):\n%s", diff)
 	}
+}
 
-	// Queries over both documents, filters on members of each type.
+// queryBoth queries both documents, with filters on members of each type.
+func queryBoth(t *testing.T, coll *docstore.Collection) {
+	t.Helper()
+	ctx := t.Context()
 	for _, q := range []*docstore.Query{
 		coll.Query().Where("Views", ">=", 8),
 		coll.Query().Where("Score", "=", 2.5).Where("Title", "=", "t"),
