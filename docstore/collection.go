@@ -40,12 +40,19 @@
 //
 // # Queries
 //
-// See RunGetQuery's notes in QueryPlan: on tables, equality and range
-// filters on top-level members become the table query's $filter; key
-// ranges bound the listing; everything else is filtered as pages stream
-// in. A query holds one page at a time, except with OrderBy on anything
-// but the key (ascending), which holds every matching document (or, with
-// a Limit, Offset+Limit of them) to sort them.
+// A query streams a page at a time (Options.PageSize) and checks every
+// filter in memory as the page comes in. What the backend is asked for
+// (Query.Plan says it): on tables, equality and range filters on
+// top-level members holding strings, booleans (equality) and times become
+// the query's $filter ("in" an OR of equalities); number filters are not
+// sent, as a property's EDM type (Int32, Int64, Double) is not known
+// before reading. An equality on the key field lists that key's prefix,
+// and "<" or "<=" on it ends the listing at the bound (not with
+// Options.PartitionField, whose keys are not in key order). Offset and
+// Limit stop reading when satisfied. OrderBy on the key, ascending, is the
+// listing's order; any other OrderBy sorts in memory and holds every
+// match until the listing ends (with a Limit, at most twice Offset+Limit
+// of them).
 //
 // # Errors
 //
@@ -53,8 +60,7 @@
 // (a stale revision, etagstore.ErrFenced, a held lock), InvalidArgument,
 // ResourceExhausted (etagstore.ErrTooLarge), Unimplemented (atomic writes
 // on blobs) and Unknown (etagstore.ErrOutcomeUnknown). ErrorAs reaches
-// *etagstore.OutcomeUnknownError, *etagstore.ConflictError of the stored
-// form and *azcore.ResponseError.
+// *etagstore.OutcomeUnknownError and *azcore.ResponseError.
 package docstore
 
 import (
@@ -224,9 +230,9 @@ func (c *collection) BytesToRevision(b []byte) (any, error) {
 	return string(b), nil
 }
 
-// As sets a *etagstore.Store[[]byte]-free view of the collection: a
-// *edriver.Backend target to the backend, and whatever the backend's own
-// As sets (a **tablestore.Backend, **blobstore.Backend, **memstore.Backend).
+// As sets a *driver.Backend (etagstore's) target to the collection's
+// backend, and whatever the backend's own As sets (a **tablestore.Backend,
+// **blobstore.Backend, **memstore.Backend).
 func (c *collection) As(i any) bool {
 	if i == nil {
 		return false

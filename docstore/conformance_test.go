@@ -71,15 +71,15 @@ func maker(backend func(*testing.T, bool) edriver.Backend, atomic drivertest.Ato
 // memstore commits any keys at once (Transact); tables one partition
 // (an entity group transaction); blobs none.
 func TestConformanceMemory(t *testing.T) {
-	drivertest.RunConformanceTests(t, maker(memBackend, drivertest.MultiplePartitions), jsonCodecTester{}, nil)
+	drivertest.RunConformanceTests(t, maker(memBackend, drivertest.MultiplePartitions), jsonCodecTester{}, []drivertest.AsTest{asMemory})
 }
 
 func TestConformanceTable(t *testing.T) {
-	drivertest.RunConformanceTests(t, maker(tableBackend, drivertest.SinglePartition), tableCodecTester{}, nil)
+	drivertest.RunConformanceTests(t, maker(tableBackend, drivertest.SinglePartition), tableCodecTester{}, []drivertest.AsTest{asTable})
 }
 
 func TestConformanceBlob(t *testing.T) {
-	drivertest.RunConformanceTests(t, maker(blobBackend, drivertest.NoSupport), jsonCodecTester{}, nil)
+	drivertest.RunConformanceTests(t, maker(blobBackend, drivertest.NoSupport), jsonCodecTester{}, []drivertest.AsTest{asBlob})
 }
 
 // tableCodecTester's native codec is tablestore's EntityCodec, what a
