@@ -7,20 +7,46 @@ import (
 	"github.com/etagstore/etagstore/driver"
 )
 
-// itemCache keeps the last version a Store read or wrote of up to max keys,
-// so that an Update can write against it at once (one request when it is
-// still current) instead of reading first. A nil *itemCache is off.
+// The version cache is on by default: an Update of a key this Store wrote
+// or read lately writes against the version it kept, at once, and sends one
+// request when no other writer came in between. A key on which the kept
+// version turned out stale (another process wrote it) is marked shared:
+// its Updates read first again, as without the cache, until it has been
+// quiet for a while (two windows of the contention heat, see retry.go).
+// So where a kept ETag is usually stale the cache costs one failed write
+// per key now and then, not one per Update.
+
+const (
+	// defaultCacheSize is how many keys the cache keeps when
+	// Options.CacheSize is 0.
+	defaultCacheSize = 1024
+	// cacheBytes bounds the document data a cache keeps; a document over
+	// cacheBytes/16 is not kept.
+	cacheBytes = 16 << 20
+)
+
+// itemCache keeps the last version a Store read or wrote of up to max keys
+// and cacheBytes of data, so that an Update can write against it at once
+// instead of reading first. A nil *itemCache is off.
 type itemCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]driver.Item
+	mu    sync.Mutex
+	max   int
+	bytes int // the Data the entries hold
+	m     map[string]driver.Item
+
+	shared contention // keys another writer changed behind a kept version
 }
 
-func newItemCache(max int) *itemCache {
-	if max <= 0 {
+// newItemCache returns a cache of size keys: 0 means defaultCacheSize, a
+// negative size no cache.
+func newItemCache(size int) *itemCache {
+	switch {
+	case size < 0:
 		return nil
+	case size == 0:
+		size = defaultCacheSize
 	}
-	return &itemCache{max: max, m: make(map[string]driver.Item, max)}
+	return &itemCache{max: size, m: make(map[string]driver.Item, min(size, 64))}
 }
 
 func (c *itemCache) get(key string) (driver.Item, bool) {
@@ -33,19 +59,42 @@ func (c *itemCache) get(key string) (driver.Item, bool) {
 	return it, ok
 }
 
+// base returns the kept version of key for a write to start from, unless
+// the key is shared (see stale).
+func (c *itemCache) base(key string, clock Clock) (driver.Item, bool) {
+	if c == nil || c.shared.current(key, clock) {
+		return driver.Item{}, false
+	}
+	return c.get(key)
+}
+
 func (c *itemCache) put(key string, it driver.Item) {
 	if c == nil {
 		return
 	}
+	size := len(it.Data) + len(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[key]; !ok && len(c.m) >= c.max {
-		for k := range c.m { // evict one entry, chosen by map order
-			delete(c.m, k)
+	c.remove(key)
+	if size > cacheBytes/16 {
+		return // too large to keep
+	}
+	for k := range c.m { // evict entries, chosen by map order, until it fits
+		if len(c.m) < c.max && c.bytes+size <= cacheBytes {
 			break
 		}
+		c.remove(k)
 	}
 	c.m[key] = it
+	c.bytes += size
+}
+
+// remove deletes key's entry; c.mu is held.
+func (c *itemCache) remove(key string) {
+	if old, ok := c.m[key]; ok {
+		c.bytes -= len(old.Data) + len(key)
+		delete(c.m, key)
+	}
 }
 
 func (c *itemCache) drop(key string) {
@@ -54,7 +103,17 @@ func (c *itemCache) drop(key string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.m, key)
+	c.remove(key)
+}
+
+// stale drops key's kept version, which a write found out of date, and
+// marks the key shared: writes to it read first for a while.
+func (c *itemCache) stale(key string, clock Clock) {
+	if c == nil {
+		return
+	}
+	c.drop(key)
+	c.shared.learn(key, 2, clock)
 }
 
 // note records the outcome of a read: the version read, or its absence.

@@ -42,9 +42,10 @@
 // written, without a read. Each caller still gets the state right after its
 // own mutation (linearizable per key, as without grouping), its own errors
 // and its own deadline; a mutate that panics, fails, blocks or calls Update
-// on the same key affects only its own caller. An optional version cache
-// (Options.CacheSize) lets an Update write straight against the last
-// version the Store saw. Backoff is full-jitter exponential and starts
+// on the same key affects only its own caller. A version cache, on by
+// default (Options.CacheSize), lets an Update write straight against the
+// last version the Store saw: one request where no other writer came in
+// between; a key other processes write is read first. Backoff is full-jitter exponential and starts
 // higher on keys that keep losing races.
 //
 // # Exactly once

@@ -449,7 +449,7 @@ func (e *engine) refusal(ctx context.Context, req request, verified bool, err er
 		return stop, err
 	case !verified && (conflict || errors.Is(err, ErrNotFound)):
 		for _, w := range req {
-			e.c.cache.drop(w.Key)
+			e.c.cache.stale(w.Key, e.c.clock)
 		}
 		if conflict {
 			e.c.obs.absorbedConflict(ctx)

@@ -190,6 +190,21 @@ func (c *contention) warmth(key string) int {
 	return c.old[key]
 }
 
+// current reports whether key is warm now: the windows are moved on to
+// clock's time first (read only when some key is warm).
+func (c *contention) current(key string, clock Clock) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.cur) == 0 && len(c.old) == 0 {
+		return false
+	}
+	c.turn(clock.Now())
+	if h, ok := c.cur[key]; ok {
+		return h > 0
+	}
+	return c.old[key] > 0
+}
+
 // learn records the outcome of a write of key that took attempts; clock
 // tells the time (read only when some key is warm).
 func (c *contention) learn(key string, attempts int, clock Clock) {

@@ -72,12 +72,16 @@ type Options struct {
 	Retry *RetryPolicy
 	// Clock drives retry delays. Default: the system clock.
 	Clock Clock
-	// CacheSize, when positive, keeps the last version this Store read or
-	// wrote of up to CacheSize keys: an Update then writes against it at
-	// once — one request when no other writer came in between — and falls
-	// back to a read on 412. Worth it when one Store does most of the
-	// writing to its keys; under contention from other processes a stale
-	// copy costs a failed write. Default: 0, off.
+	// CacheSize is how many keys the version cache keeps the last
+	// version of that this Store read or wrote (at most 16 MiB of
+	// documents in all; a document over 1 MiB is not kept). An Update
+	// writes against the kept version at once — one request when no other
+	// writer came in between — and falls back to a read on 412. A key
+	// whose kept version turns out stale (another process writes it) is
+	// read first again until it has been left to this Store for a minute
+	// or two, so that where kept versions are usually stale an Update costs
+	// what it costs without the cache. Default (0): 1024 keys; negative:
+	// no cache.
 	CacheSize int
 	// DisableGroupCommit makes every Update read and write on its own.
 	// Default: concurrent Updates of one key in one Store share one read

@@ -142,7 +142,7 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 	if s.cache == nil {
 		return nil
 	}
-	it, ok := s.cache.get(key)
+	it, ok := s.cache.base(key, s.clock)
 	ok = ok && (etag == "" || it.ETag == etag)
 	s.obs.cacheLookup(ctx, ok, false)
 	if !ok {
