@@ -221,7 +221,8 @@ func (s *Store[T]) get(ctx context.Context, key string, st *opStats) (Doc[T], er
 	return s.decode(it)
 }
 
-// List yields the documents whose key starts with prefix, in key order.
+// List yields the documents whose key starts with prefix, in the order
+// the backend declares (see Store.CompareKeys).
 // An error is yielded once, with a zero Doc, and ends the sequence.
 func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], error] {
 	return func(yield func(Doc[T], error) bool) {

@@ -8,10 +8,15 @@
 //
 // Scenarios: 1, 4, 16 and 64 goroutines incrementing one hot key; 16 writers
 // in 4 processes on one hot key; 64 writers on distinct keys. Modes: naive
-// (raw SDK calls), library (Store.Update with defaults: group commit on),
-// library with the version cache, library without group commit, and the
+// (raw SDK calls), library (Store.Update with defaults: group commit and
+// the version cache on), library without the version cache, library
+// without group commit, and the
 // blob lease Lock (get and replace under it). HTTP requests are counted by a
 // counting transport.
+//
+// YCSB workload F (ycsb.go): 32 goroutines on 1,000 keys chosen with a
+// zipfian distribution (s = 1.1), half reads and half read-modify-write
+// increments; naive, library and library-nocache.
 //
 // Transfers (memory and table; transfers.go): as many goroutines as
 // -writers says move 1 unit at a time between random accounts among 8 of
@@ -115,6 +120,8 @@ type env struct {
 	// naive returns the raw-SDK increment of one key: one attempt, reporting
 	// whether it committed (false on 412).
 	naive func(space string) func(ctx context.Context, key string) (bool, error)
+	// naiveRead returns the raw-SDK read of one key, decoded (ycsb.go).
+	naiveRead func(space string) func(ctx context.Context, key string) (Counter, error)
 	// transfer returns the hand-written transfer between two accounts of
 	// space, the cell's Store s (see transfers.go); nil where the backend
 	// has no multi-document transaction (blobs).
@@ -280,6 +287,15 @@ func open(backend, conn, resource string) (*env, error) {
 			}
 		}
 		e.transfer = func(_ *etagstore.Store[Counter], space string) naiveTransfer { return memoryTransfer(mem, space) }
+		e.naiveRead = func(space string) func(context.Context, string) (Counter, error) {
+			return func(ctx context.Context, key string) (c Counter, err error) {
+				it, err := mem.Read(ctx, space+"/"+key)
+				if err == nil {
+					err = json.Unmarshal(it.Data, &c)
+				}
+				return c, err
+			}
+		}
 	case "table":
 		if conn == "" {
 			return nil, fmt.Errorf("set ETAGSTORE_AZURITE (run through scripts/with-azurite)")
@@ -314,6 +330,19 @@ func open(backend, conn, resource string) (*env, error) {
 			}
 		}
 		e.transfer = func(s *etagstore.Store[Counter], _ string) naiveTransfer { return tableTransfer(s) }
+		e.naiveRead = func(space string) func(context.Context, string) (Counter, error) {
+			return func(ctx context.Context, key string) (Counter, error) {
+				resp, err := client.GetEntity(ctx, space, key, nil)
+				if err != nil {
+					return Counter{}, err
+				}
+				var ent struct{ N, Note string }
+				err = json.Unmarshal(resp.Value, &ent)
+				c := Counter{Note: ent.Note}
+				fmt.Sscan(ent.N, &c.N)
+				return c, err
+			}
+		}
 		e.locker = lockerFor(conn, opts)
 	case "blob":
 		if conn == "" {
@@ -330,6 +359,17 @@ func open(backend, conn, resource string) (*env, error) {
 			return naiveBlob(cc, space)
 		}
 		e.locker, _ = blobstore.NewLocker(cc, &blobstore.LockOptions{PollInitial: 5 * time.Millisecond, PollMax: 200 * time.Millisecond})
+		e.naiveRead = func(space string) func(context.Context, string) (Counter, error) {
+			return func(ctx context.Context, key string) (c Counter, err error) {
+				resp, err := cc.NewBlockBlobClient(space+"/"+key).DownloadStream(ctx, nil)
+				if err != nil {
+					return c, err
+				}
+				defer resp.Body.Close()
+				err = json.NewDecoder(resp.Body).Decode(&c)
+				return c, err
+			}
+		}
 	default:
 		return nil, fmt.Errorf("unknown backend %q", backend)
 	}
@@ -341,8 +381,8 @@ func storeOptions(mode string) *etagstore.Options {
 	if cellMetrics != nil {
 		o.MeterProvider = cellMetrics.provider
 	}
-	if mode == "library+cache" {
-		o.CacheSize = 1024
+	if mode == "library-nocache" {
+		o.CacheSize = -1 // the version cache is on by default
 	}
 	return o
 }
@@ -478,7 +518,7 @@ type row struct {
 
 func bench(e *env, backend string, writers []int, d time.Duration) {
 	ctx := context.Background()
-	modes := []string{"naive", "library", "library+cache", "library-nogroup"}
+	modes := []string{"naive", "library", "library-nocache", "library-nogroup"}
 	if e.locker != nil {
 		modes = append(modes, "lock")
 	}
@@ -539,6 +579,7 @@ func bench(e *env, backend string, writers []int, d time.Duration) {
 		}
 	}
 	rows = append(rows, transferRows(ctx, e, backend, writers, d)...)
+	rows = append(rows, ycsbRows(ctx, e, backend, d)...)
 	fmt.Printf("## %s\n\n| scenario | mode | commits/s | × naive | requests/commit | commits/write | p50 ms | p99 ms | worst attempts | counter |\n|---|---|---|---|---|---|---|---|---|---|\n", backend)
 	naive := map[string]float64{}
 	for _, r := range rows {

@@ -46,3 +46,21 @@ func TestMainSmoke(t *testing.T) {
 		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
 	}
 }
+
+// The YCSB workload F scenario, short, on memory and tables: each mode's
+// cell must end with the counters summing exactly to the increments that
+// succeeded (etagbench exits non-zero otherwise).
+func TestYCSBSmoke(t *testing.T) {
+	azuritetest.ConnectionString(t)
+	bin := smoke.Build(t)
+	out, errOut := smoke.Run(t, 3*time.Minute, bin, "-backends", "memory,table", "-d", "300ms", "-only", "YCSB", "-locks=false")
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "| YCSB-F") {
+			rows++
+		}
+	}
+	if rows != 2*3 { // memory and table, three modes each
+		t.Errorf("%d YCSB rows, want 6\nstdout:\n%s\nstderr:\n%s", rows, smoke.Indent(out), smoke.Indent(errOut))
+	}
+}
