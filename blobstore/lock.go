@@ -532,7 +532,7 @@ func (lk *Lock) unlock(ctx context.Context) error {
 	}
 	lk.events.counter.Add(ctx, 1, lk.events.released...)
 	if err := s.l.pass(ctx, lk.q, s); err != nil {
-		return fmt.Errorf("blobstore: unlock %q: %w", lk.key, err)
+		return fmt.Errorf("%w (unlocking %q)", err, lk.key)
 	}
 	return nil
 }

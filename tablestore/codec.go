@@ -513,10 +513,22 @@ func jsonFieldError(name string, err error) error {
 		return &etagstore.InvalidValueError{Field: joinField(name, iv.Field), Reason: iv.Reason}
 	}
 	if errors.Is(err, etagstore.ErrInvalidInput) {
-		return fmt.Errorf("tablestore: field %s: %w", name, err)
+		// "etagstore: invalid input: tablestore: field F: …", the prefix once.
+		msg := strings.TrimPrefix(err.Error(), etagstore.ErrInvalidInput.Error()+": ")
+		return &fieldError{msg: fmt.Sprintf("%v: tablestore: field %s: %s", etagstore.ErrInvalidInput, name, msg), err: err}
 	}
 	return fmt.Errorf("%w: tablestore: field %s: %w", etagstore.ErrInvalidInput, name, err)
 }
+
+// fieldError is an error about one field, printed with the sentinel in
+// front once, unwrapping to the error it describes.
+type fieldError struct {
+	msg string
+	err error
+}
+
+func (e *fieldError) Error() string { return e.msg }
+func (e *fieldError) Unwrap() error { return e.err }
 
 // joinField puts property name in front of the path rest within it.
 func joinField(name, rest string) string {
