@@ -238,8 +238,14 @@ func (b *Backend) read(ctx context.Context, key string, mac *blob.ModifiedAccess
 
 // readIfChanged reads the blob under key only if its ETag is no longer
 // etag (If-None-Match); changed is false, and nothing is downloaded, when it
-// still is. See driver.Abilities.
+// still is. See driver.Abilities. A read under a lease (WithLease) reads
+// whole: Azurite answers 304 before it checks the lease id, and a read with
+// a wrong id must fail with ErrLockLost, not return a kept copy.
 func (b *Backend) readIfChanged(ctx context.Context, key string, etag etagstore.ETag) (driver.Item, bool, error) {
+	if leaseConditions(ctx) != nil {
+		it, err := b.read(ctx, key, nil)
+		return it, err == nil, err
+	}
 	it, err := b.read(ctx, key, &blob.ModifiedAccessConditions{IfNoneMatch: to(azcore.ETag(etag))})
 	if errors.Is(err, ErrNotModified) {
 		return driver.Item{}, false, nil
