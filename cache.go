@@ -72,7 +72,7 @@ func (c *itemCache) put(key string, it driver.Item) {
 	if c == nil {
 		return
 	}
-	size := len(it.Data) + len(key)
+	size := cap(it.Data) + len(key) // the memory the entry holds
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.remove(key)
@@ -92,7 +92,7 @@ func (c *itemCache) put(key string, it driver.Item) {
 // remove deletes key's entry; c.mu is held.
 func (c *itemCache) remove(key string) {
 	if old, ok := c.m[key]; ok {
-		c.bytes -= len(old.Data) + len(key)
+		c.bytes -= cap(old.Data) + len(key)
 		delete(c.m, key)
 	}
 }
@@ -106,14 +106,21 @@ func (c *itemCache) drop(key string) {
 	c.remove(key)
 }
 
-// stale drops key's kept version, which a write found out of date, and
-// marks the key shared: writes to it read first for a while.
-func (c *itemCache) stale(key string, clock Clock) {
+// stale drops key's kept version: a write conditioned on etag, a version
+// not read in this call, found it out of date. If the version kept was
+// that one, the key is marked shared: writes to it read first for a while.
+// (A Save from an old Doc of the caller's is no sign of another writer.)
+func (c *itemCache) stale(key string, etag ETag, clock Clock) {
 	if c == nil {
 		return
 	}
-	c.drop(key)
-	c.shared.learn(key, 2, clock)
+	c.mu.Lock()
+	kept, ok := c.m[key]
+	c.remove(key)
+	c.mu.Unlock()
+	if ok && kept.ETag == etag {
+		c.shared.learn(key, 2, clock)
+	}
 }
 
 // note records the outcome of a read: the version read, or its absence.

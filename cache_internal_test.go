@@ -28,7 +28,7 @@ func TestCacheBounds(t *testing.T) {
 	}
 	sum := 0
 	for k, it := range c.m {
-		sum += len(k) + len(it.Data)
+		sum += len(k) + cap(it.Data)
 	}
 	if sum != c.bytes {
 		t.Fatalf("bytes %d, entries hold %d", c.bytes, sum)

@@ -112,7 +112,7 @@ type engine struct {
 	index     int   // the action a multi-key refusal names
 	attempts  int
 	cachedWon bool          // the first write, on a version not read, went through
-	out       []driver.Item // per key, the version written ("" ETag: later writes followed)
+	out       []driver.Item // per key, the version written (a superseded ETag and no data: later writes followed)
 
 	// Room for a write of one key, so that it allocates no slices.
 	key1  [1]string
@@ -449,7 +449,7 @@ func (e *engine) refusal(ctx context.Context, req request, verified bool, err er
 		return stop, err
 	case !verified && (conflict || errors.Is(err, ErrNotFound)):
 		for _, w := range req {
-			e.c.cache.stale(w.Key, e.c.clock)
+			e.c.cache.stale(w.Key, w.Write.Cond.ETag, e.c.clock)
 		}
 		if conflict {
 			e.c.obs.absorbedConflict(ctx)

@@ -70,6 +70,13 @@ func (s *Store[T]) page(ctx context.Context, scope string, limit int, token stri
 	if limit < 1 || limit > driver.MaxPageLimit {
 		return Page[T]{}, errorf(ErrInvalidInput, "page limit %d is not between 1 and %d", limit, driver.MaxPageLimit)
 	}
+	if s.abilities.CompareKeys != nil {
+		// Tokens of a backend with an order of its own (a tablestore
+		// without Options.Partition) are bound to it: one made in the
+		// UTF-16 order of earlier versions is refused, never resumed in
+		// the wrong place.
+		scope += "\x00backend key order"
+	}
 	after, err := pagetoken.Decode(scope, token, max(s.abilities.MaxKeyLen, pagetoken.DefaultMaxKey))
 	if err != nil {
 		return Page[T]{}, err

@@ -404,7 +404,9 @@ func (h *handler[T]) written(w http.ResponseWriter, r *http.Request, key string,
 		return
 	}
 	// A write whose state was never stored as a version of its own (an
-	// Update committed with later ones in one group-commit batch) has a
+	// Update committed with later ones in one group-commit batch, or a
+	// write whose lost response was found committed with later writes
+	// after it) has a
 	// superseded ETag: an If-Match with it is a 412 holding the current
 	// document, an If-None-Match with it a 200.
 	w.Header().Set("ETag", FormatETag(d.ETag))

@@ -17,6 +17,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // The linearizability check: several clients run random Get, Update
@@ -71,10 +72,13 @@ type regState struct {
 // whose outcome is unknown: nobody saw it, any observation may fix it.
 const unknownETag etagstore.ETag = "?"
 
-// seenETag is the ETag an operation reported: empty when its write
-// committed but its response was lost and later writes followed.
+// seenETag is the ETag of the state an operation reported: unknown when
+// the operation's state was never stored as a version of its own (a
+// superseded ETag: a group-commit member before the last, or a write whose
+// response was lost, found committed with later writes after it), whose
+// real ETag nobody saw.
 func seenETag(e etagstore.ETag) etagstore.ETag {
-	if e == "" {
+	if e == "" || driver.IsSuperseded(e) {
 		return unknownETag
 	}
 	return e

@@ -1,6 +1,7 @@
 package tablestore
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -343,14 +344,19 @@ func (w *entityWriter) check(f *fieldPlan) {
 }
 
 // finish closes the object, refuses an entity past Azure's limits and
-// remembers its size as the next one's hint.
+// remembers its size as the next one's hint (the last size, not the
+// largest: one large document must not make every later buffer large).
+// A buffer much larger than the entity is given back as an exact copy, so
+// that what the Store keeps (the version cache, memstore) holds no unused
+// room.
 func (w *entityWriter) finish(p *typePlan) ([]byte, error) {
 	if w.over != "" {
 		return nil, fmt.Errorf("%w: tablestore: with field %s the document is %d bytes in %d properties as an entity, the limits are %d bytes and %d properties", etagstore.ErrTooLarge, w.over, w.size, w.props, MaxEntitySize-reserveForKeys, MaxProperties)
 	}
 	w.buf = append(w.buf, '}')
-	if n := int64(len(w.buf)); n > p.sizeHint.Load() {
-		p.sizeHint.Store(n)
+	p.sizeHint.Store(int64(len(w.buf)))
+	if cap(w.buf) > 2*len(w.buf)+64 {
+		return bytes.Clone(w.buf), nil
 	}
 	return w.buf, nil
 }
