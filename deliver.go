@@ -110,6 +110,11 @@ func (s *Store[T]) deliverActions(ctx context.Context, w access.Write) ([]ETag, 
 	e.keys = keys
 	err = e.run(ctx)
 	var ae *driver.ActionError
+	if len(acts) == 1 && err != nil && !errors.As(err, &ae) && !errors.Is(err, ErrOutcomeUnknown) && sentinelOf(err) != nil {
+		// A batch of one action went as a single write: its refusal names
+		// the action, as a Commit's would.
+		err = &driver.ActionError{Index: 0, Err: err}
+	}
 	if errors.As(err, &ae) && ae.Index >= 0 && ae.Index < len(acts) && errors.Is(ae.Err, ErrConflict) && !fenced {
 		a := acts[ae.Index]
 		err = &driver.ActionError{Index: ae.Index, Err: s.refused(ctx, a.Key, a.ETag, a.mine)}

@@ -126,7 +126,7 @@ func (e *BatchError) Error() string {
 	if e.named != "" {
 		return e.named
 	}
-	return fmt.Sprintf("%v (tablestore: batch action %d: %s %q)", e.Err, e.Index, e.Op, e.Key)
+	return fmt.Sprintf("%v (batch action %d: %s %q)", e.Err, e.Index, e.Op, e.Key)
 }
 
 // name puts the action into the service's answer the error holds, if it

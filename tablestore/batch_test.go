@@ -3,6 +3,7 @@ package tablestore_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -175,5 +176,34 @@ func TestBatchInvalid(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"p/a"}, keys); diff != "" {
 		t.Errorf("refused batches wrote something (-want +got):\n%s", diff)
+	}
+}
+
+// A batch of one action, which goes as a single write, fails as a batch
+// of several does: a *BatchError naming action 0, and for a stale ETag a
+// *etagstore.ConflictError holding the current entity.
+func TestBatchOfOneAction(t *testing.T) {
+	ctx := t.Context()
+	s, _ := newTaskStore(t, nil)
+	d, err := s.Create(ctx, "p/0", Task{Title: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := s.Update(ctx, "p/0", func(x *Task) error { x.Title = "b"; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tablestore.NewBatch(s).Replace(d).Submit(ctx)
+	var be *tablestore.BatchError
+	var ce *etagstore.ConflictError[Task]
+	if !errors.As(err, &be) || be.Index != 0 || !errors.As(err, &ce) || ce.Theirs.ETag != cur.ETag || ce.Theirs.Value.Title != "b" {
+		t.Errorf("stale one-action batch = %v; want a *BatchError of action 0 holding a *ConflictError with the current entity", err)
+	}
+	_, err = tablestore.NewBatch(s).Create("p/0", Task{}).Submit(ctx)
+	if !errors.As(err, &be) || be.Index != 0 || !errors.Is(err, etagstore.ErrExists) {
+		t.Errorf("one-action batch creating an existing entity = %v; want a *BatchError of action 0 matching ErrExists", err)
+	}
+	if msg := err.Error(); strings.Count(msg, "tablestore:") != 1 || strings.Count(msg, "etagstore:") != 1 {
+		t.Errorf("a prefix repeats: %q", msg)
 	}
 }
