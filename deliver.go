@@ -108,9 +108,18 @@ func (s *Store[T]) deliverActions(ctx context.Context, w access.Write) ([]ETag, 
 	}
 	e := s.newEngine(ctx, w.Op, fenced, p)
 	e.keys = keys
-	err = e.run(ctx)
+	if err := e.run(ctx); err != nil {
+		return nil, s.actionRefusal(ctx, acts, fenced, err)
+	}
+	return etagsOf(e.out), nil
+}
+
+// actionRefusal is err, the failure of a write of acts, naming the action
+// at fault: a stale ETag becomes a *ConflictError holding the current
+// document (a fenced write's plan made it so already).
+func (s *Store[T]) actionRefusal(ctx context.Context, acts []action[T], fenced bool, err error) error {
 	var ae *driver.ActionError
-	if len(acts) == 1 && err != nil && !errors.As(err, &ae) && !errors.Is(err, ErrOutcomeUnknown) && sentinelOf(err) != nil {
+	if len(acts) == 1 && !errors.As(err, &ae) && !errors.Is(err, ErrOutcomeUnknown) && sentinelOf(err) != nil {
 		// A batch of one action went as a single write: its refusal names
 		// the action, as a Commit's would.
 		err = &driver.ActionError{Index: 0, Err: err}
@@ -119,10 +128,7 @@ func (s *Store[T]) deliverActions(ctx context.Context, w access.Write) ([]ETag, 
 		a := acts[ae.Index]
 		err = &driver.ActionError{Index: ae.Index, Err: s.refused(ctx, a.Key, a.ETag, a.mine)}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return etagsOf(e.out), nil
+	return err
 }
 
 // deliverOne delivers a single Merge (conditioned on the version it reads,
