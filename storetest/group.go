@@ -349,7 +349,7 @@ func testSupersededETag(t *testing.T, s *etagstore.Store[Page]) {
 	mustCreate(t, s, "sup", Page{})
 	var stale []etagstore.Doc[Page]
 	total := int64(0)
-	for round := 0; round < 40 && len(stale) == 0; round++ { // until some Updates share a batch
+	for round := 0; round < 200 && len(stale) == 0; round++ { // until some Updates share a batch
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for range 16 {
@@ -371,7 +371,7 @@ func testSupersededETag(t *testing.T, s *etagstore.Store[Page]) {
 		total += 16
 	}
 	if len(stale) == 0 {
-		t.Fatal("no two Updates shared a group-commit batch in 40 rounds of 16")
+		t.Fatal("no two Updates shared a group-commit batch in 200 rounds of 16")
 	}
 	cur, err := s.Get(ctx, "sup")
 	if err != nil || cur.Value.N != total {
