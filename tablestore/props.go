@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/etagstore/etagstore/internal/members"
 )
 
 // errNotObject is the scanners' error for a document that is not a JSON
@@ -23,11 +25,11 @@ var errNotObject = errors.New("not a JSON object of properties")
 // early when f returns false. Values are delimited, not validated: the
 // decoders of the values a caller uses check them.
 func eachMember(doc []byte, f func(name, value, member []byte) bool) error {
-	i := skipSpace(doc, 0)
+	i := members.SkipSpace(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
 		return errNotObject
 	}
-	i = skipSpace(doc, i+1)
+	i = members.SkipSpace(doc, i+1)
 	if i < len(doc) && doc[i] == '}' {
 		return trailing(doc, i+1)
 	}
@@ -39,10 +41,10 @@ func eachMember(doc []byte, f func(name, value, member []byte) bool) error {
 		if !f(name, doc[v:end], doc[i:end]) {
 			return nil
 		}
-		i = skipSpace(doc, end)
+		i = members.SkipSpace(doc, end)
 		switch {
 		case i < len(doc) && doc[i] == ',':
-			i = skipSpace(doc, i+1)
+			i = members.SkipSpace(doc, i+1)
 		case i < len(doc) && doc[i] == '}':
 			return trailing(doc, i+1)
 		default:
@@ -57,7 +59,7 @@ func nextMember(doc []byte, i int) (name []byte, value, end int, err error) {
 	if i >= len(doc) || doc[i] != '"' {
 		return nil, 0, 0, errNotObject
 	}
-	q := skipString(doc, i)
+	q := members.SkipString(doc, i)
 	if q < 0 {
 		return nil, 0, 0, errNotObject
 	}
@@ -65,12 +67,12 @@ func nextMember(doc []byte, i int) (name []byte, value, end int, err error) {
 	if !ok {
 		return nil, 0, 0, errNotObject
 	}
-	i = skipSpace(doc, q)
+	i = members.SkipSpace(doc, q)
 	if i >= len(doc) || doc[i] != ':' {
 		return nil, 0, 0, errNotObject
 	}
-	value = skipSpace(doc, i+1)
-	if end = skipValue(doc, value); end < 0 {
+	value = members.SkipSpace(doc, i+1)
+	if end = members.SkipValue(doc, value); end < 0 {
 		return nil, 0, 0, errNotObject
 	}
 	return name, value, end, nil
@@ -90,88 +92,10 @@ func memberName(q []byte) ([]byte, bool) {
 }
 
 func trailing(doc []byte, i int) error {
-	if skipSpace(doc, i) != len(doc) {
+	if members.SkipSpace(doc, i) != len(doc) {
 		return errNotObject
 	}
 	return nil
-}
-
-func skipSpace(doc []byte, i int) int {
-	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the JSON string starting at doc[i]
-// (a '"'), or -1.
-func skipString(doc []byte, i int) int {
-	j := i + 1
-	for {
-		q := bytes.IndexByte(doc[j:], '"')
-		if q < 0 {
-			return -1
-		}
-		j += q
-		// The quote is escaped when an odd number of backslashes precede it.
-		n := 0
-		for k := j - 1; k > i && doc[k] == '\\'; k-- {
-			n++
-		}
-		if n%2 == 0 {
-			return j + 1
-		}
-		j++
-	}
-}
-
-// skipValue returns the index after the JSON value starting at doc[i], or
-// -1.
-func skipValue(doc []byte, i int) int {
-	if i >= len(doc) {
-		return -1
-	}
-	switch doc[i] {
-	case '"':
-		return skipString(doc, i)
-	case '{', '[':
-		return skipNested(doc, i)
-	}
-	j := i
-	for j < len(doc) && !endsLiteral(doc[j]) {
-		j++
-	}
-	if j == i {
-		return -1
-	}
-	return j
-}
-
-// endsLiteral reports whether c ends a number, true, false or null.
-func endsLiteral(c byte) bool {
-	return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\n' || c == '\r' || c == '\t'
-}
-
-// skipNested returns the index after the object or array starting at
-// doc[i], or -1.
-func skipNested(doc []byte, i int) int {
-	depth := 0
-	for j := i; j < len(doc); j++ {
-		switch doc[j] {
-		case '"':
-			if j = skipString(doc, j); j < 0 {
-				return -1
-			}
-			j--
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth--; depth == 0 {
-				return j + 1
-			}
-		}
-	}
-	return -1
 }
 
 // class tells, for each byte of a JSON string's content, whether it needs

@@ -60,14 +60,14 @@ func Names(fragment []byte) []string {
 // the name's opening quote to the end of its value) and its name, decoded.
 // It stops at the first syntax error.
 func each(doc []byte, f func(member, name []byte)) {
-	i := skipSpace(doc, 0)
+	i := SkipSpace(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
 		return
 	}
-	i = skipSpace(doc, i+1)
+	i = SkipSpace(doc, i+1)
 	for i < len(doc) && doc[i] == '"' {
 		start := i
-		end := skipString(doc, i)
+		end := SkipString(doc, i)
 		if end < 0 {
 			return
 		}
@@ -79,84 +79,18 @@ func each(doc []byte, f func(member, name []byte)) {
 			}
 			name = []byte(s)
 		}
-		i = skipSpace(doc, end)
+		i = SkipSpace(doc, end)
 		if i >= len(doc) || doc[i] != ':' {
 			return
 		}
-		i = skipValue(doc, skipSpace(doc, i+1))
+		i = SkipValue(doc, SkipSpace(doc, i+1))
 		if i < 0 {
 			return
 		}
 		f(doc[start:i], name)
-		i = skipSpace(doc, i)
+		i = SkipSpace(doc, i)
 		if i < len(doc) && doc[i] == ',' {
-			i = skipSpace(doc, i+1)
+			i = SkipSpace(doc, i+1)
 		}
 	}
-}
-
-func skipSpace(doc []byte, i int) int {
-	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at doc[i] ('"'),
-// or -1.
-func skipString(doc []byte, i int) int {
-	for j := i + 1; j < len(doc); j++ {
-		switch doc[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index after the value starting at doc[i], or -1.
-func skipValue(doc []byte, i int) int {
-	if i >= len(doc) {
-		return -1
-	}
-	switch doc[i] {
-	case '"':
-		return skipString(doc, i)
-	case '{', '[':
-		return skipNested(doc, i)
-	}
-	j := i
-	for j < len(doc) && !endsLiteral(doc[j]) {
-		j++
-	}
-	return j
-}
-
-// endsLiteral reports whether c ends a number, true, false or null.
-func endsLiteral(c byte) bool {
-	return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\n' || c == '\r' || c == '\t'
-}
-
-// skipNested returns the index after the object or array starting at
-// doc[i], or -1.
-func skipNested(doc []byte, i int) int {
-	depth := 0
-	for j := i; j < len(doc); j++ {
-		switch doc[j] {
-		case '"':
-			if j = skipString(doc, j); j < 0 {
-				return -1
-			}
-			j--
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth--; depth == 0 {
-				return j + 1
-			}
-		}
-	}
-	return -1
 }
