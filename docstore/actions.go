@@ -54,19 +54,7 @@ func (c *collection) runAction(ctx context.Context, a *driver.Action) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if a.Kind == driver.Create && a.Key == nil {
-		if err := c.makeKey(a); err != nil {
-			return err
-		}
-	}
-	if a.Key == nil {
-		return invalidf("missing document key")
-	}
-	key, err := c.storeKey(a.Doc, a.Key)
-	if err != nil {
-		return err
-	}
-	rev, err := c.revision(a.Doc)
+	key, rev, err := c.target(a)
 	if err != nil {
 		return err
 	}
@@ -372,6 +360,25 @@ func add(x, y any) (any, error) {
 	return nil, fmt.Errorf("value %v is not a number", x)
 }
 
+// target is the key a's document is stored under (made first for a Create
+// without one) and the revision it holds ("" for none).
+func (c *collection) target(a *driver.Action) (string, etagstore.ETag, error) {
+	if a.Kind == driver.Create && a.Key == nil {
+		if err := c.makeKey(a); err != nil {
+			return "", "", err
+		}
+	}
+	if a.Key == nil {
+		return "", "", invalidf("missing document key")
+	}
+	key, err := c.storeKey(a.Doc, a.Key)
+	if err != nil {
+		return "", "", err
+	}
+	rev, err := c.revision(a.Doc)
+	return key, rev, err
+}
+
 // runAtomic runs atomic writes as one Store.Transact.
 func (c *collection) runAtomic(ctx context.Context, actions []*driver.Action) error {
 	type prepared struct {
@@ -381,19 +388,7 @@ func (c *collection) runAtomic(ctx context.Context, actions []*driver.Action) er
 	}
 	ps := make([]prepared, len(actions))
 	for i, a := range actions {
-		if a.Kind == driver.Create && a.Key == nil {
-			if err := c.makeKey(a); err != nil {
-				return err
-			}
-		}
-		if a.Key == nil {
-			return invalidf("missing document key")
-		}
-		key, err := c.storeKey(a.Doc, a.Key)
-		if err != nil {
-			return err
-		}
-		rev, err := c.revision(a.Doc)
+		key, rev, err := c.target(a)
 		if err != nil {
 			return err
 		}
