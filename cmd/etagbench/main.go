@@ -50,6 +50,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -69,6 +70,7 @@ import (
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/blobstore"
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/azuritetest"
 	"github.com/etagstore/etagstore/memstore"
 	"github.com/etagstore/etagstore/storetest"
 	"github.com/etagstore/etagstore/tablestore"
@@ -83,7 +85,11 @@ type Counter struct {
 // only filters scenarios by name (-only).
 var only string
 
-// counting counts HTTP requests, and the successful writes among them.
+// counting counts HTTP requests, and the successful writes among them. It
+// sends them through azuritetest.Transport, which keeps up to 64 idle
+// connections per host: http.DefaultClient keeps 2, and with dozens of
+// goroutines most requests would then open a connection of their own,
+// a cost that Azurite and the proxies pay again for every request.
 type counting struct {
 	n      atomic.Int64 // requests
 	writes atomic.Int64 // document writes answered 2xx (isDataWrite)
@@ -91,7 +97,7 @@ type counting struct {
 
 func (c *counting) Do(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
-	resp, err := http.DefaultClient.Do(r)
+	resp, err := azuritetest.Transport.Do(r)
 	if err == nil && isDataWrite(r) && resp.StatusCode/100 == 2 {
 		c.writes.Add(1)
 	}
@@ -149,7 +155,15 @@ func main() {
 	rttFlag := flag.String("rtt", "0", "latency added to every Azure request (table and blob) by a loopback proxy in front of Azurite; a comma-separated list runs everything once per value")
 	writersFlag := flag.String("writers", "1,4,16,64", "writer counts of the one-process hot-key scenarios")
 	flag.BoolVar(&printMetrics, "metrics", false, "also print the library's own OpenTelemetry metrics of every one-process library cell")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (YCSB-F workers carry a pprof label mode=<mode>)")
 	flag.Parse()
+	if *cpuprofile != "" {
+		stop, err := profileCPU(*cpuprofile)
+		if err != nil {
+			log.Fatalf("-cpuprofile: %v", err)
+		}
+		defer stop()
+	}
 	conn := os.Getenv("ETAGSTORE_AZURITE")
 	if *worker != "" {
 		// The parent passes its proxied connection string in the environment.
@@ -806,4 +820,22 @@ func naiveBlob(cc *container.Client, space string) func(context.Context, string)
 			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: resp.ETag}}})
 		return conflictOK(err)
 	}
+}
+
+// profileCPU starts a CPU profile written to path; stop ends it.
+func profileCPU(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			log.Printf("-cpuprofile: %v", err)
+		}
+	}, nil
 }

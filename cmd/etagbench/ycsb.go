@@ -6,10 +6,13 @@ import (
 	"log"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/etagstore/etagstore"
 )
 
 // The YCSB workload F scenario (read-modify-write, skewed): ycsbWorkers
@@ -56,57 +59,27 @@ func ycsbCell(ctx context.Context, e *env, mode, space string, d time.Duration) 
 		_, err := s.Upsert(ctx, ycsbKey(i), Counter{Note: "etagbench ycsb"})
 		return err
 	})
-	var read func(context.Context, string) (Counter, error)
-	var inc func(context.Context, string) (bool, error)
+	w := &ycsbWorkload{s: s, fail: func(err error) { log.Fatalf("%s ycsb %s: %v", e.name, mode, err) }}
 	if mode == "naive" {
-		read, inc = e.naiveRead(space), e.naive(space)
+		w.read, w.inc = e.naiveRead(space), e.naive(space)
 	}
-	var increments atomic.Int64
 	var mu sync.Mutex
 	var res result
 	before := e.requests.n.Load()
 	start := time.Now()
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
-	for w := range ycsbWorkers {
+	for i := range ycsbWorkers {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
-			zipf := rand.NewZipf(rng, ycsbSkew, 1, ycsbKeys-1)
-			var attempts []int
-			var lat []float64
-			for time.Now().Before(deadline) {
-				key := ycsbKey(zipf.Uint64())
-				t0 := time.Now()
-				tries, err := 1, error(nil)
-				isRead := rng.IntN(2) == 0
-				switch {
-				case isRead && read != nil:
-					_, err = read(ctx, key)
-				case isRead:
-					_, err = s.Get(ctx, key)
-				case inc != nil:
-					tries = 0
-					for ok := false; !ok && err == nil; {
-						tries++
-						ok, err = inc(ctx, key)
-					}
-					increments.Add(1)
-				default:
-					tries = 0
-					_, err = s.Update(ctx, key, func(c *Counter) error { tries++; c.N++; return nil })
-					increments.Add(1)
-				}
-				if err != nil {
-					log.Fatalf("%s ycsb %s: %v", e.name, mode, err)
-				}
-				attempts = append(attempts, tries)
-				lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
-			}
-			mu.Lock()
-			res.Commits += int64(len(attempts))
-			res.Attempts = append(res.Attempts, attempts...)
-			res.Latency = append(res.Latency, lat...)
-			mu.Unlock()
+			// The label tells the modes apart in etagbench -cpuprofile.
+			pprof.Do(ctx, pprof.Labels("mode", mode), func(ctx context.Context) {
+				attempts, lat := w.run(ctx, uint64(i), start, deadline)
+				mu.Lock()
+				res.Commits += int64(len(attempts))
+				res.Attempts = append(res.Attempts, attempts...)
+				res.Latency = append(res.Latency, lat...)
+				mu.Unlock()
+			})
 		})
 	}
 	wg.Wait()
@@ -118,10 +91,68 @@ func ycsbCell(ctx context.Context, e *env, mode, space string, d time.Duration) 
 		total.Add(doc.Value.N)
 		return err
 	})
-	if total.Load() != increments.Load() {
-		log.Fatalf("%s ycsb %s: counters sum to %d after %d increments", e.name, mode, total.Load(), increments.Load())
+	if total.Load() != w.increments.Load() {
+		log.Fatalf("%s ycsb %s: counters sum to %d after %d increments", e.name, mode, total.Load(), w.increments.Load())
 	}
 	return res
+}
+
+// ycsbWorkload is one cell's operations: the raw SDK's read and increment
+// (naive), or else the Store's Get and Update.
+type ycsbWorkload struct {
+	s          *etagstore.Store[Counter]
+	read       func(context.Context, string) (Counter, error)
+	inc        func(context.Context, string) (bool, error) // one attempt: false on 412
+	fail       func(error)
+	increments atomic.Int64
+}
+
+// run is one goroutine's operations until deadline, with the attempts and
+// the latency (ms) of each.
+func (w *ycsbWorkload) run(ctx context.Context, id uint64, start, deadline time.Time) (attempts []int, lat []float64) {
+	rng := rand.New(rand.NewPCG(id, uint64(start.UnixNano())))
+	zipf := rand.NewZipf(rng, ycsbSkew, 1, ycsbKeys-1)
+	for time.Now().Before(deadline) {
+		key := ycsbKey(zipf.Uint64())
+		t0 := time.Now()
+		var tries int
+		var err error
+		if rng.IntN(2) == 0 {
+			tries, err = 1, w.get(ctx, key)
+		} else {
+			tries, err = w.increment(ctx, key)
+		}
+		if err != nil {
+			w.fail(err)
+		}
+		attempts = append(attempts, tries)
+		lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+	}
+	return attempts, lat
+}
+
+func (w *ycsbWorkload) get(ctx context.Context, key string) error {
+	var err error
+	if w.read != nil {
+		_, err = w.read(ctx, key)
+	} else {
+		_, err = w.s.Get(ctx, key)
+	}
+	return err
+}
+
+// increment adds one to key's counter and returns the attempts it took.
+func (w *ycsbWorkload) increment(ctx context.Context, key string) (tries int, err error) {
+	defer w.increments.Add(1)
+	if w.inc == nil {
+		_, err = w.s.Update(ctx, key, func(c *Counter) error { tries++; c.N++; return nil })
+		return tries, err
+	}
+	for ok := false; !ok && err == nil; {
+		tries++
+		ok, err = w.inc(ctx, key)
+	}
+	return tries, err
 }
 
 // seed calls f for every key index, 16 at a time.
