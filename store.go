@@ -83,9 +83,10 @@ type Options struct {
 	// what it costs without the cache. Default (0): 1024 keys; negative:
 	// no cache.
 	CacheSize int
-	// DisableGroupCommit makes every Update read and write on its own.
-	// Default: concurrent Updates of one key in one Store share one read
-	// and one conditional write (see Update).
+	// DisableGroupCommit makes every Update read and write on its own,
+	// and every Get read on its own. Default: concurrent Updates of one key
+	// in one Store share one read and one conditional write (see Update),
+	// and concurrent Gets of one key share reads (see Get).
 	DisableGroupCommit bool
 	// KeepWriteIDs is how many recent write ids a document remembers, so
 	// that a write whose response was lost is recognised as committed.
@@ -134,6 +135,7 @@ type core struct {
 	heat      contention
 	obs       *observer
 	known     map[string]bool // the members T's documents hold (nil: all; see Extra)
+	readers                   // concurrent Gets' shared reads (sharedread.go)
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the
@@ -143,7 +145,8 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: newItemCache(o.CacheSize), obs: newObserver(o, b)},
+	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: newItemCache(o.CacheSize), obs: newObserver(o, b),
+		readers: readers{shareReads: !o.DisableGroupCommit, reads: map[string]*keyReads{}}},
 		codec: o.Codec, grouped: !o.DisableGroupCommit, groups: map[groupKey]*group[T]{}}
 	s.abilities = b.Abilities()
 	if s.codec == nil {
@@ -186,6 +189,11 @@ func (s *Store[T]) checkKey(key string) error {
 // A missing key matches ErrNotFound; a bad key ErrInvalidKey. With the
 // version cache on and a backend that can (blobs), a cached copy is
 // revalidated with If-None-Match instead of downloaded again.
+//
+// Concurrent Gets of one key in one Store share reads: one read of a key
+// is in flight at a time, and the Gets that arrive meanwhile share the
+// next, sent when it is answered (so that each sees every write that
+// ended before it was called). Each caller decodes its own value.
 func (s *Store[T]) Get(ctx context.Context, key string) (Doc[T], error) {
 	ctx, sp := s.obs.begin(ctx, opGet, key)
 	d, err := s.get(ctx, key, &sp.stats)
@@ -197,26 +205,13 @@ func (s *Store[T]) get(ctx context.Context, key string, st *opStats) (Doc[T], er
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
 	}
-	if cached, ok := s.cache.get(key); ok {
-		if revalidate := s.abilities.ReadIfChanged; revalidate != nil {
-			it, changed, err := revalidate(ctx, key, cached.ETag)
-			switch {
-			case err == nil && !changed:
-				st.cacheHit = true
-				s.obs.cacheLookup(ctx, true, true)
-				return s.decode(cached) // still current: nothing downloaded
-			case err == nil:
-				s.cache.put(key, it)
-				return s.decode(it)
-			}
-			s.cache.note(key, it, err)
-			return Doc[T]{}, err
-		}
-	}
-	it, err := s.b.Read(ctx, key)
-	s.cache.note(key, it, err)
+	it, hit, err := s.readShared(ctx, key)
 	if err != nil {
 		return Doc[T]{}, err
+	}
+	if hit {
+		st.cacheHit = true
+		s.obs.cacheLookup(ctx, true, true)
 	}
 	return s.decode(it)
 }
