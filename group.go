@@ -296,9 +296,9 @@ func (s *Store[T]) takeTurn(r *member[T], t turn) {
 // from the version the previous one wrote, without reading.
 func (s *Store[T]) run(k groupKey, g *group[T]) {
 	var last []version
-	want, took := 0, time.Duration(0) // the last batch's size and duration
+	var l lingering
 	for {
-		s.linger(g, want, took)
+		s.beforeBatch(g, &l)
 		s.gmu.Lock()
 		batch := g.queue
 		g.queue = nil
@@ -314,8 +314,36 @@ func (s *Store[T]) run(k groupKey, g *group[T]) {
 		s.gmu.Unlock()
 		start := time.Now()
 		last = b.commit(k.create, last)
-		want, took = len(batch), time.Since(start)
+		l.want, l.took = len(batch), time.Since(start)
 	}
+}
+
+// lingering is a runner's state between batches: the last batch's size
+// and duration, and how many batches to start at once because lingers
+// lately found nobody coming back.
+type lingering struct {
+	want   int
+	took   time.Duration
+	misses int // vain lingers in a row (at most 4)
+	skip   int
+}
+
+// beforeBatch lingers before a batch (see linger), unless lingers have
+// lately been in vain: callers a batch answers that go on to other keys
+// (a skewed workload) do not come back, and a linger then only delays the
+// batch. After a vain linger, the next 1, 3, 7, then 15 batches start
+// without one.
+func (s *Store[T]) beforeBatch(g *group[T], l *lingering) {
+	if l.skip > 0 {
+		l.skip--
+		return
+	}
+	if s.linger(g, l.want, l.took) {
+		l.misses = 0
+		return
+	}
+	l.misses = min(l.misses+1, 4)
+	l.skip = 1<<l.misses - 1
 }
 
 // linger waits, before a batch starts, until as many callers are queued as
@@ -323,16 +351,18 @@ func (s *Store[T]) run(k groupKey, g *group[T]) {
 // fraction of the last batch's duration, whichever is first: otherwise the
 // callers one batch releases would always miss the next one, and batches
 // would level off at half the writers. Only a runner lingers, so an
-// uncontended Update never waits.
-func (s *Store[T]) linger(g *group[T], want int, took time.Duration) {
+// uncontended Update never waits. It reports false when it waited its whole
+// bound and nobody came.
+func (s *Store[T]) linger(g *group[T], want int, took time.Duration) (fruitful bool) {
 	bound := min(took/4, maxLinger)
 	if want == 0 || bound <= 0 {
-		return
+		return true
 	}
 	s.gmu.Lock()
-	if len(g.queue) >= want {
+	queued := len(g.queue)
+	if queued >= want {
 		s.gmu.Unlock()
-		return
+		return true
 	}
 	g.want = want
 	s.gmu.Unlock()
@@ -348,7 +378,9 @@ func (s *Store[T]) linger(g *group[T], want int, took time.Duration) {
 	case <-g.wake: // drain a wake-up that raced with the timer
 	default:
 	}
+	fruitful = len(g.queue) > queued
 	s.gmu.Unlock()
+	return fruitful
 }
 
 // maxLinger bounds how long a runner lingers before a batch.

@@ -173,3 +173,60 @@ func TestMemberLeavingBeforeTheSendDoesNotFailTheOthers(t *testing.T) {
 func TestMembersLeavingOneByOneDoNotExhaustTheOthersRetries(t *testing.T) {
 	membersLeavingBeforeTheSend(t, 0, 10)
 }
+
+// A runner lingers before a batch for the callers the last batch answered
+// to come back, but when they went on to other keys (a skewed workload) a
+// linger only delays the batch: after a linger in vain, the next batch
+// starts at once. Writes take 8 ms of the bubble's clock; a linger waits
+// at most a quarter of the last batch's duration (2 ms).
+func TestRunnerStopsLingeringInVain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer runOutTimers()
+		hb := &hookBackend{Backend: memstore.New(nil)}
+		s := etagstore.New[counter](hb, nil)
+		ctx := context.Background()
+		if _, err := s.Create(ctx, "k", counter{}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var mu sync.Mutex
+		var began []time.Duration // when each write after the Create began
+		hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
+			mu.Lock()
+			began = append(began, time.Since(start))
+			mu.Unlock()
+			time.Sleep(8 * time.Millisecond)
+			return "", nil, false
+		}
+		var wg sync.WaitGroup
+		update := func(n int) {
+			for range n {
+				wg.Go(func() {
+					if _, err := s.Update(ctx, "k", func(c *counter) error { c.N++; return nil }); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			synctest.Wait() // they are queued (or, the first, writing)
+		}
+		update(1)                         // t=0: solo, writes 0–8
+		update(2)                         // queued: batch 1 writes 8–16
+		time.Sleep(9 * time.Millisecond)  // t=9
+		update(3)                         // batch 2 (3 callers) writes 16–24
+		time.Sleep(8 * time.Millisecond)  // t=17
+		update(2)                         // 2 < 3: the runner lingers 24–26 in vain; batch 3 writes 26–34
+		time.Sleep(10 * time.Millisecond) // t=27
+		update(1)                         // 1 < 2: batch 4 starts at 34 without lingering
+		wg.Wait()
+		want := []time.Duration{0, 8, 16, 26, 34}
+		for i := range want {
+			want[i] *= time.Millisecond
+		}
+		if !slices.Equal(began, want) {
+			t.Errorf("writes began at %v, want %v", began, want)
+		}
+		if d, _ := s.Get(ctx, "k"); d.Value.N != 9 {
+			t.Errorf("counter %d, want 9", d.Value.N)
+		}
+	})
+}
