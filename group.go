@@ -391,26 +391,37 @@ type batchRun[T any] struct {
 	s        *Store[T]
 	key      string
 	members  []*member[T]
-	applied  []*member[T] // the members whose mutations the last apply holds
-	inFlight bool         // a write holding applied is sent or being resolved (guarded by Store.gmu)
+	applied  []*member[T]  // the members whose mutations the last apply holds
+	inFlight bool          // a write holding applied is sent or being resolved (guarded by Store.gmu)
+	riders   []*sharedRead // Gets' shared reads the write answers (see captureReads)
 	timer    *time.Timer
 }
 
-// commit runs the batch's read-modify-write from last (or a read) and
-// hands out the results. It returns the version it wrote, for chaining.
+// commit runs the batch's read-modify-write from last (or the version
+// cache's copy, or a read) and hands out the results. It returns the version it wrote, for chaining.
 func (b *batchRun[T]) commit(create bool, last []version) []version {
 	ctx, cancel := batchContext(b.members)
 	defer cancel()
 	b.timer = time.NewTimer(time.Hour)
 	defer b.timer.Stop()
 	var mine T // a batch's *ConflictError is given each member's own value in finish
+	if last == nil {
+		last = b.s.cached(ctx, b.key, "") // as an Update on its own starts
+	}
 	e, err := b.s.modify(ctx, "Update", b.key, create, last, &mine, b, b)
 	b.finish(e, err)
-	if err != nil || e.out[0].Data == nil || driver.IsSuperseded(e.out[0].ETag) {
+	stored := err == nil && e.out[0].Data != nil && !driver.IsSuperseded(e.out[0].ETag)
+	if b.riders != nil {
+		var it driver.Item
+		if stored {
+			it = e.out[0]
+		}
+		b.s.answerRiders(b.key, b.riders, it, stored)
+	}
+	if !stored {
 		return nil // no version to chain from
 	}
-	it := e.out[0]
-	return []version{b.s.stored(it, false)}
+	return []version{b.s.stored(e.out[0], false)}
 }
 
 // change gives each member still in the batch a turn, in arrival order (the
@@ -491,6 +502,9 @@ func (b *batchRun[T]) hold() bool {
 		}
 	}
 	b.inFlight = true
+	if r := b.s.captureReads(b.key); r != nil {
+		b.riders = append(b.riders, r)
+	}
 	return true
 }
 

@@ -16,7 +16,9 @@ import (
 // before it was called (the read is linearizable for all of them). One
 // read is in flight per key at a time; a hot key costs a read per round
 // trip however many callers read it, where each caller would otherwise
-// send its own.
+// send its own. When a group-commit batch of Updates of the key sends its
+// write before that next read is sent, the Gets waiting for it take the
+// version the write stores instead, and no read is sent for them.
 //
 // Each caller decodes the shared bytes into its own value. A caller whose
 // context ends while it waits returns ctx.Err() alone; the shared read is
@@ -111,6 +113,44 @@ func (c *core) readAnswered(key string) {
 		close(r.done)
 		c.readAnswered(key)
 	}()
+}
+
+// captureReads hands the shared read forming for key, if any, to a
+// group-commit batch about to send its write: each of its callers came
+// before the send, so the version the write stores, once it is answered,
+// is a read for all of them, and no read of their own is sent (see
+// answerRiders).
+func (c *core) captureReads(key string) *sharedRead {
+	if !c.shareReads {
+		return nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	kr := c.reads[key]
+	if kr == nil || kr.next == nil {
+		return nil
+	}
+	r := kr.next
+	kr.next, r.sent = nil, true
+	return r
+}
+
+// answerRiders answers the shared reads a batch's write carried: with the
+// version it stored when ok, else by reading.
+func (c *core) answerRiders(key string, rs []*sharedRead, it driver.Item, ok bool) {
+	for _, r := range rs {
+		if ok {
+			r.it = it
+			close(r.done)
+			r.cancel()
+			continue
+		}
+		go func() {
+			defer r.cancel()
+			r.it, r.hit, r.err = c.fetch(r.ctx, key)
+			close(r.done)
+		}()
+	}
 }
 
 // fetch reads key: from the version cache when the backend confirms the

@@ -166,3 +166,82 @@ func (h *hookBackend) count() int {
 	defer h.mu.Unlock()
 	return h.reads
 }
+
+// Gets waiting for a shared read take the version a group-commit batch of
+// Updates stores, when the batch sends its write before the shared read
+// is sent: no read of their own, and the state after the batch (its ETag
+// the one the batch's last caller got).
+func TestGetsRideOnABatchWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer runOutTimers()
+		ctx := t.Context()
+		readGate, writeGate := make(chan struct{}), make(chan struct{})
+		hb := &hookBackend{Backend: memstore.New(nil)}
+		hb.afterRead = func(n int) {
+			if n == 1 {
+				<-readGate
+			}
+		}
+		hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
+			if n == 2 { // the solo Update's write
+				<-writeGate
+			}
+			return "", nil, false
+		}
+		s := etagstore.New[counter](hb, nil)
+		if _, err := s.Create(ctx, "k", counter{}); err != nil { // write 1
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { // read 1, held: N=0
+			if d, err := s.Get(ctx, "k"); err != nil || d.Value.N != 0 {
+				t.Errorf("the first Get: %+v, %v; want N=0", d.Value, err)
+			}
+		})
+		synctest.Wait()
+		inc := func(c *counter) error { c.N++; return nil }
+		wg.Go(func() { _, _ = s.Update(ctx, "k", inc) }) // solo: write 2, held
+		synctest.Wait()
+		gets := make([]etagstore.Doc[counter], 3)
+		for i := range gets {
+			wg.Go(func() {
+				var err error
+				if gets[i], err = s.Get(ctx, "k"); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		synctest.Wait() // the three wait behind read 1
+		var last etagstore.Doc[counter]
+		var lastMu sync.Mutex
+		for range 2 { // queued behind the solo Update: one batch, write 3
+			wg.Go(func() {
+				d, err := s.Update(ctx, "k", inc)
+				if err != nil {
+					t.Error(err)
+				}
+				lastMu.Lock()
+				if d.Value.N > last.Value.N {
+					last = d
+				}
+				lastMu.Unlock()
+			})
+		}
+		synctest.Wait()
+		close(writeGate) // the solo write lands; the batch writes N=3, carrying the Gets
+		synctest.Wait()
+		for i, d := range gets {
+			if d.Value.N != 3 || d.ETag != last.ETag {
+				t.Errorf("Get %d: N=%d %s; want N=3 and the batch's ETag %s", i, d.Value.N, d.ETag, last.ETag)
+			}
+		}
+		if n := hb.count(); n != 1 {
+			t.Errorf("%d reads, want 1: the waiting Gets took the batch's write", n)
+		}
+		close(readGate)
+		wg.Wait()
+		if n := hb.count(); n != 1 {
+			t.Errorf("%d reads in all, want 1", n)
+		}
+	})
+}

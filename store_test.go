@@ -730,27 +730,39 @@ func updates(t *testing.T, s *etagstore.Store[counter], n int, vals chan<- int, 
 }
 
 // Back-to-back group-commit batches: the second starts from the version the
-// first wrote and sends no read.
+// first wrote and sends no read. Without the version cache the first batch
+// reads; with it (the default), it starts from the version the Update
+// before it wrote.
 func TestGroupCommitChainsBatches(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		opts  *etagstore.Options
+		reads int64
+	}{{"NoCache", &etagstore.Options{CacheSize: -1}, 2}, {"Default", nil, 1}} {
+		t.Run(c.name, func(t *testing.T) { chainBatches(t, c.opts, c.reads) })
+	}
+}
+
+func chainBatches(t *testing.T, opts *etagstore.Options, wantReads int64) {
 	synctest.Test(t, func(t *testing.T) {
 		defer runOutTimers()
 		b := newStepBackend()
-		s := etagstore.New[counter](b, nil)
+		s := etagstore.New[counter](b, opts)
 		vals := make(chan int, 16)
 		var wg sync.WaitGroup
 		updates(t, s, 1, vals, &wg) // alone: read 1, write 1 (held)
 		<-b.arrived
 		updates(t, s, 3, vals, &wg) // queue behind it
 		b.pass <- struct{}{}
-		<-b.arrived // batch 1: read 2, write 2 (held)
+		<-b.arrived // batch 1: read 2 (without the cache), write 2 (held)
 		updates(t, s, 3, vals, &wg)
 		b.pass <- struct{}{}
 		<-b.arrived // batch 2: write 3, with no read
 		b.pass <- struct{}{}
 		wg.Wait()
 		close(vals)
-		if got := b.reads.Load(); got != 2 {
-			t.Errorf("%d reads for 3 writes, want 2 (the second batch chains on the first's version)", got)
+		if got := b.reads.Load(); got != wantReads {
+			t.Errorf("%d reads for 3 writes, want %d (the second batch chains on the first's version)", got, wantReads)
 		}
 		seen := map[int]bool{}
 		for v := range vals {
@@ -768,7 +780,7 @@ func TestChainedBatchLosesToAnotherStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer runOutTimers()
 		b := newStepBackend()
-		s := etagstore.New[counter](b, nil)
+		s := etagstore.New[counter](b, &etagstore.Options{CacheSize: -1}) // batch 1 reads
 		other := etagstore.New[counter](b.Backend, nil)
 		vals := make(chan int, 16)
 		var wg sync.WaitGroup
