@@ -571,12 +571,6 @@ func appendDouble(dst []byte, f float64, bits int) []byte {
 	return strconv.AppendFloat(dst, f, 'g', -1, bits)
 }
 
-// jsonString is s as a JSON string, as encoding/json writes it.
-func jsonString(s string) []byte {
-	b, _ := appendString(nil, s)
-	return b
-}
-
 // Unmarshal decodes entity properties (as returned by the Table service,
 // with or without type annotations) into v, a pointer to a struct or to a
 // pointer to one (allocated when nil, as encoding/json does). Missing
