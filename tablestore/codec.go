@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,10 +120,14 @@ type fieldPlan struct {
 }
 
 type typePlan struct {
-	fields   []fieldPlan
-	byName   map[string]int // the index in fields of each property name
+	fields []fieldPlan    // in the struct's order
+	byName map[string]int // the index in fields of each property name
+	// order is the order in which properties are written: by name, as the
+	// SDK hands entities back (it sorts them), so that an entity read is
+	// usually byte for byte what Marshal writes for its value (see Decode).
+	order    []int
 	err      error
-	sizeHint atomic.Int64 // the size of the largest encoding so far
+	sizeHint atomic.Int64 // the size of the last encoding
 }
 
 var plans sync.Map // reflect.Type -> *typePlan
@@ -143,9 +148,12 @@ func planFor(t reflect.Type) (*typePlan, error) {
 	p := &typePlan{}
 	p.fields, p.err = buildPlan(t)
 	p.byName = make(map[string]int, len(p.fields))
+	p.order = make([]int, len(p.fields))
 	for i, f := range p.fields {
 		p.byName[f.name] = i
+		p.order[i] = i
 	}
+	slices.SortFunc(p.order, func(i, j int) int { return strings.Compare(p.fields[i].name, p.fields[j].name) })
 	plans.Store(t, p)
 	return p, p.err
 }
@@ -308,23 +316,42 @@ func (EntityCodec) Marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	w := plan.writer()
-	for i := range plan.fields {
+	for _, i := range plan.order {
 		f := &plan.fields[i]
 		if err := w.field(f, rv.FieldByIndex(f.index)); err != nil {
 			return nil, err
 		}
 		w.check(f)
 	}
+	if w.over != "" {
+		w.over = plan.crossing(rv)
+	}
 	return w.finish(plan)
+}
+
+// crossing is the field of rv, a document past Azure's limits, with which
+// the entity passes them in the order of the struct's fields (the one an
+// error names).
+func (p *typePlan) crossing(rv reflect.Value) string {
+	var w entityWriter
+	for i := range p.fields {
+		f := &p.fields[i]
+		_ = w.field(f, rv.FieldByIndex(f.index)) // Marshal found no error
+		if w.check(f); w.over != "" {
+			return w.over
+		}
+	}
+	return ""
 }
 
 // entityWriter writes the properties of an entity and adds up its size as
 // Azure counts it.
 type entityWriter struct {
-	buf   []byte
-	size  int
-	props int
-	over  string // the field that took the entity past its limits
+	buf    []byte
+	size   int
+	props  int
+	over   string  // the field that took the entity past its limits
+	pooled *[]byte // the scratch buffer buf came from, if it did
 }
 
 // writer returns an entityWriter with room for a document of p's type as
@@ -571,12 +598,6 @@ func appendDouble(dst []byte, f float64, bits int) []byte {
 	return strconv.AppendFloat(dst, f, 'g', -1, bits)
 }
 
-// jsonString is s as a JSON string, as encoding/json writes it.
-func jsonString(s string) []byte {
-	b, _ := appendString(nil, s)
-	return b
-}
-
 // Unmarshal decodes entity properties (as returned by the Table service,
 // with or without type annotations) into v, a pointer to a struct or to a
 // pointer to one (allocated when nil, as encoding/json does). Missing
@@ -589,10 +610,12 @@ func (EntityCodec) Unmarshal(data []byte, v any) error {
 // Decode is Unmarshal that also returns what Marshal returns for the value
 // it decoded, built from data as it decodes: a string property already
 // written as Marshal writes it (as the Table service hands strings back)
-// is copied, not encoded again. A Store calls it to start a
-// read-modify-write, to tell an unchanged document without encoding the
-// value it read a second time. The encoding is nil, with no error, when
-// Marshal would refuse the value decoded.
+// is copied, not encoded again. When data is that encoding byte for byte
+// (Marshal writes properties in the order of their names, the SDK's
+// order), Decode returns data itself: nothing is allocated for it. A
+// Store calls it to start a read-modify-write, to tell an unchanged
+// document without encoding the value it read a second time. The encoding
+// is nil, with no error, when Marshal would refuse the value decoded.
 func (EntityCodec) Decode(data []byte, v any) ([]byte, error) {
 	return decodeEntity(data, v, true)
 }
@@ -611,9 +634,10 @@ func decodeEntity(data []byte, v any, encode bool) ([]byte, error) {
 	rv.SetZero()
 	var w entityWriter
 	if encode {
-		w = plan.writer()
+		w = scratchWriter()
+		defer w.release()
 	}
-	for i := range plan.fields {
+	for _, i := range plan.order {
 		f := &plan.fields[i]
 		fv := rv.FieldByIndex(f.index)
 		canonical, size, err := props.decode(i, f, fv)
@@ -629,13 +653,43 @@ func decodeEntity(data []byte, v any, encode bool) ([]byte, error) {
 		}
 		w.check(f)
 	}
-	if !encode {
-		return nil, nil
+	if !encode || w.over != "" {
+		return nil, nil // Marshal would refuse the value: no encoding
 	}
-	if out, err := w.finish(plan); err == nil {
-		return out, nil
+	w.buf = append(w.buf, '}')
+	plan.sizeHint.Store(int64(len(w.buf)))
+	if bytes.Equal(w.buf, data) {
+		return data, nil
 	}
-	return nil, nil
+	return bytes.Clone(w.buf), nil
+}
+
+// scratch holds the buffers in which Decode builds an encoding to compare
+// with the data it decodes (*[]byte).
+var scratch sync.Pool
+
+// maxScratch is the largest buffer scratch keeps: an entity's limit with
+// room for its JSON.
+const maxScratch = 2 * MaxEntitySize
+
+// scratchWriter returns an entityWriter writing into a buffer of scratch;
+// release gives the buffer back.
+func scratchWriter() entityWriter {
+	buf, _ := scratch.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	return entityWriter{buf: append((*buf)[:0], '{'), pooled: buf}
+}
+
+// release gives w's buffer back to scratch; w's bytes are not to be used
+// after it.
+func (w *entityWriter) release() {
+	if w.pooled != nil && cap(w.buf) <= maxScratch {
+		*w.pooled = w.buf[:0]
+		scratch.Put(w.pooled)
+	}
+	w.buf, w.pooled = nil, nil
 }
 
 // entityProps are the raw values of an entity's properties, by field of

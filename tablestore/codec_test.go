@@ -153,9 +153,10 @@ func TestCodecTypeAnnotations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"N":"5","N@odata.type":"Edm.Int64","F":3,"F@odata.type":"Edm.Double","I":2,` +
-		`"When":"2026-01-02T03:04:05.0000006Z","When@odata.type":"Edm.DateTime",` +
-		`"ID":"0f8fad5b-d9cb-469f-a165-70867728950e","ID@odata.type":"Edm.Guid","Bin":"AQ==","Bin@odata.type":"Edm.Binary"}`
+	// Properties in the order of their names, as the SDK sorts them.
+	want := `{"Bin":"AQ==","Bin@odata.type":"Edm.Binary","F":3,"F@odata.type":"Edm.Double","I":2,` +
+		`"ID":"0f8fad5b-d9cb-469f-a165-70867728950e","ID@odata.type":"Edm.Guid","N":"5","N@odata.type":"Edm.Int64",` +
+		`"When":"2026-01-02T03:04:05.0000006Z","When@odata.type":"Edm.DateTime"}`
 	if diff := cmp.Diff(want, string(data)); diff != "" {
 		t.Errorf("entity JSON (-want +got):\n%s", diff)
 	}

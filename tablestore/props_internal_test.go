@@ -117,3 +117,9 @@ func TestEachMember(t *testing.T) {
 		t.Errorf("eachMember({}): %v", err)
 	}
 }
+
+// jsonString is s as a JSON string, as encoding/json writes it.
+func jsonString(s string) []byte {
+	b, _ := appendString(nil, s)
+	return b
+}

@@ -195,14 +195,18 @@ func (b *Backend) Read(ctx context.Context, key string) (driver.Item, error) {
 
 // item turns an entity as the service returns it into an Item: the system
 // properties are removed from Data, the bookkeeping goes to Meta. It scans
-// the entity once and copies the document's properties as they are, in
-// the service's order (the SDK's: sorted by name), so that Data holds
-// strings exactly as EntityCodec writes them.
+// the entity once and moves the document's properties, as they are and in
+// the service's order (the SDK's: sorted by name), to the front of
+// entity's own bytes, which become Data: no copy, and Data holds strings
+// exactly as EntityCodec writes them. entity is the caller's no more.
 func (b *Backend) item(entity []byte) (driver.Item, error) {
 	var it driver.Item
 	var pk, rk string
-	data := make([]byte, 1, len(entity))
-	data[0] = '{'
+	// Each member kept moves left or stays: it is written after '{' and
+	// the members kept before it, which are no longer than what preceded
+	// it in entity (its '{' or ',' included), so data never overtakes the
+	// scan.
+	data := entity[:0]
 	err := eachMember(entity, func(name, value, member []byte) bool {
 		switch string(name) {
 		case "PartitionKey":
@@ -215,9 +219,7 @@ func (b *Backend) item(entity []byte) (driver.Item, error) {
 			it.Meta = textOf(value)
 		default:
 			if !systemProperty(name) {
-				if len(data) > 1 {
-					data = append(data, ',')
-				}
+				data = append(data, ',')
 				data = append(data, member...)
 			}
 		}
@@ -227,6 +229,10 @@ func (b *Backend) item(entity []byte) (driver.Item, error) {
 		return driver.Item{}, fmt.Errorf("tablestore: entity is not a JSON object: %w", err)
 	}
 	it.Key = b.key(pk, rk)
+	if len(data) == 0 {
+		data = append(data, '{')
+	}
+	data[0] = '{' // the first member's ','
 	it.Data = append(data, '}')
 	return it, nil
 }
@@ -258,21 +264,19 @@ func entity(pk, rk, meta string, data []byte) ([]byte, error) {
 	if len(data) < 2 || data[0] != '{' || data[len(data)-1] != '}' {
 		return nil, fmt.Errorf("%w: tablestore: a document must encode as a JSON object of properties", etagstore.ErrInvalidInput)
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(data) + len(pk) + len(rk) + len(meta) + 64)
-	buf.WriteString(`{"PartitionKey":`)
-	buf.Write(jsonString(pk))
-	buf.WriteString(`,"RowKey":`)
-	buf.Write(jsonString(rk))
+	body := make([]byte, 0, len(data)+2*(len(pk)+len(rk)+len(meta))+64) // room for some escapes
+	body = append(body, `{"PartitionKey":`...)
+	body, _ = appendString(body, pk)
+	body = append(body, `,"RowKey":`...)
+	body, _ = appendString(body, rk)
 	if meta != "" {
-		buf.WriteString(`,"` + MetaProperty + `":`)
-		buf.Write(jsonString(meta))
+		body = append(body, `,"`+MetaProperty+`":`...)
+		body, _ = appendString(body, meta)
 	}
 	if rest := bytes.TrimSpace(data[1:]); len(rest) > 1 { // more than "}"
-		buf.WriteByte(',')
+		body = append(body, ',')
 	}
-	buf.Write(data[1:])
-	return buf.Bytes(), nil
+	return append(body, data[1:]...), nil
 }
 
 // Write stores w under key if w.Cond holds: CondCreate is Insert Entity

@@ -1,15 +1,22 @@
 package tablestore_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"runtime/metrics"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/internal/azuritetest"
 	"github.com/etagstore/etagstore/tablestore"
 )
@@ -24,81 +31,173 @@ type page struct {
 
 // BenchmarkTableUpdateVsRaw compares the client's cost of one uncontended
 // read-modify-write of a document on Azurite whose body is 1 KB, 16 KB or
-// 64 KB as UTF-16 (the largest one property holds): through Store.Update
-// with default options (impl=library), and hand-written with the raw SDK
-// (impl=raw: GetEntity, json.Unmarshal into a map, the counter
-// incremented, json.Marshal, UpdateEntity with IfMatch). Beside the wall
-// time (ns/op) it reports the process's CPU time per op (cpu-ns/op, by
-// getrusage: user plus system, garbage collection and the SDK included;
-// Azurite runs in another process). Raw and library alternate, twice each,
-// so that neither gains from running while Azurite is warmer. Run it with
+// 64 KB as UTF-16 (the largest one property holds), done three ways:
+//
+//   - raw: hand-written with the raw SDK (GetEntity, json.Unmarshal into a
+//     map, the counter incremented, json.Marshal, UpdateEntity with
+//     IfMatch);
+//   - lib: Store.Update with default options (the version cache on: one
+//     request per op);
+//   - nocache: Store.Update without the cache (a read and a write per op,
+//     as raw: the codec's cost at equal requests).
+//
+// Each op runs the three back to back, in an order that rotates from op
+// to op, each on its own entity, so that the machine's load (Azurite
+// shares the two cores) falls on all alike. The metrics are, for each, the
+// median wall time of one update (…-us), the process's CPU time per update
+// (…-cpu-us, by getrusage: user plus system, garbage collection and the
+// SDK included; Azurite runs in another process), HTTP requests per
+// update (…-req) and KiB allocated per update (…-allocKB, SDK included);
+// and lib's and nocache's ratios to raw (×…-wall: of the
+// medians, ×…-cpu: of the CPU times). Run it with
 //
 //	scripts/with-azurite go test -run '^$' -bench TableUpdateVsRaw -count 5 ./tablestore/
 func BenchmarkTableUpdateVsRaw(b *testing.B) {
-	client := azuritetest.NewTable(b)
+	client, requests := countedTable(b)
 	for _, size := range []int{1 << 10, 16 << 10, 64 << 10} {
 		body := strings.Repeat("0123456789abcdef", size/2/16) // size bytes as UTF-16
-		for round := range 2 {
-			b.Run(fmt.Sprintf("size=%dKB/impl=raw", size>>10), func(b *testing.B) {
-				rawUpdates(b, client, fmt.Sprintf("raw%d", round), body)
+		b.Run(fmt.Sprintf("size=%dKB", size>>10), func(b *testing.B) {
+			run := fmt.Sprint(size, b.N) // fresh entities for every run
+			compareUpdates(b, requests, []updater{
+				rawUpdater(b, client, "raw"+run, body),
+				libraryUpdater(b, client, "lib", "lib"+run, body, nil),
+				libraryUpdater(b, client, "nocache", "nocache"+run, body, &etagstore.Options{CacheSize: -1}),
 			})
-			b.Run(fmt.Sprintf("size=%dKB/impl=library", size>>10), func(b *testing.B) {
-				libraryUpdates(b, client, fmt.Sprintf("lib%d", round), body)
-			})
+		})
+	}
+}
+
+// updater is one way to do the benchmark's read-modify-write.
+type updater struct {
+	name   string
+	update func(ctx context.Context) error
+}
+
+// compareUpdates runs each of us (raw first) once per op, in an order that
+// rotates from op to op, and reports their figures (see
+// BenchmarkTableUpdateVsRaw).
+func compareUpdates(b *testing.B, requests *atomic.Int64, us []updater) {
+	walls := make([][]time.Duration, len(us))
+	cpu := make([]time.Duration, len(us))
+	reqs := make([]int64, len(us))
+	allocs := make([]uint64, len(us))
+	ops := 0
+	for b.Loop() {
+		for j := range us {
+			i := (ops + j) % len(us)
+			sent, c, a, start := requests.Load(), processCPU(), allocated(), time.Now()
+			err := us[i].update(b.Context())
+			walls[i] = append(walls[i], time.Since(start))
+			cpu[i] += processCPU() - c
+			allocs[i] += allocated() - a
+			reqs[i] += requests.Load() - sent
+			if err != nil {
+				b.Fatalf("%s: %v", us[i].name, err)
+			}
+		}
+		ops++
+	}
+	medians := make([]float64, len(us))
+	for i, u := range us {
+		slices.Sort(walls[i])
+		medians[i] = float64(walls[i][len(walls[i])/2].Microseconds())
+		b.ReportMetric(medians[i], u.name+"-us")
+		b.ReportMetric(float64(cpu[i].Microseconds())/float64(ops), u.name+"-cpu-us")
+		b.ReportMetric(float64(reqs[i])/float64(ops), u.name+"-req")
+		b.ReportMetric(float64(allocs[i])/1024/float64(ops), u.name+"-allocKB")
+		if i > 0 {
+			b.ReportMetric(medians[i]/medians[0], "×"+u.name+"-wall")
+			b.ReportMetric(float64(cpu[i])/float64(cpu[0]), "×"+u.name+"-cpu")
 		}
 	}
 }
 
-func libraryUpdates(b *testing.B, client *aztables.Client, pk, body string) {
-	s := tablestore.NewStore[page](client, &tablestore.Options{Partition: pk}, nil)
+// countedTable creates a fresh table and returns a client for it that
+// counts the HTTP requests it sends.
+func countedTable(b *testing.B) (*aztables.Client, *atomic.Int64) {
+	svc, err := aztables.NewServiceClientFromConnectionString(azuritetest.ConnectionString(b), &aztables.ClientOptions{ClientOptions: azuritetest.Options})
+	if err != nil {
+		b.Fatal(err)
+	}
+	name := azuritetest.Name("bench")
+	if _, err := svc.CreateTable(b.Context(), name, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if _, err := svc.DeleteTable(context.Background(), name, nil); err != nil {
+			b.Errorf("delete table %s: %v", name, err)
+		}
+	})
+	requests := new(atomic.Int64)
+	opts := azuritetest.Options
+	opts.PerRetryPolicies = []policy.Policy{counter{requests}}
+	counted, err := aztables.NewServiceClientFromConnectionString(azuritetest.ConnectionString(b), &aztables.ClientOptions{ClientOptions: opts})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return counted.NewClient(name), requests
+}
+
+// counter is a pipeline policy counting the requests sent.
+type counter struct{ n *atomic.Int64 }
+
+func (c counter) Do(req *policy.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return req.Next()
+}
+
+// libraryUpdater increments the counter of a fresh document in partition
+// pk through Store.Update with storeOpts.
+func libraryUpdater(b *testing.B, client *aztables.Client, name, pk, body string, storeOpts *etagstore.Options) updater {
+	s := tablestore.NewStore[page](client, &tablestore.Options{Partition: pk}, storeOpts)
 	if _, err := s.Upsert(b.Context(), "k", page{Title: "bench", Body: body}); err != nil {
 		b.Fatal(err)
 	}
 	inc := func(p *page) error { p.N++; return nil }
-	cpu := startCPU()
-	for b.Loop() {
-		if _, err := s.Update(b.Context(), "k", inc); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cpu.report(b)
+	return updater{name, func(ctx context.Context) error {
+		_, err := s.Update(ctx, "k", inc)
+		return err
+	}}
 }
 
-func rawUpdates(b *testing.B, client *aztables.Client, pk, body string) {
-	ctx := b.Context()
+// rawUpdater increments the counter of a fresh entity in partition pk the
+// way a user of the raw SDK would.
+func rawUpdater(b *testing.B, client *aztables.Client, pk, body string) updater {
 	first, _ := json.Marshal(map[string]any{"PartitionKey": pk, "RowKey": "k", "Title": "bench", "Body": body, "N": 0})
-	if _, err := client.UpsertEntity(ctx, first, nil); err != nil {
+	if _, err := client.UpsertEntity(b.Context(), first, nil); err != nil {
 		b.Fatal(err)
 	}
-	cpu := startCPU()
-	for b.Loop() {
-		resp, err := client.GetEntity(ctx, pk, "k", nil)
+	return rawUpdate(client, pk, "k")
+}
+
+// rawUpdate increments the counter N of entity pk/rk with the raw SDK.
+func rawUpdate(client *aztables.Client, pk, rk string) updater {
+	return updater{"raw", func(ctx context.Context) error {
+		resp, err := client.GetEntity(ctx, pk, rk, nil)
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
 		var e map[string]any
 		if err := json.Unmarshal(resp.Value, &e); err != nil {
-			b.Fatal(err)
+			return err
 		}
 		e["N"] = e["N"].(float64) + 1
-		update, _ := json.Marshal(e)
-		etag := resp.ETag
-		if _, err := client.UpdateEntity(ctx, update, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeReplace}); err != nil {
-			b.Fatal(err)
+		update, err := json.Marshal(e)
+		if err != nil {
+			return err
 		}
-	}
-	cpu.report(b)
+		etag := resp.ETag
+		_, err = client.UpdateEntity(ctx, update, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeReplace})
+		return err
+	}}
 }
 
-// cpuClock measures the process's CPU time (user and system) from its
-// start.
-type cpuClock time.Duration
-
-func startCPU() cpuClock { return cpuClock(processCPU()) }
-
-// report adds the CPU time per iteration since c started as cpu-ns/op.
-func (c cpuClock) report(b *testing.B) {
-	b.ReportMetric(float64(processCPU()-time.Duration(c))/float64(b.N), "cpu-ns/op")
+// allocated is how many bytes the process has allocated on the heap so
+// far (runtime/metrics, read without stopping the world).
+func allocated() uint64 {
+	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(sample)
+	return sample[0].Value.Uint64()
 }
 
 func processCPU() time.Duration {
