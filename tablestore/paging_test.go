@@ -72,21 +72,7 @@ func TestPageCostsOneQueryAPage(t *testing.T) {
 	} {
 		s := tablestore.NewStore[Task](client, &tablestore.Options{PageSize: tc.pageSize}, nil)
 		requests.Store(0)
-		var got []string
-		pages, token := 0, ""
-		for {
-			p, err := s.Page(t.Context(), "", tc.limit, token)
-			if err != nil {
-				t.Fatalf("PageSize %d: Page(%d) #%d: %v", tc.pageSize, tc.limit, pages+1, err)
-			}
-			pages++
-			for _, d := range p.Docs {
-				got = append(got, d.Key)
-			}
-			if token = p.Next; token == "" {
-				break
-			}
-		}
+		got, pages := walkPages(t, s, tc.limit)
 		if !slices.Equal(got, want) {
 			t.Errorf("PageSize %d: pages of %d hold %d keys %q…, want %d keys %q…", tc.pageSize, tc.limit, len(got), got[:min(4, len(got))], len(want), want[:4])
 		}
@@ -105,6 +91,26 @@ func TestPageCostsOneQueryAPage(t *testing.T) {
 	}
 	if n != len(want) || requests.Load() != 1 {
 		t.Errorf("List read %d documents in %d requests, want %d in 1", n, requests.Load(), len(want))
+	}
+}
+
+// walkPages pages through s with limit and returns the keys and the number
+// of pages.
+func walkPages(t *testing.T, s *etagstore.Store[Task], limit int) (keys []string, pages int) {
+	t.Helper()
+	token := ""
+	for {
+		p, err := s.Page(t.Context(), "", limit, token)
+		if err != nil {
+			t.Fatalf("Page(%d) #%d: %v", limit, pages+1, err)
+		}
+		pages++
+		for _, d := range p.Docs {
+			keys = append(keys, d.Key)
+		}
+		if token = p.Next; token == "" {
+			return keys, pages
+		}
 	}
 }
 
