@@ -1,19 +1,12 @@
 package tablestore_test
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
-
 	"github.com/etagstore/etagstore"
-
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/azuritetest"
 	"github.com/etagstore/etagstore/storetest"
@@ -50,8 +43,7 @@ func TestPagingAcrossPartitions(t *testing.T) {
 // hundreds.
 func TestPageCostsOneQueryAPage(t *testing.T) {
 	const partitions, rows = 120, 2
-	var requests atomic.Int64
-	client := countedTable(t, &requests)
+	client, requests := countedTable(t)
 	var want []string
 	for p := range partitions {
 		for r := range rows {
@@ -112,34 +104,6 @@ func walkPages(t *testing.T, s *etagstore.Store[Task], limit int) (keys []string
 			return keys, pages
 		}
 	}
-}
-
-// countedTable is a fresh table whose client counts its requests.
-func countedTable(t *testing.T, requests *atomic.Int64) *aztables.Client {
-	t.Helper()
-	opts := &aztables.ClientOptions{ClientOptions: azuritetest.Options}
-	opts.Transport = counting{next: azuritetest.Transport, requests: requests}
-	svc, err := aztables.NewServiceClientFromConnectionString(azuritetest.ConnectionString(t), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := azuritetest.Name("count")
-	if _, err := svc.CreateTable(t.Context(), name, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name, nil) })
-	return svc.NewClient(name)
-}
-
-// counting is an HTTP transport that counts requests.
-type counting struct {
-	next     policy.Transporter
-	requests *atomic.Int64
-}
-
-func (c counting) Do(r *http.Request) (*http.Response, error) {
-	c.requests.Add(1)
-	return c.next.Do(r)
 }
 
 // fillKeys creates a Task under each of keys, from 8 goroutines.

@@ -114,7 +114,7 @@ func compareUpdates(b *testing.B, requests *atomic.Int64, us []updater) {
 
 // countedTable creates a fresh table and returns a client for it that
 // counts the HTTP requests it sends.
-func countedTable(b *testing.B) (*aztables.Client, *atomic.Int64) {
+func countedTable(b testing.TB) (*aztables.Client, *atomic.Int64) {
 	svc, err := aztables.NewServiceClientFromConnectionString(azuritetest.ConnectionString(b), &aztables.ClientOptions{ClientOptions: azuritetest.Options})
 	if err != nil {
 		b.Fatal(err)
