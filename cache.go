@@ -32,7 +32,7 @@ type itemCache struct {
 	mu    sync.Mutex
 	max   int
 	bytes int // the Data the entries hold
-	m     map[string]driver.Item
+	m     map[string]cacheEntry
 
 	shared contention // keys another writer changed behind a kept version
 }
@@ -46,32 +46,62 @@ func newItemCache(size int) *itemCache {
 	case size == 0:
 		size = defaultCacheSize
 	}
-	return &itemCache{max: size, m: make(map[string]driver.Item, min(size, 64))}
+	return &itemCache{max: size, m: make(map[string]cacheEntry, min(size, 64))}
+}
+
+// cacheEntry is a kept version. plain says its Data is known to hold no
+// member T does not know (a write of this Store's encoding of T): a write
+// starting from it need not scan Data for them.
+type cacheEntry struct {
+	driver.Item
+	plain bool
 }
 
 func (c *itemCache) get(key string) (driver.Item, bool) {
+	en, ok := c.entry(key)
+	return en.Item, ok
+}
+
+func (c *itemCache) entry(key string) (cacheEntry, bool) {
 	if c == nil {
-		return driver.Item{}, false
+		return cacheEntry{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	it, ok := c.m[key]
-	return it, ok
+	en, ok := c.m[key]
+	return en, ok
 }
 
 // base returns the kept version of key for a write to start from, unless
-// the key is shared (see stale).
-func (c *itemCache) base(key string, clock Clock) (driver.Item, bool) {
+// the key is shared (see stale), as the version c makes of it (not
+// verified).
+func (c *itemCache) base(key string, clock Clock, s *core) (version, bool) {
 	if c == nil || c.shared.current(key, clock) {
-		return driver.Item{}, false
+		return version{}, false
 	}
-	return c.get(key)
+	en, ok := c.entry(key)
+	if !ok {
+		return version{}, false
+	}
+	if en.plain {
+		return s.storedPlain(en.Item, false), true
+	}
+	return s.stored(en.Item, false), true
 }
 
-func (c *itemCache) put(key string, it driver.Item) {
+// put keeps it as key's version.
+func (c *itemCache) put(key string, it driver.Item) { c.keep(key, cacheEntry{Item: it}) }
+
+// putPlain keeps it as key's version, known to hold only members T knows.
+func (c *itemCache) putPlain(key string, it driver.Item) {
+	c.keep(key, cacheEntry{Item: it, plain: true})
+}
+
+func (c *itemCache) keep(key string, en cacheEntry) {
 	if c == nil {
 		return
 	}
+	it := en.Item
 	size := cap(it.Data) + len(key) // the memory the entry holds
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -85,7 +115,7 @@ func (c *itemCache) put(key string, it driver.Item) {
 		}
 		c.remove(k)
 	}
-	c.m[key] = it
+	c.m[key] = en
 	c.bytes += size
 }
 

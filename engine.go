@@ -169,14 +169,23 @@ func (e *engine) run(ctx context.Context) error {
 	e.attempts = attempts
 	switch {
 	case err == nil:
+		plain := e.plainOut()
 		for _, it := range e.out {
-			e.c.cacheItem(it)
+			e.c.cacheItem(it, plain)
 		}
 		return nil
 	case e.unsettled != nil && !errors.Is(err, ErrOutcomeUnknown):
 		return outcomeUnknown(e.op, e.name(), errors.Join(e.unsettled, err))
 	}
 	return err
+}
+
+// plainOut reports whether the versions e.out holds are known to hold no
+// member T does not know: a read-modify-write's over a version holding
+// none (it kept what it built over beyond T, which was nothing).
+func (e *engine) plainOut() bool {
+	m, ok := e.plan.(*modification)
+	return ok && m.extra == nil && len(e.out) == 1
 }
 
 // name is the key that names the write in errors and logs.
@@ -272,10 +281,16 @@ func (c *core) readVersion(key string, it driver.Item, err error) version {
 
 // stored is the version it, read (verified) or known from a write.
 func (c *core) stored(it driver.Item, verified bool) version {
-	v := version{Item: it, meta: meta.Parse(it.Meta), exists: true, verified: verified, metaKnown: true}
+	v := c.storedPlain(it, verified)
 	v.extra = members.Unknown(it.Data, c.known)
-	v.canonical = c.verbatim && v.extra == nil
+	v.canonical = v.canonical && v.extra == nil
 	return v
+}
+
+// storedPlain is stored for an it known to hold no member T does not
+// know, without looking.
+func (c *core) storedPlain(it driver.Item, verified bool) version {
+	return version{Item: it, meta: meta.Parse(it.Meta), exists: true, verified: verified, metaKnown: true, canonical: c.verbatim}
 }
 
 // keep is data, a new encoding of b's document, with the members of b that
@@ -540,13 +555,17 @@ func superseded(write meta.Meta, n int) ETag {
 	return driver.Superseded(id)
 }
 
-// cacheItem records in the version cache what a write made of it.Key.
-func (c *core) cacheItem(it driver.Item) {
-	if it.ETag == "" || it.Data == nil {
+// cacheItem records in the version cache what a write made of it.Key;
+// plain: it is known to hold no member T does not know.
+func (c *core) cacheItem(it driver.Item, plain bool) {
+	switch {
+	case it.ETag == "" || it.Data == nil:
 		c.cache.drop(it.Key)
-		return
+	case plain:
+		c.cache.putPlain(it.Key, it)
+	default:
+		c.cache.put(it.Key, it)
 	}
-	c.cache.put(it.Key, it)
 }
 
 // fresh is a write that starts a new history of key: a new write id and

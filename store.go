@@ -134,6 +134,7 @@ type core struct {
 	heat      contention
 	obs       *observer
 	known     map[string]bool // the members T's documents hold (nil: all; see Extra)
+	runs      sync.Pool       // *updateRun[T] of the Store's T, for Updates (update.go)
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the
