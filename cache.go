@@ -51,11 +51,18 @@ func newItemCache(size int) *itemCache {
 
 // cacheEntry is a kept version. plain says its Data is known to hold no
 // member T does not know (a write of this Store's encoding of T): a write
-// starting from it need not scan Data for them.
+// starting from it need not scan Data for them. value, when set, is a *T
+// whose encoding is Data exactly, for a T whose values JSON decodes
+// exactly (see exact.go): never changed once kept, and copied out.
 type cacheEntry struct {
 	driver.Item
 	plain bool
+	value any
+	extra int // the memory value holds (at most), counted beside Data's
 }
+
+// size is the memory en holds, as the cache counts it.
+func (en *cacheEntry) size(key string) int { return cap(en.Data) + len(key) + en.extra }
 
 func (c *itemCache) get(key string) (driver.Item, bool) {
 	en, ok := c.entry(key)
@@ -84,7 +91,9 @@ func (c *itemCache) base(key string, clock Clock, s *core) (version, bool) {
 		return version{}, false
 	}
 	if en.plain {
-		return s.storedPlain(en.Item, false), true
+		v := s.storedPlain(en.Item, false)
+		v.value = en.value
+		return v, true
 	}
 	return s.stored(en.Item, false), true
 }
@@ -92,17 +101,17 @@ func (c *itemCache) base(key string, clock Clock, s *core) (version, bool) {
 // put keeps it as key's version.
 func (c *itemCache) put(key string, it driver.Item) { c.keep(key, cacheEntry{Item: it}) }
 
-// putPlain keeps it as key's version, known to hold only members T knows.
-func (c *itemCache) putPlain(key string, it driver.Item) {
-	c.keep(key, cacheEntry{Item: it, plain: true})
+// putPlain keeps it as key's version, known to hold only members T knows,
+// with v (nil, or what value says; it holds at most size bytes).
+func (c *itemCache) putPlain(key string, it driver.Item, v keptValue) {
+	c.keep(key, cacheEntry{Item: it, plain: true, value: v.value, extra: v.size})
 }
 
 func (c *itemCache) keep(key string, en cacheEntry) {
 	if c == nil {
 		return
 	}
-	it := en.Item
-	size := cap(it.Data) + len(key) // the memory the entry holds
+	size := en.size(key) // the memory the entry holds
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.remove(key)
@@ -122,7 +131,7 @@ func (c *itemCache) keep(key string, en cacheEntry) {
 // remove deletes key's entry; c.mu is held.
 func (c *itemCache) remove(key string) {
 	if old, ok := c.m[key]; ok {
-		c.bytes -= cap(old.Data) + len(key)
+		c.bytes -= old.size(key)
 		delete(c.m, key)
 	}
 }

@@ -1,6 +1,7 @@
 package etagstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -59,6 +60,7 @@ type version struct {
 	canonical bool   // Data is exactly what the codec makes of its value
 	missing   error  // why it does not exist, when read so (matches ErrNotFound)
 	extra     []byte // the members T does not know (members.Unknown)
+	value     any    // nil, or a *T whose encoding is Data (see exact.go); read-only
 }
 
 // flight is how group commit follows the write that holds its members'
@@ -129,10 +131,12 @@ func (c *core) newEngine(ctx context.Context, op string, based bool, p plan) *en
 	return e
 }
 
-// initEngine sets up e, which may live inside a plan's own value (one
-// allocation for both).
+// initEngine sets up e, a zero engine, which may live inside a plan's own
+// value (one allocation for both). (Its fields are set one by one: a
+// whole engine written at once costs a write barrier per pointer while the
+// garbage collector runs.)
 func (c *core) initEngine(e *engine, ctx context.Context, op string, based bool, p plan) {
-	*e = engine{c: c, op: op, based: based, rebuilds: based, plan: p, flight: alone{}}
+	e.c, e.op, e.based, e.rebuilds, e.plan, e.flight = c, op, based, based, p, alone{}
 	e.fence, e.fenced = FenceFrom(ctx)
 }
 
@@ -169,9 +173,9 @@ func (e *engine) run(ctx context.Context) error {
 	e.attempts = attempts
 	switch {
 	case err == nil:
-		plain := e.plainOut()
+		plain, v := e.plainOut()
 		for _, it := range e.out {
-			e.c.cacheItem(it, plain)
+			e.c.cacheItem(it, plain, v)
 		}
 		return nil
 	case e.unsettled != nil && !errors.Is(err, ErrOutcomeUnknown):
@@ -182,10 +186,18 @@ func (e *engine) run(ctx context.Context) error {
 
 // plainOut reports whether the versions e.out holds are known to hold no
 // member T does not know: a read-modify-write's over a version holding
-// none (it kept what it built over beyond T, which was nothing).
-func (e *engine) plainOut() bool {
+// none (it kept what it built over beyond T, which was nothing). v is
+// the value the change last encoded, if the version's Data is exactly
+// that encoding.
+func (e *engine) plainOut() (plain bool, v keptValue) {
 	m, ok := e.plan.(*modification)
-	return ok && m.extra == nil && len(e.out) == 1
+	if !ok || m.extra != nil || len(e.out) != 1 {
+		return false, keptValue{}
+	}
+	if m.kept.value != nil && bytes.Equal(e.out[0].Data, m.kept.data) {
+		v = m.kept
+	}
+	return true, v
 }
 
 // name is the key that names the write in errors and logs.
@@ -556,13 +568,14 @@ func superseded(write meta.Meta, n int) ETag {
 }
 
 // cacheItem records in the version cache what a write made of it.Key;
-// plain: it is known to hold no member T does not know.
-func (c *core) cacheItem(it driver.Item, plain bool) {
+// plain: it is known to hold no member T does not know, and v is its
+// value (if known).
+func (c *core) cacheItem(it driver.Item, plain bool, v keptValue) {
 	switch {
 	case it.ETag == "" || it.Data == nil:
 		c.cache.drop(it.Key)
 	case plain:
-		c.cache.putPlain(it.Key, it)
+		c.cache.putPlain(it.Key, it, v)
 	default:
 		c.cache.put(it.Key, it)
 	}

@@ -135,6 +135,7 @@ type core struct {
 	obs       *observer
 	known     map[string]bool // the members T's documents hold (nil: all; see Extra)
 	runs      sync.Pool       // *updateRun[T] of the Store's T, for Updates (update.go)
+	exact     bool            // the version cache keeps values beside bytes (exact.go)
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the
@@ -155,6 +156,7 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	}
 	s.verbatim = s.abilities.Verbatim
 	s.known = knownMembers(s.codec, reflect.TypeFor[T]())
+	s.exact = s.verbatim && exactValues(s.codec, reflect.TypeFor[T]())
 	if o.Retry != nil {
 		s.retry = o.Retry.withDefaults()
 	} else {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"unsafe"
 
 	"github.com/etagstore/etagstore/driver"
 )
@@ -90,7 +91,7 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 // pool; nothing the caller gets back refers to it.
 func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mutate func(*T) error, o solo[T], st *opStats) (Doc[T], error) {
 	r := s.getRun()
-	r.mut = mutation[T]{s: s, key: key, mutate: mutate, o: o}
+	r.mut = mutation[T]{s: s, key: key, mutate: mutate, o: o, m: &r.modification}
 	var start []version
 	if v, ok := s.cachedVersion(ctx, key, ""); ok {
 		r.start[0] = v
@@ -144,12 +145,14 @@ type changeFunc func(b version) ([]byte, bool, error)
 func (f changeFunc) change(b version) ([]byte, bool, error) { return f(b) }
 
 // mutation is the change of a plain Update: mutate applied to a fresh copy
-// of the version's value; mine is the value it made.
+// of the version's value; mine is the value it made. For an exact T it
+// tells m (its read-modify-write) the value it encoded (see exact.go).
 type mutation[T any] struct {
 	s      *Store[T]
 	key    string
 	mutate func(*T) error
 	o      solo[T]
+	m      *modification
 	mine   T
 }
 
@@ -167,7 +170,20 @@ func (m *mutation[T]) change(b version) ([]byte, bool, error) {
 	}
 	m.mine = *v
 	data, err := m.s.encode(m.key, *v)
+	if err == nil && m.s.exact && m.m != nil {
+		kept := new(T)
+		*kept = *v // a copy of its own: nothing the caller holds can change it
+		m.m.kept = keptValue{value: kept, data: data, size: int(unsafe.Sizeof(*kept)) + len(data)}
+	}
 	return data, !b.exists || !bytes.Equal(data, baseline), err
+}
+
+// keptValue is a value a change encoded: value is a *T, data its
+// encoding, size the memory it holds at most (its strings are in data).
+type keptValue struct {
+	value any
+	data  []byte
+	size  int
 }
 
 // cached returns the version of key the version cache holds, if it is on
@@ -201,10 +217,9 @@ func (s *Store[T]) modify(ctx context.Context, op, key string, create bool, star
 	return s.modifyIn(ctx, &modification{}, op, key, create, start, mine, ch, f)
 }
 
-// modifyIn is modify with its plan and engine in m (a zero modification,
-// or one an earlier write left).
+// modifyIn is modify with its plan and engine in m, a zero modification.
 func (s *Store[T]) modifyIn(ctx context.Context, m *modification, op, key string, create bool, start []version, mine *T, ch changer, f flight) (*engine, error) {
-	m.create, m.changer, m.extra = create, ch, nil
+	m.create, m.changer = create, ch
 	s.initEngine(&m.engine, ctx, op, true, m)
 	e := m.engine.on(key)
 	e.flight = f
@@ -223,7 +238,8 @@ type modification struct {
 	engine
 	create  bool
 	changer changer
-	extra   []byte // what the last version built over holds beyond T
+	extra   []byte    // what the last version built over holds beyond T
+	kept    keptValue // the value the last change encoded, when it tells (mutation)
 }
 
 func (m *modification) build(e *engine, base []version) (request, error) {
@@ -261,6 +277,10 @@ func (s *Store[T]) startFrom(b version) (v *T, baseline []byte, err error) {
 	v = new(T)
 	if !b.exists {
 		return v, nil, nil
+	}
+	if p, ok := b.value.(*T); ok && b.canonical {
+		*v = *p // decoding b.Data makes this very value (exact.go)
+		return v, b.Data, nil
 	}
 	bd, decodes := s.codec.(baseDecoder)
 	switch {
