@@ -173,9 +173,9 @@ func (e *engine) run(ctx context.Context) error {
 	e.attempts = attempts
 	switch {
 	case err == nil:
-		plain, v := e.plainOut()
+		w := e.wrote()
 		for _, it := range e.out {
-			e.c.cacheItem(it, plain, v)
+			e.c.cacheItem(it, w)
 		}
 		return nil
 	case e.unsettled != nil && !errors.Is(err, ErrOutcomeUnknown):
@@ -184,20 +184,25 @@ func (e *engine) run(ctx context.Context) error {
 	return err
 }
 
-// plainOut reports whether the versions e.out holds are known to hold no
-// member T does not know: a read-modify-write's over a version holding
-// none (it kept what it built over beyond T, which was nothing). v is
-// the value the change last encoded, if the version's Data is exactly
-// that encoding.
-func (e *engine) plainOut() (plain bool, v keptValue) {
+// wrote is what e knows of the version it left, beyond e.out: for a
+// read-modify-write of one key over a version holding no member T does
+// not know, that the version holds none either (what it kept beyond T
+// was nothing), its bookkeeping parsed when it is the one sent, and the
+// value the change encoded when its Data is that encoding.
+func (e *engine) wrote() notes {
 	m, ok := e.plan.(*modification)
 	if !ok || m.extra != nil || len(e.out) != 1 {
-		return false, keptValue{}
+		return notes{}
 	}
-	if m.kept.value != nil && bytes.Equal(e.out[0].Data, m.kept.data) {
-		v = m.kept
+	w := notes{plain: true}
+	out, sent := e.out[0], e.req1[0]
+	if out.Meta == sent.Write.Meta {
+		w.parsed, w.meta = true, sent.meta
 	}
-	return true, v
+	if m.kept.value != nil && bytes.Equal(out.Data, m.kept.data) {
+		w.value, w.size = m.kept.value, m.kept.size
+	}
+	return w
 }
 
 // name is the key that names the write in errors and logs.
@@ -294,15 +299,16 @@ func (c *core) readVersion(key string, it driver.Item, err error) version {
 // stored is the version it, read (verified) or known from a write.
 func (c *core) stored(it driver.Item, verified bool) version {
 	v := c.storedPlain(it, verified)
+	v.meta = meta.Parse(it.Meta)
 	v.extra = members.Unknown(it.Data, c.known)
 	v.canonical = v.canonical && v.extra == nil
 	return v
 }
 
 // storedPlain is stored for an it known to hold no member T does not
-// know, without looking.
+// know, without looking, and without its meta (set it).
 func (c *core) storedPlain(it driver.Item, verified bool) version {
-	return version{Item: it, meta: meta.Parse(it.Meta), exists: true, verified: verified, metaKnown: true, canonical: c.verbatim}
+	return version{Item: it, exists: true, verified: verified, metaKnown: true, canonical: c.verbatim}
 }
 
 // keep is data, a new encoding of b's document, with the members of b that
@@ -567,18 +573,14 @@ func superseded(write meta.Meta, n int) ETag {
 	return driver.Superseded(id)
 }
 
-// cacheItem records in the version cache what a write made of it.Key;
-// plain: it is known to hold no member T does not know, and v is its
-// value (if known).
-func (c *core) cacheItem(it driver.Item, plain bool, v keptValue) {
-	switch {
-	case it.ETag == "" || it.Data == nil:
+// cacheItem records in the version cache what a write made of it.Key,
+// with what the write knew of it.
+func (c *core) cacheItem(it driver.Item, w notes) {
+	if it.ETag == "" || it.Data == nil {
 		c.cache.drop(it.Key)
-	case plain:
-		c.cache.putPlain(it.Key, it, v)
-	default:
-		c.cache.put(it.Key, it)
+		return
 	}
+	c.cache.keep(it.Key, it, w)
 }
 
 // fresh is a write that starts a new history of key: a new write id and

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/memstore"
 )
 
@@ -201,6 +202,10 @@ func TestUpdateStartsFromKeptValue(t *testing.T) {
 	if data, _ := JSON.Marshal(*kept); string(data) != string(en.Data) {
 		t.Fatalf("kept value encodes to %s, the kept bytes are %s", data, en.Data)
 	}
+	if parsed := meta.Parse(en.Meta); !en.parsed || en.meta.String() != en.Meta ||
+		en.meta.IDs != parsed.IDs || en.meta.Lineage != parsed.Lineage || en.meta.Seq != parsed.Seq || en.meta.Fence != parsed.Fence {
+		t.Fatalf("kept bookkeeping %+v (parsed %v), want %+v", en.meta, en.parsed, parsed)
+	}
 	if _, err := s.Update(ctx, "k", func(v *exactDoc) error {
 		if v.I != 1 {
 			t.Errorf("mutate started from I = %d, want 1", v.I)
@@ -216,8 +221,7 @@ func TestUpdateStartsFromKeptValue(t *testing.T) {
 	planted := *en.value.(*exactDoc)
 	planted.Title = "planted"
 	s.cache.mu.Lock()
-	en.value = &planted
-	s.cache.m["k"] = en
+	s.cache.m["k"].value = &planted
 	s.cache.mu.Unlock()
 	if _, err := s.Update(ctx, "k", func(v *exactDoc) error {
 		if v.Title != "planted" {
