@@ -90,8 +90,8 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 // mutate starts and ends. Its state is one updateRun from the Store's
 // pool; nothing the caller gets back refers to it.
 func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mutate func(*T) error, o solo[T], st *opStats) (Doc[T], error) {
-	r := s.getRun()
-	r.mut = mutation[T]{s: s, key: key, mutate: mutate, o: o, m: &r.modification}
+	r := s.getRun() // zero: its fields are set one by one (see initEngine)
+	r.mut.s, r.mut.key, r.mut.mutate, r.mut.o, r.mut.m = s, key, mutate, o, &r.modification
 	var start []version
 	if v, ok := s.cachedVersion(ctx, key, ""); ok {
 		r.start[0] = v
