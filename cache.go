@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // The version cache is on by default: an Update of a key this Store wrote
@@ -31,8 +32,8 @@ const (
 type itemCache struct {
 	mu    sync.Mutex
 	max   int
-	bytes int // the Data the entries hold
-	m     map[string]driver.Item
+	bytes int // the memory the entries hold (see cacheEntry.size)
+	m     map[string]*cacheEntry
 
 	shared contention // keys another writer changed behind a kept version
 }
@@ -46,53 +47,130 @@ func newItemCache(size int) *itemCache {
 	case size == 0:
 		size = defaultCacheSize
 	}
-	return &itemCache{max: size, m: make(map[string]driver.Item, min(size, 64))}
+	return &itemCache{max: size, m: make(map[string]*cacheEntry, min(size, 64))}
 }
 
+// cacheEntry is a kept version, and what the write that made it knew of it
+// (nothing, for a version read). A key's entry is reused by its next
+// version; it is read and changed under itemCache.mu only.
+type cacheEntry struct {
+	driver.Item
+	notes
+}
+
+// notes are what a write of this Store knows of the version it made,
+// beyond the item, so that a write starting from it need not work it out
+// again.
+type notes struct {
+	plain  bool      // Data holds no member T does not know: no scan for them
+	parsed bool      // meta is Item.Meta parsed
+	meta   meta.Meta //
+	value  any       // nil, or a *T whose encoding is Data exactly (exact.go); never changed once kept
+	size   int       // the memory value holds, at most
+}
+
+// size is the memory en holds, as the cache counts it.
+func (en *cacheEntry) size(key string) int { return cap(en.Data) + len(key) + en.notes.size }
+
 func (c *itemCache) get(key string) (driver.Item, bool) {
+	en, ok := c.entry(key)
+	return en.Item, ok
+}
+
+// entry returns a copy of key's entry.
+func (c *itemCache) entry(key string) (cacheEntry, bool) {
 	if c == nil {
-		return driver.Item{}, false
+		return cacheEntry{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	it, ok := c.m[key]
-	return it, ok
+	if en := c.m[key]; en != nil {
+		return *en, true
+	}
+	return cacheEntry{}, false
 }
 
 // base returns the kept version of key for a write to start from, unless
-// the key is shared (see stale).
-func (c *itemCache) base(key string, clock Clock) (driver.Item, bool) {
+// the key is shared (see stale), as the version s makes of it (not
+// verified).
+func (c *itemCache) base(key string, clock Clock, s *core) (version, bool) {
 	if c == nil || c.shared.current(key, clock) {
-		return driver.Item{}, false
+		return version{}, false
 	}
-	return c.get(key)
+	en, ok := c.entry(key)
+	switch {
+	case !ok:
+		return version{}, false
+	case !en.plain:
+		return s.stored(en.Item, false), true
+	}
+	v := s.storedPlain(en.Item, false)
+	if en.parsed {
+		v.meta = en.meta
+	} else {
+		v.meta = meta.Parse(en.Meta)
+	}
+	v.value = en.value
+	return v, true
 }
 
-func (c *itemCache) put(key string, it driver.Item) {
+// put keeps it as key's version.
+func (c *itemCache) put(key string, it driver.Item) { c.keep(key, it, notes{}) }
+
+// keep keeps it as key's version, with what the write that made it knew
+// of it.
+func (c *itemCache) keep(key string, it driver.Item, w notes) {
 	if c == nil {
 		return
 	}
-	size := cap(it.Data) + len(key) // the memory the entry holds
+	size := cap(it.Data) + len(key) + w.size // the memory the entry holds
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.remove(key)
-	if size > cacheBytes/16 {
-		return // too large to keep
+	en := c.m[key]
+	if en != nil {
+		c.bytes -= en.size(key)
 	}
-	for k := range c.m { // evict entries, chosen by map order, until it fits
-		if len(c.m) < c.max && c.bytes+size <= cacheBytes {
-			break
+	if size > cacheBytes/16 { // too large to keep
+		if en != nil {
+			delete(c.m, key)
 		}
-		c.remove(k)
+		return
 	}
-	c.m[key] = it
+	c.makeRoom(key, size, en == nil)
+	if en == nil {
+		en = new(cacheEntry)
+		c.m[key] = en
+	}
+	en.Item, en.notes = it, w
 	c.bytes += size
+}
+
+// makeRoom evicts entries other than key's, chosen by map order, until
+// size bytes more fit, and one key more when adding. c.mu is held.
+func (c *itemCache) makeRoom(key string, size int, adding bool) {
+	keys := len(c.m)
+	if adding {
+		keys++
+	}
+	fits := func() bool { return keys <= c.max && c.bytes+size <= cacheBytes }
+	if fits() {
+		return // (before ranging over the map, which costs even when it stops at once)
+	}
+	for k := range c.m {
+		if fits() {
+			return
+		}
+		if k != key {
+			c.remove(k)
+			keys--
+		}
+	}
 }
 
 // remove deletes key's entry; c.mu is held.
 func (c *itemCache) remove(key string) {
-	if old, ok := c.m[key]; ok {
-		c.bytes -= cap(old.Data) + len(key)
+	if old := c.m[key]; old != nil {
+		c.bytes -= old.size(key)
 		delete(c.m, key)
 	}
 }

@@ -1,6 +1,7 @@
 package etagstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -59,6 +60,7 @@ type version struct {
 	canonical bool   // Data is exactly what the codec makes of its value
 	missing   error  // why it does not exist, when read so (matches ErrNotFound)
 	extra     []byte // the members T does not know (members.Unknown)
+	value     any    // nil, or a *T whose encoding is Data (see exact.go); read-only
 }
 
 // flight is how group commit follows the write that holds its members'
@@ -129,10 +131,12 @@ func (c *core) newEngine(ctx context.Context, op string, based bool, p plan) *en
 	return e
 }
 
-// initEngine sets up e, which may live inside a plan's own value (one
-// allocation for both).
+// initEngine sets up e, a zero engine, which may live inside a plan's own
+// value (one allocation for both). (Its fields are set one by one: a
+// whole engine written at once costs a write barrier per pointer while the
+// garbage collector runs.)
 func (c *core) initEngine(e *engine, ctx context.Context, op string, based bool, p plan) {
-	*e = engine{c: c, op: op, based: based, rebuilds: based, plan: p, flight: alone{}}
+	e.c, e.op, e.based, e.rebuilds, e.plan, e.flight = c, op, based, based, p, alone{}
 	e.fence, e.fenced = FenceFrom(ctx)
 }
 
@@ -169,14 +173,36 @@ func (e *engine) run(ctx context.Context) error {
 	e.attempts = attempts
 	switch {
 	case err == nil:
+		w := e.wrote()
 		for _, it := range e.out {
-			e.c.cacheItem(it)
+			e.c.cacheItem(it, w)
 		}
 		return nil
 	case e.unsettled != nil && !errors.Is(err, ErrOutcomeUnknown):
 		return outcomeUnknown(e.op, e.name(), errors.Join(e.unsettled, err))
 	}
 	return err
+}
+
+// wrote is what e knows of the version it left, beyond e.out: for a
+// read-modify-write of one key over a version holding no member T does
+// not know, that the version holds none either (what it kept beyond T
+// was nothing), its bookkeeping parsed when it is the one sent, and the
+// value the change encoded when its Data is that encoding.
+func (e *engine) wrote() notes {
+	m, ok := e.plan.(*modification)
+	if !ok || m.extra != nil || len(e.out) != 1 {
+		return notes{}
+	}
+	w := notes{plain: true}
+	out, sent := e.out[0], e.req1[0]
+	if out.Meta == sent.Write.Meta {
+		w.parsed, w.meta = true, sent.meta
+	}
+	if m.kept.value != nil && bytes.Equal(out.Data, m.kept.data) {
+		w.value, w.size = m.kept.value, m.kept.size
+	}
+	return w
 }
 
 // name is the key that names the write in errors and logs.
@@ -272,10 +298,17 @@ func (c *core) readVersion(key string, it driver.Item, err error) version {
 
 // stored is the version it, read (verified) or known from a write.
 func (c *core) stored(it driver.Item, verified bool) version {
-	v := version{Item: it, meta: meta.Parse(it.Meta), exists: true, verified: verified, metaKnown: true}
+	v := c.storedPlain(it, verified)
+	v.meta = meta.Parse(it.Meta)
 	v.extra = members.Unknown(it.Data, c.known)
-	v.canonical = c.verbatim && v.extra == nil
+	v.canonical = v.canonical && v.extra == nil
 	return v
+}
+
+// storedPlain is stored for an it known to hold no member T does not
+// know, without looking, and without its meta (set it).
+func (c *core) storedPlain(it driver.Item, verified bool) version {
+	return version{Item: it, exists: true, verified: verified, metaKnown: true, canonical: c.verbatim}
 }
 
 // keep is data, a new encoding of b's document, with the members of b that
@@ -540,13 +573,14 @@ func superseded(write meta.Meta, n int) ETag {
 	return driver.Superseded(id)
 }
 
-// cacheItem records in the version cache what a write made of it.Key.
-func (c *core) cacheItem(it driver.Item) {
+// cacheItem records in the version cache what a write made of it.Key,
+// with what the write knew of it.
+func (c *core) cacheItem(it driver.Item, w notes) {
 	if it.ETag == "" || it.Data == nil {
 		c.cache.drop(it.Key)
 		return
 	}
-	c.cache.put(it.Key, it)
+	c.cache.keep(it.Key, it, w)
 }
 
 // fresh is a write that starts a new history of key: a new write id and

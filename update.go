@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"unsafe"
 
 	"github.com/etagstore/etagstore/driver"
 )
@@ -86,15 +87,50 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 
 // updateAlone runs one Update on its own: read (or start from the cached
 // version), mutate, conditional write, retried. o, when set, is told when
-// mutate starts and ends.
+// mutate starts and ends. Its state is one updateRun from the Store's
+// pool; nothing the caller gets back refers to it.
 func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mutate func(*T) error, o solo[T], st *opStats) (Doc[T], error) {
-	m := &mutation[T]{s: s, key: key, mutate: mutate, o: o}
-	e, err := s.modify(ctx, "Update", key, create, s.cached(ctx, key, ""), &m.mine, m, alone{})
-	st.attempts, st.batch, st.cacheHit = e.attempts, 1, e.cachedWon
-	if err != nil {
-		return Doc[T]{}, err
+	r := s.getRun() // zero: its fields are set one by one (see initEngine)
+	r.mut.s, r.mut.key, r.mut.mutate, r.mut.o, r.mut.m = s, key, mutate, o, &r.modification
+	var start []version
+	if v, ok := s.cachedVersion(ctx, key, ""); ok {
+		r.start[0] = v
+		start = r.start[:]
 	}
-	return Doc[T]{Key: key, Value: m.mine, ETag: e.out[0].ETag, Extra: modified(e).extraOut(e.out[0])}, nil
+	e, err := s.modifyIn(ctx, &r.modification, "Update", key, create, start, &r.mut.mine, &r.mut, alone{})
+	st.attempts, st.batch, st.cacheHit = e.attempts, 1, e.cachedWon
+	var d Doc[T]
+	if err == nil {
+		d = Doc[T]{Key: key, Value: r.mut.mine, ETag: e.out[0].ETag, Extra: r.extraOut(e.out[0])}
+	}
+	s.putRun(r)
+	return d, err
+}
+
+// updateRun is what an Update on its own needs beyond its value, in one
+// allocation: the plan and engine of its read-modify-write, its change,
+// and room for the cached version it starts from (never e.base1, which a
+// confirming read fills).
+type updateRun[T any] struct {
+	modification
+	mut   mutation[T]
+	start [1]version
+}
+
+// getRun returns an updateRun from the Store's pool, or a new one.
+func (s *Store[T]) getRun() *updateRun[T] {
+	if r, ok := s.runs.Get().(*updateRun[T]); ok {
+		return r
+	}
+	return new(updateRun[T])
+}
+
+// putRun clears r, so that the pool keeps nothing of the caller's (value,
+// documents, errors), and returns it to the pool. An Update whose mutate
+// panicked never gets here: its run is left to the garbage collector.
+func (s *Store[T]) putRun(r *updateRun[T]) {
+	*r = updateRun[T]{}
+	s.runs.Put(r)
 }
 
 // changer computes a read-modify-write's new encoding from the version b
@@ -109,12 +145,14 @@ type changeFunc func(b version) ([]byte, bool, error)
 func (f changeFunc) change(b version) ([]byte, bool, error) { return f(b) }
 
 // mutation is the change of a plain Update: mutate applied to a fresh copy
-// of the version's value; mine is the value it made.
+// of the version's value; mine is the value it made. For an exact T it
+// tells m (its read-modify-write) the value it encoded (see exact.go).
 type mutation[T any] struct {
 	s      *Store[T]
 	key    string
 	mutate func(*T) error
 	o      solo[T]
+	m      *modification
 	mine   T
 }
 
@@ -132,23 +170,42 @@ func (m *mutation[T]) change(b version) ([]byte, bool, error) {
 	}
 	m.mine = *v
 	data, err := m.s.encode(m.key, *v)
+	if err == nil && m.s.exact && m.m != nil {
+		kept := new(T)
+		*kept = *v // a copy of its own: nothing the caller holds can change it
+		m.m.kept = keptValue{value: kept, data: data, size: int(unsafe.Sizeof(*kept)) + len(data)}
+	}
 	return data, !b.exists || !bytes.Equal(data, baseline), err
+}
+
+// keptValue is a value a change encoded: value is a *T, data its
+// encoding, size the memory it holds at most (its strings are in data).
+type keptValue struct {
+	value any
+	data  []byte
+	size  int
 }
 
 // cached returns the version of key the version cache holds, if it is on
 // and holds one (with ETag etag, unless etag is empty): a base an attempt
 // may start from without reading.
 func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version {
-	if s.cache == nil {
-		return nil
-	}
-	it, ok := s.cache.base(key, s.clock)
-	ok = ok && (etag == "" || it.ETag == etag)
-	s.obs.cacheLookup(ctx, ok, false)
+	v, ok := s.cachedVersion(ctx, key, etag)
 	if !ok {
 		return nil
 	}
-	return []version{s.stored(it, false)}
+	return []version{v}
+}
+
+// cachedVersion is cached's version, without a slice around it.
+func (s *Store[T]) cachedVersion(ctx context.Context, key string, etag ETag) (version, bool) {
+	if s.cache == nil {
+		return version{}, false
+	}
+	v, ok := s.cache.base(key, s.clock, &s.core)
+	ok = ok && (etag == "" || v.ETag == etag)
+	s.obs.cacheLookup(ctx, ok, false)
+	return v, ok
 }
 
 // modify delivers a read-modify-write of key — an Update, a Save, a
@@ -157,7 +214,12 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 // version and reports whether it differs. *mine is the value the last
 // apply computed, for a *ConflictError when every attempt lost its race.
 func (s *Store[T]) modify(ctx context.Context, op, key string, create bool, start []version, mine *T, ch changer, f flight) (*engine, error) {
-	m := &modification{create: create, changer: ch}
+	return s.modifyIn(ctx, &modification{}, op, key, create, start, mine, ch, f)
+}
+
+// modifyIn is modify with its plan and engine in m, a zero modification.
+func (s *Store[T]) modifyIn(ctx context.Context, m *modification, op, key string, create bool, start []version, mine *T, ch changer, f flight) (*engine, error) {
+	m.create, m.changer = create, ch
 	s.initEngine(&m.engine, ctx, op, true, m)
 	e := m.engine.on(key)
 	e.flight = f
@@ -176,7 +238,8 @@ type modification struct {
 	engine
 	create  bool
 	changer changer
-	extra   []byte // what the last version built over holds beyond T
+	extra   []byte    // what the last version built over holds beyond T
+	kept    keptValue // the value the last change encoded, when it tells (mutation)
 }
 
 func (m *modification) build(e *engine, base []version) (request, error) {
@@ -214,6 +277,10 @@ func (s *Store[T]) startFrom(b version) (v *T, baseline []byte, err error) {
 	v = new(T)
 	if !b.exists {
 		return v, nil, nil
+	}
+	if p, ok := b.value.(*T); ok && b.canonical {
+		*v = *p // decoding b.Data makes this very value (exact.go)
+		return v, b.Data, nil
 	}
 	bd, decodes := s.codec.(baseDecoder)
 	switch {

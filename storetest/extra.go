@@ -80,6 +80,14 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 			_, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil })
 			return err
 		}},
+		{"UpdateTwice", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
+			for range 2 { // the second starts from the version the first wrote, kept
+				if _, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil }); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 		{"UpdateCached", etagstore.Options{CacheSize: 8}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
 			if _, err := s.Get(ctx, key); err != nil { // cache it
 				return err

@@ -5,8 +5,9 @@
 package meta
 
 import (
-	"crypto/rand"
 	"encoding/base32"
+	"encoding/binary"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 )
@@ -139,8 +140,13 @@ func (m Meta) Then(id string, keep int, fence int64) Meta {
 		}
 		old = old[comma+1:]
 	}
+	f := max(m.Fence, fence, 0)
 	var b strings.Builder
-	b.Grow(len(old) + len(m.Lineage) + 64)
+	idn := len(id)
+	if id == "" {
+		idn = idLen
+	}
+	b.Grow(thenLen(len(old), idn, len(m.Lineage), m.Seq+1, f))
 	b.WriteString("w=")
 	if old != "" {
 		b.WriteString(old)
@@ -159,7 +165,6 @@ func (m Meta) Then(id string, keep int, fence int64) Meta {
 	lineageEnd := b.Len()
 	b.WriteString(";n=")
 	b.Write(strconv.AppendInt(num[:0], m.Seq+1, 10))
-	f := max(m.Fence, fence, 0)
 	if f > 0 {
 		b.WriteString(";f=")
 		b.Write(strconv.AppendInt(num[:0], f, 10))
@@ -167,6 +172,31 @@ func (m Meta) Then(id string, keep int, fence int64) Meta {
 	raw := b.String()
 	return Meta{IDs: raw[len("w="):idsEnd], Lineage: raw[lineage:lineageEnd], Seq: m.Seq + 1, Fence: f, raw: raw}
 }
+
+// thenLen is the length of the encoding Then builds: old ids (and a comma
+// after them, if any), a new id, a lineage, seq and fence (0: none).
+func thenLen(old, id, lineage int, seq, fence int64) int {
+	n := len("w=") + old + min(old, 1) + id + len(";l=") + lineage + len(";n=") + digits(seq)
+	if fence > 0 {
+		n += len(";f=") + digits(fence)
+	}
+	return n
+}
+
+// digits is the number of characters of n in decimal.
+func digits(n int64) int {
+	d := 1
+	for ; n >= 10 || n <= -10; n /= 10 {
+		d++
+	}
+	if n < 0 {
+		d++
+	}
+	return d
+}
+
+// idLen is the length of an id: 80 bits in base32.
+const idLen = 16
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
@@ -192,11 +222,15 @@ func NewID() string {
 	return b.String()
 }
 
-// writeID appends a random 80-bit id (16 characters) to b.
+// writeID appends a random 80-bit id (16 characters) to b. The bits come
+// from math/rand/v2's global generator (ChaCha8 per thread, seeded by the
+// operating system): as unique as crypto/rand's, without its system call
+// on every write.
 func writeID(b *strings.Builder) {
 	var raw [10]byte
-	var enc [16]byte
-	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails (Go 1.24+)
+	var enc [idLen]byte
+	binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
+	binary.LittleEndian.PutUint16(raw[8:], uint16(rand.Uint32()))
 	idEncoding.Encode(enc[:], raw[:])
 	b.Write(enc[:])
 }

@@ -1,6 +1,9 @@
 package meta
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+)
 
 // TestMetaThen: an update's bookkeeping keeps the newest ids, continues the
 // lineage and the highest fence, and round-trips through its encoding.
@@ -68,5 +71,27 @@ func BenchmarkParse(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = Parse(s)
+	}
+}
+
+// Then sizes its buffer exactly: thenLen is the length of what it builds,
+// for every number of ids kept, sequence number and fencing token.
+func TestThenLen(t *testing.T) {
+	m := Fresh(NewID(), 0)
+	for i := range 40 {
+		for j, fence := range []int64{0, 7, 1 << 40} {
+			n := m.Then("", 16>>(j*4), fence) // keeping 16, 1 and no old ids
+			old := n.IDs[:max(len(n.IDs)-idLen-1, 0)]
+			if got, want := thenLen(len(old), idLen, len(n.Lineage), n.Seq, n.Fence), len(n.String()); got != want {
+				t.Fatalf("after %d writes, fence %d: thenLen %d, encoding %d (%q)", i, fence, got, want, n.String())
+			}
+		}
+		m = m.Then("", 16, 0)
+		m.Seq += int64(i) * 997 // every number of digits
+	}
+	for _, n := range []int64{0, 9, 10, 99, 100, -1, -10, 1<<63 - 1} {
+		if got, want := digits(n), len(strconv.FormatInt(n, 10)); got != want {
+			t.Errorf("digits(%d) = %d, want %d", n, got, want)
+		}
 	}
 }
