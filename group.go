@@ -398,7 +398,8 @@ type batchRun[T any] struct {
 }
 
 // commit runs the batch's read-modify-write from last (or the version
-// cache's copy, or a read) and hands out the results. It returns the version it wrote, for chaining.
+// cache's copy, or a read) and hands out the results. It returns the
+// version it wrote, for chaining.
 func (b *batchRun[T]) commit(create bool, last []version) []version {
 	ctx, cancel := batchContext(b.members)
 	defer cancel()
