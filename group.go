@@ -510,11 +510,15 @@ func (b *batchRun[T]) hold() bool {
 }
 
 // release marks the batch's write as not landed: no member's mutation is in
-// flight (see flight).
+// flight (see flight), and the Gets it carried (see captureReads) read on
+// their own.
 func (b *batchRun[T]) release() {
 	b.s.gmu.Lock()
 	b.inFlight = false
 	b.s.gmu.Unlock()
+	// The Gets it carried read now rather than wait for the retry.
+	b.s.answerRiders(b.key, b.riders, driver.Item{}, false)
+	b.riders = nil
 }
 
 // finish hands every member still waiting its result: its own state, or

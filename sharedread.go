@@ -3,6 +3,7 @@ package etagstore
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/etagstore/etagstore/driver"
 )
@@ -22,7 +23,9 @@ import (
 //
 // Each caller decodes the shared bytes into its own value. A caller whose
 // context ends while it waits returns ctx.Err() alone; the shared read is
-// cancelled only when every caller waiting for it has gone. Gets whose
+// cancelled only when every caller waiting for it has gone. A shared read
+// still unsent after maxSharedWait (the read ahead of it stalled, or the
+// batch carrying it is retrying) is sent on its own. Gets whose
 // context carries write state of their own (a lease: driver.Ungrouped, or
 // a fence) and Stores with Options.DisableGroupCommit read on their own.
 
@@ -32,12 +35,20 @@ type keyReads struct {
 	next *sharedRead // sent when the read in flight is answered; nil: none
 }
 
+// maxSharedWait bounds how long a shared read waits, unsent, for the read
+// ahead of it (a stalled connection, say) or for the batch write that
+// carries it: then it is sent at once, and a second read of the key is in
+// flight. The callers' contexts bound their own waits too.
+const maxSharedWait = 100 * time.Millisecond
+
 // sharedRead is one read several Gets wait for.
 type sharedRead struct {
 	ctx     context.Context // the first caller's values; done when every caller has gone
 	cancel  context.CancelFunc
-	waiting int  // callers waiting (guarded by Store.rmu)
-	sent    bool // no longer joinable (guarded by Store.rmu)
+	waiting int         // callers waiting (guarded by Store.rmu)
+	sent    bool        // no longer joinable: sent, or carried by a batch (guarded by Store.rmu)
+	settled bool        // its read is sent or its answer given (guarded by Store.rmu)
+	timer   *time.Timer // sends it after maxSharedWait
 	done    chan struct{}
 	it      driver.Item
 	hit     bool // the version cache's copy was current
@@ -62,6 +73,7 @@ func (c *core) readShared(ctx context.Context, key string) (driver.Item, bool, e
 	if r == nil {
 		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		r = &sharedRead{ctx: fctx, cancel: cancel, done: make(chan struct{})}
+		r.timer = time.AfterFunc(maxSharedWait, func() { c.sendLate(key, kr, r) })
 		kr.next = r
 	}
 	r.waiting++
@@ -83,18 +95,16 @@ func (c *core) stopWaiting(key string, kr *keyReads, r *sharedRead) {
 	if r.waiting--; r.waiting > 0 {
 		return
 	}
-	if r.sent {
-		r.cancel()
-		return
-	}
-	if c.reads[key] == kr && kr.next == r {
-		kr.next = nil
+	if !r.sent && c.reads[key] == kr && kr.next == r {
+		kr.next = nil // dropped unsent
+		r.sent, r.settled = true, true
+		r.timer.Stop()
 	}
 	r.cancel()
 }
 
 // readAnswered ends key's read in flight: the read forming behind it, if
-// any, is sent now, on a goroutine of its own.
+// any, is sent now, and becomes the key's read in flight.
 func (c *core) readAnswered(key string) {
 	c.rmu.Lock()
 	kr := c.reads[key]
@@ -105,21 +115,42 @@ func (c *core) readAnswered(key string) {
 		return
 	}
 	kr.next = nil
-	r.sent = true
+	r.sent, r.settled = true, true
+	r.timer.Stop()
 	c.rmu.Unlock()
 	go func() {
-		defer r.cancel()
-		r.it, r.hit, r.err = c.fetch(r.ctx, key)
-		close(r.done)
+		c.answer(key, r)
 		c.readAnswered(key)
 	}()
 }
 
-// captureReads hands the shared read forming for key, if any, to a
-// group-commit batch about to send its write: each of its callers came
-// before the send, so the version the write stores, once it is answered,
-// is a read for all of them, and no read of their own is sent (see
-// answerRiders).
+// sendLate sends r, still waiting after maxSharedWait for the read ahead
+// of it or for the batch carrying it, on its own.
+func (c *core) sendLate(key string, kr *keyReads, r *sharedRead) {
+	c.rmu.Lock()
+	if r.settled {
+		c.rmu.Unlock()
+		return
+	}
+	if kr.next == r {
+		kr.next = nil
+	}
+	r.sent, r.settled = true, true
+	c.rmu.Unlock()
+	c.answer(key, r)
+}
+
+// answer reads key for r's callers.
+func (c *core) answer(key string, r *sharedRead) {
+	defer r.cancel()
+	r.it, r.hit, r.err = c.fetch(r.ctx, key)
+	close(r.done)
+}
+
+// captureReads hands the read forming for key, if any, to a group-commit
+// batch about to send its write: each of its callers came before the
+// send, so the version the write stores, once it is answered, is a read
+// for all of them, and no read of their own is sent (see answerRiders).
 func (c *core) captureReads(key string) *sharedRead {
 	if !c.shareReads {
 		return nil
@@ -136,20 +167,25 @@ func (c *core) captureReads(key string) *sharedRead {
 }
 
 // answerRiders answers the shared reads a batch's write carried: with the
-// version it stored when ok, else by reading.
+// version it stored when ok, else by reading. A read already sent on its
+// own (after maxSharedWait) answers instead.
 func (c *core) answerRiders(key string, rs []*sharedRead, it driver.Item, ok bool) {
 	for _, r := range rs {
-		if ok {
+		c.rmu.Lock()
+		settled := r.settled
+		r.settled = true
+		c.rmu.Unlock()
+		switch {
+		case settled:
+		case ok:
+			r.timer.Stop()
 			r.it = it
 			close(r.done)
 			r.cancel()
-			continue
+		default:
+			r.timer.Stop()
+			go c.answer(key, r)
 		}
-		go func() {
-			defer r.cancel()
-			r.it, r.hit, r.err = c.fetch(r.ctx, key)
-			close(r.done)
-		}()
 	}
 }
 
