@@ -178,7 +178,9 @@ func TestMembersLeavingOneByOneDoNotExhaustTheOthersRetries(t *testing.T) {
 // to come back, but when they went on to other keys (a skewed workload) a
 // linger only delays the batch: after a linger in vain, the next batch
 // starts at once. Writes take 8 ms of the bubble's clock; a linger waits
-// at most a quarter of the last batch's duration (2 ms).
+// at most a quarter of the last batch's duration (2 ms). Every time.Sleep
+// here is on that fake clock (synctest): it moves only once every other
+// goroutine of the bubble is blocked, so it steers nothing by real time.
 func TestRunnerStopsLingeringInVain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer runOutTimers()

@@ -147,6 +147,14 @@ type result struct {
 	Seconds  float64   `json:"seconds"`
 }
 
+// add counts one goroutine's commits: the attempts and latency (ms) of
+// each. The caller serializes calls.
+func (r *result) add(attempts []int, lat []float64) {
+	r.Commits += int64(len(attempts))
+	r.Attempts = append(r.Attempts, attempts...)
+	r.Latency = append(r.Latency, lat...)
+}
+
 func main() {
 	backends := flag.String("backends", "memory,table,blob", "backends to measure")
 	dur := flag.Duration("d", 3*time.Second, "duration of each cell")
@@ -497,9 +505,7 @@ func cell(ctx context.Context, e *env, mode, space string, writers int, distinct
 				lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
 			}
 			mu.Lock()
-			res.Commits += int64(len(attempts))
-			res.Attempts = append(res.Attempts, attempts...)
-			res.Latency = append(res.Latency, lat...)
+			res.add(attempts, lat)
 			mu.Unlock()
 		})
 	}

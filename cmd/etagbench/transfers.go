@@ -185,9 +185,7 @@ func transferCell(ctx context.Context, e *env, mode, space string, writers int, 
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			res.Commits += int64(len(attempts))
-			res.Attempts = append(res.Attempts, attempts...)
-			res.Latency = append(res.Latency, lat...)
+			res.add(attempts, lat)
 			for i, n := range net {
 				moved[i] += n
 			}
