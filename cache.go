@@ -65,12 +65,10 @@ type notes struct {
 	plain  bool      // Data holds no member T does not know: no scan for them
 	parsed bool      // meta is Item.Meta parsed
 	meta   meta.Meta //
-	value  any       // nil, or a *T whose encoding is Data exactly (exact.go); never changed once kept
-	size   int       // the memory value holds, at most
 }
 
 // size is the memory en holds, as the cache counts it.
-func (en *cacheEntry) size(key string) int { return cap(en.Data) + len(key) + en.notes.size }
+func (en *cacheEntry) size(key string) int { return cap(en.Data) + len(key) }
 
 func (c *itemCache) get(key string) (driver.Item, bool) {
 	en, ok := c.entry(key)
@@ -110,7 +108,6 @@ func (c *itemCache) base(key string, clock Clock, s *core) (version, bool) {
 	} else {
 		v.meta = meta.Parse(en.Meta)
 	}
-	v.value = en.value
 	return v, true
 }
 
@@ -123,7 +120,7 @@ func (c *itemCache) keep(key string, it driver.Item, w notes) {
 	if c == nil {
 		return
 	}
-	size := cap(it.Data) + len(key) + w.size // the memory the entry holds
+	size := cap(it.Data) + len(key) // the memory the entry holds
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	en := c.m[key]

@@ -45,13 +45,8 @@
 // on the same key affects only its own caller. A version cache, on by
 // default (Options.CacheSize), lets an Update write straight against the
 // last version the Store saw: one request where no other writer came in
-// between; a key other processes write is read first. For a T whose every
-// value JSON decodes to itself (bools, numbers, strings, and arrays and
-// structs of them, without custom marshalers), on a backend that returns
-// what was written (memstore), it also keeps a copy of the value an Update
-// wrote, and the next Update starts from a copy of that instead of
-// decoding. Backoff is full-jitter exponential and starts
-// higher on keys that keep losing races.
+// between; a key other processes write is read first. Backoff is
+// full-jitter exponential and starts higher on keys that keep losing races.
 //
 // # Exactly once
 //

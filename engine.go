@@ -1,7 +1,6 @@
 package etagstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -60,7 +59,6 @@ type version struct {
 	canonical bool   // Data is exactly what the codec makes of its value
 	missing   error  // why it does not exist, when read so (matches ErrNotFound)
 	extra     []byte // the members T does not know (members.Unknown)
-	value     any    // nil, or a *T whose encoding is Data (see exact.go); read-only
 }
 
 // flight is how group commit follows the write that holds its members'
@@ -187,8 +185,7 @@ func (e *engine) run(ctx context.Context) error {
 // wrote is what e knows of the version it left, beyond e.out: for a
 // read-modify-write of one key over a version holding no member T does
 // not know, that the version holds none either (what it kept beyond T
-// was nothing), its bookkeeping parsed when it is the one sent, and the
-// value the change encoded when its Data is that encoding.
+// was nothing), and its bookkeeping parsed when it is the one sent.
 func (e *engine) wrote() notes {
 	m, ok := e.plan.(*modification)
 	if !ok || m.extra != nil || len(e.out) != 1 {
@@ -198,9 +195,6 @@ func (e *engine) wrote() notes {
 	out, sent := e.out[0], e.req1[0]
 	if out.Meta == sent.Write.Meta {
 		w.parsed, w.meta = true, sent.meta
-	}
-	if m.kept.value != nil && bytes.Equal(out.Data, m.kept.data) {
-		w.value, w.size = m.kept.value, m.kept.size
 	}
 	return w
 }

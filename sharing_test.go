@@ -1,6 +1,6 @@
 package etagstore_test
 
-// Attacks on shared reads, riding Gets, pooled Updates and kept values,
+// Attacks on shared reads, the version cache and values callers hold,
 // from an adversarial review: the two Gets that waited on other callers'
 // work (a batch's backoff, a stalled read) failed before the fix; the
 // others are regression tests.
@@ -97,8 +97,8 @@ func TestRidingGetDoesNotWaitOutBatchBackoff(t *testing.T) {
 	})
 }
 
-// exactDoc is an exact type (exact.go): arrays of tagged structs,
-// float32, a named string: the version cache keeps values beside bytes.
+// exactDoc is a T that encoding/json decodes to the very value it
+// encoded: arrays of tagged structs, float32, a named string.
 type exactDoc struct {
 	N     int
 	Name  namedText `json:"name,omitempty"`
@@ -289,10 +289,10 @@ type deepText struct {
 	Items [1]exactItem
 }
 
-// An exact type keeps values only because the Store refuses text JSON
-// would change (invalid UTF-8 becomes U+FFFD): that refusal must reach
-// text inside arrays, arrays of arrays and arrays of structs, or the kept
-// value would differ from what decoding the stored bytes gives.
+// The Store refuses text JSON would change (invalid UTF-8 becomes
+// U+FFFD): that refusal must reach text inside arrays, arrays of arrays
+// and arrays of structs, or the value an Update returns would differ from
+// what decoding the stored bytes gives.
 func TestInvalidUTF8InArraysRefused(t *testing.T) {
 	ctx := t.Context()
 	s := etagstore.New[deepText](memstore.New(nil), nil)

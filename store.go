@@ -136,7 +136,6 @@ type core struct {
 	obs       *observer
 	known     map[string]bool // the members T's documents hold (nil: all; see Extra)
 	runs      sync.Pool       // *updateRun[T] of the Store's T, for Updates (update.go)
-	exact     bool            // the version cache keeps values beside bytes (exact.go)
 	readers                   // concurrent Gets' shared reads (sharedread.go)
 }
 
@@ -159,7 +158,6 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	}
 	s.verbatim = s.abilities.Verbatim
 	s.known = knownMembers(s.codec, reflect.TypeFor[T]())
-	s.exact = s.verbatim && exactValues(s.codec, reflect.TypeFor[T]())
 	if o.Retry != nil {
 		s.retry = o.Retry.withDefaults()
 	} else {

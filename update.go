@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"unsafe"
 
 	"github.com/etagstore/etagstore/driver"
 )
@@ -145,8 +144,7 @@ type changeFunc func(b version) ([]byte, bool, error)
 func (f changeFunc) change(b version) ([]byte, bool, error) { return f(b) }
 
 // mutation is the change of a plain Update: mutate applied to a fresh copy
-// of the version's value; mine is the value it made. For an exact T it
-// tells m (its read-modify-write) the value it encoded (see exact.go).
+// of the version's value; mine is the value it made.
 type mutation[T any] struct {
 	s      *Store[T]
 	key    string
@@ -170,20 +168,7 @@ func (m *mutation[T]) change(b version) ([]byte, bool, error) {
 	}
 	m.mine = *v
 	data, err := m.s.encode(m.key, *v)
-	if err == nil && m.s.exact && m.m != nil {
-		kept := new(T)
-		*kept = *v // a copy of its own: nothing the caller holds can change it
-		m.m.kept = keptValue{value: kept, data: data, size: int(unsafe.Sizeof(*kept)) + len(data)}
-	}
 	return data, !b.exists || !bytes.Equal(data, baseline), err
-}
-
-// keptValue is a value a change encoded: value is a *T, data its
-// encoding, size the memory it holds at most (its strings are in data).
-type keptValue struct {
-	value any
-	data  []byte
-	size  int
 }
 
 // cached returns the version of key the version cache holds, if it is on
@@ -238,8 +223,7 @@ type modification struct {
 	engine
 	create  bool
 	changer changer
-	extra   []byte    // what the last version built over holds beyond T
-	kept    keptValue // the value the last change encoded, when it tells (mutation)
+	extra   []byte // what the last version built over holds beyond T
 }
 
 func (m *modification) build(e *engine, base []version) (request, error) {
@@ -277,10 +261,6 @@ func (s *Store[T]) startFrom(b version) (v *T, baseline []byte, err error) {
 	v = new(T)
 	if !b.exists {
 		return v, nil, nil
-	}
-	if p, ok := b.value.(*T); ok && b.canonical {
-		*v = *p // decoding b.Data makes this very value (exact.go)
-		return v, b.Data, nil
 	}
 	bd, decodes := s.codec.(baseDecoder)
 	switch {
