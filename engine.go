@@ -124,18 +124,8 @@ type engine struct {
 // newEngine returns the engine of a write of keys (set keys, or call on
 // for one key).
 func (c *core) newEngine(ctx context.Context, op string, based bool, p plan) *engine {
-	e := &engine{}
-	c.initEngine(e, ctx, op, based, p)
-	return e
-}
-
-// initEngine sets up e, a zero engine, which may live inside a plan's own
-// value (one allocation for both). (Its fields are set one by one: a
-// whole engine written at once costs a write barrier per pointer while the
-// garbage collector runs.)
-func (c *core) initEngine(e *engine, ctx context.Context, op string, based bool, p plan) {
-	e.c, e.op, e.based, e.rebuilds, e.plan, e.flight = c, op, based, based, p, alone{}
-	e.fence, e.fenced = FenceFrom(ctx)
+	fence, fenced := FenceFrom(ctx)
+	return &engine{c: c, op: op, based: based, rebuilds: based, plan: p, flight: alone{}, fence: fence, fenced: fenced}
 }
 
 // on makes key the one key of the write.

@@ -135,7 +135,6 @@ type core struct {
 	heat      contention
 	obs       *observer
 	known     map[string]bool // the members T's documents hold (nil: all; see Extra)
-	runs      sync.Pool       // *updateRun[T] of the Store's T, for Updates (update.go)
 	readers                   // concurrent Gets' shared reads (sharedread.go)
 }
 

@@ -86,50 +86,15 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 
 // updateAlone runs one Update on its own: read (or start from the cached
 // version), mutate, conditional write, retried. o, when set, is told when
-// mutate starts and ends. Its state is one updateRun from the Store's
-// pool; nothing the caller gets back refers to it.
+// mutate starts and ends.
 func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mutate func(*T) error, o solo[T], st *opStats) (Doc[T], error) {
-	r := s.getRun() // zero: its fields are set one by one (see initEngine)
-	r.mut.s, r.mut.key, r.mut.mutate, r.mut.o, r.mut.m = s, key, mutate, o, &r.modification
-	var start []version
-	if v, ok := s.cachedVersion(ctx, key, ""); ok {
-		r.start[0] = v
-		start = r.start[:]
-	}
-	e, err := s.modifyIn(ctx, &r.modification, "Update", key, create, start, &r.mut.mine, &r.mut, alone{})
+	mut := &mutation[T]{s: s, key: key, mutate: mutate, o: o}
+	e, err := s.modify(ctx, "Update", key, create, s.cached(ctx, key, ""), &mut.mine, mut, alone{})
 	st.attempts, st.batch, st.cacheHit = e.attempts, 1, e.cachedWon
-	var d Doc[T]
-	if err == nil {
-		d = Doc[T]{Key: key, Value: r.mut.mine, ETag: e.out[0].ETag, Extra: r.extraOut(e.out[0])}
+	if err != nil {
+		return Doc[T]{}, err
 	}
-	s.putRun(r)
-	return d, err
-}
-
-// updateRun is what an Update on its own needs beyond its value, in one
-// allocation: the plan and engine of its read-modify-write, its change,
-// and room for the cached version it starts from (never e.base1, which a
-// confirming read fills).
-type updateRun[T any] struct {
-	modification
-	mut   mutation[T]
-	start [1]version
-}
-
-// getRun returns an updateRun from the Store's pool, or a new one.
-func (s *Store[T]) getRun() *updateRun[T] {
-	if r, ok := s.runs.Get().(*updateRun[T]); ok {
-		return r
-	}
-	return new(updateRun[T])
-}
-
-// putRun clears r, so that the pool keeps nothing of the caller's (value,
-// documents, errors), and returns it to the pool. An Update whose mutate
-// panicked never gets here: its run is left to the garbage collector.
-func (s *Store[T]) putRun(r *updateRun[T]) {
-	*r = updateRun[T]{}
-	s.runs.Put(r)
+	return Doc[T]{Key: key, Value: mut.mine, ETag: e.out[0].ETag, Extra: modified(e).extraOut(e.out[0])}, nil
 }
 
 // changer computes a read-modify-write's new encoding from the version b
@@ -150,7 +115,6 @@ type mutation[T any] struct {
 	key    string
 	mutate func(*T) error
 	o      solo[T]
-	m      *modification
 	mine   T
 }
 
@@ -175,22 +139,16 @@ func (m *mutation[T]) change(b version) ([]byte, bool, error) {
 // and holds one (with ETag etag, unless etag is empty): a base an attempt
 // may start from without reading.
 func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version {
-	v, ok := s.cachedVersion(ctx, key, etag)
-	if !ok {
-		return nil
-	}
-	return []version{v}
-}
-
-// cachedVersion is cached's version, without a slice around it.
-func (s *Store[T]) cachedVersion(ctx context.Context, key string, etag ETag) (version, bool) {
 	if s.cache == nil {
-		return version{}, false
+		return nil
 	}
 	v, ok := s.cache.base(key, s.clock, &s.core)
 	ok = ok && (etag == "" || v.ETag == etag)
 	s.obs.cacheLookup(ctx, ok, false)
-	return v, ok
+	if !ok {
+		return nil
+	}
+	return []version{v}
 }
 
 // modify delivers a read-modify-write of key — an Update, a Save, a
@@ -199,14 +157,7 @@ func (s *Store[T]) cachedVersion(ctx context.Context, key string, etag ETag) (ve
 // version and reports whether it differs. *mine is the value the last
 // apply computed, for a *ConflictError when every attempt lost its race.
 func (s *Store[T]) modify(ctx context.Context, op, key string, create bool, start []version, mine *T, ch changer, f flight) (*engine, error) {
-	return s.modifyIn(ctx, &modification{}, op, key, create, start, mine, ch, f)
-}
-
-// modifyIn is modify with its plan and engine in m, a zero modification.
-func (s *Store[T]) modifyIn(ctx context.Context, m *modification, op, key string, create bool, start []version, mine *T, ch changer, f flight) (*engine, error) {
-	m.create, m.changer = create, ch
-	s.initEngine(&m.engine, ctx, op, true, m)
-	e := m.engine.on(key)
+	e := s.newEngine(ctx, op, true, &modification{create: create, changer: ch}).on(key)
 	e.flight = f
 	e.then.base = start
 	err := e.run(ctx)
@@ -216,11 +167,10 @@ func (s *Store[T]) modifyIn(ctx context.Context, m *modification, op, key string
 	return e, err
 }
 
-// modification is the plan of a read-modify-write, with its engine (one
-// allocation for both): over the version an attempt starts from, the
-// changer's new encoding, keeping what the version holds beyond T.
+// modification is the plan of a read-modify-write: over the version an
+// attempt starts from, the changer's new encoding, keeping what the
+// version holds beyond T.
 type modification struct {
-	engine
 	create  bool
 	changer changer
 	extra   []byte // what the last version built over holds beyond T
