@@ -109,7 +109,6 @@ type engine struct {
 	then      carry
 	unsettled error // what lost the answer of a request not settled yet
 	held      ETag  // the ETag the last request was conditioned on
-	index     int   // the action a multi-key refusal names
 	attempts  int
 	cachedWon bool          // the first write, on a version not read, went through
 	out       []driver.Item // per key, the version written (a superseded ETag and no data: later writes followed)
@@ -454,10 +453,6 @@ func written(w keyWrite, etag ETag) driver.Item {
 func (e *engine) refusal(ctx context.Context, req request, verified bool, err error) (next, error) {
 	e.flight.release()
 	conflict := errors.Is(err, ErrConflict)
-	var ae *driver.ActionError
-	if errors.As(err, &ae) {
-		e.index = ae.Index
-	}
 	switch {
 	case errors.Is(err, driver.ErrNotApplied):
 		e.then = carry{resend: req}
