@@ -51,7 +51,7 @@ const (
 type group[T any] struct {
 	queue []*member[T]
 	mode  groupMode
-	gen   uint64        // moves on when the solo caller's hold ends (see solo)
+	first bool          // the key is its solo caller's: no runner took it over, the group has not ended
 	want  int           // a lingering runner waits for this many queued callers
 	wake  chan struct{} // wakes it (buffered)
 
@@ -115,18 +115,17 @@ var errPanicked = errors.New("etagstore: mutate panicked")
 // solo is the first caller of an idle key, running its Update on its own
 // goroutine. It tells the group when its mutate runs, so that an arrival
 // during it need not wait for it (see updateGrouped). The group owns it
-// while g.gen is gen: a runner that takes the key over, or the group's
-// reuse after it ended, moves gen on.
+// while g.first holds: a runner that takes the key over, or the end of the
+// group, clears it.
 type solo[T any] struct {
-	s   *Store[T]
-	k   groupKey
-	g   *group[T]
-	gen uint64
+	s *Store[T]
+	k groupKey
+	g *group[T]
 }
 
 func (o solo[T]) enter() {
 	o.s.gmu.Lock()
-	if o.g.gen == o.gen {
+	if o.g.first {
 		o.g.mode = soloMutating
 		o.g.entries++
 		if len(o.g.queue) > 0 {
@@ -144,11 +143,11 @@ func (s *Store[T]) bound(k groupKey, g *group[T]) {
 		return // armed for this mutate already
 	}
 	g.bounded = g.entries
-	gen, entry := g.gen, g.entries
+	entry := g.entries
 	time.AfterFunc(turnTimeout, func() {
 		s.gmu.Lock()
 		defer s.gmu.Unlock()
-		if g.gen == gen && g.entries == entry && g.mode == soloMutating && len(g.queue) > 0 {
+		if g.first && g.entries == entry && g.mode == soloMutating && len(g.queue) > 0 {
 			s.startRunner(k, g)
 		}
 	})
@@ -156,7 +155,7 @@ func (s *Store[T]) bound(k groupKey, g *group[T]) {
 
 func (o solo[T]) leave() {
 	o.s.gmu.Lock()
-	if o.g.gen == o.gen {
+	if o.g.first {
 		o.g.mode = soloIO
 	}
 	o.s.gmu.Unlock()
@@ -168,7 +167,7 @@ func (o solo[T]) done() {
 	s, g := o.s, o.g
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
-	if g.gen != o.gen {
+	if !g.first {
 		return // a runner has the key
 	}
 	if len(g.queue) > 0 {
@@ -180,18 +179,14 @@ func (o solo[T]) done() {
 
 // startRunner hands g to a new runner goroutine. Store.gmu is held.
 func (s *Store[T]) startRunner(k groupKey, g *group[T]) {
-	g.mode = running
-	g.gen++
+	g.mode, g.first = running, false
 	go s.run(k, g)
 }
 
-// endGroup removes g, whose queue is empty, keeping it for reuse.
-// Store.gmu is held.
+// endGroup removes g, whose queue is empty. Store.gmu is held.
 func (s *Store[T]) endGroup(k groupKey, g *group[T]) {
 	delete(s.groups, k)
-	g.queue = nil
-	g.gen++
-	s.spare = g
+	g.first = false
 }
 
 // updateGrouped runs an Update through its key's group.
@@ -200,15 +195,10 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	s.gmu.Lock()
 	g := s.groups[k]
 	if g == nil {
-		g = s.spare
-		if g == nil {
-			g = &group[T]{wake: make(chan struct{}, 1)}
-		}
-		s.spare = nil
-		g.mode = soloIO
+		g = &group[T]{mode: soloIO, first: true, wake: make(chan struct{}, 1)}
 		s.groups[k] = g
 		s.gmu.Unlock()
-		o := solo[T]{s: s, k: k, g: g, gen: g.gen}
+		o := solo[T]{s: s, k: k, g: g}
 		defer o.done()
 		return s.updateAlone(ctx, key, create, mutate, o, st)
 	}

@@ -119,7 +119,6 @@ type Store[T any] struct {
 
 	gmu    sync.Mutex
 	groups map[groupKey]*group[T]
-	spare  *group[T] // an ended group, kept for reuse
 }
 
 // core is the part of a Store that knows nothing of T: the backend, the
