@@ -381,9 +381,8 @@ type batchRun[T any] struct {
 	s        *Store[T]
 	key      string
 	members  []*member[T]
-	applied  []*member[T]  // the members whose mutations the last apply holds
-	inFlight bool          // a write holding applied is sent or being resolved (guarded by Store.gmu)
-	riders   []*sharedRead // Gets' shared reads the write answers (see captureReads)
+	applied  []*member[T] // the members whose mutations the last apply holds
+	inFlight bool         // a write holding applied is sent or being resolved (guarded by Store.gmu)
 	timer    *time.Timer
 }
 
@@ -401,15 +400,7 @@ func (b *batchRun[T]) commit(create bool, last []version) []version {
 	}
 	e, err := b.s.modify(ctx, "Update", b.key, create, last, &mine, b, b)
 	b.finish(e, err)
-	stored := err == nil && e.out[0].Data != nil && !driver.IsSuperseded(e.out[0].ETag)
-	if b.riders != nil {
-		var it driver.Item
-		if stored {
-			it = e.out[0]
-		}
-		b.s.answerRiders(b.key, b.riders, it, stored)
-	}
-	if !stored {
+	if err != nil || e.out[0].Data == nil || driver.IsSuperseded(e.out[0].ETag) {
 		return nil // no version to chain from
 	}
 	return []version{b.s.stored(e.out[0], false)}
@@ -493,22 +484,15 @@ func (b *batchRun[T]) hold() bool {
 		}
 	}
 	b.inFlight = true
-	if r := b.s.captureReads(b.key); r != nil {
-		b.riders = append(b.riders, r)
-	}
 	return true
 }
 
 // release marks the batch's write as not landed: no member's mutation is in
-// flight (see flight), and the Gets it carried (see captureReads) read on
-// their own.
+// flight (see flight).
 func (b *batchRun[T]) release() {
 	b.s.gmu.Lock()
 	b.inFlight = false
 	b.s.gmu.Unlock()
-	// The Gets it carried read now rather than wait for the retry.
-	b.s.answerRiders(b.key, b.riders, driver.Item{}, false)
-	b.riders = nil
 }
 
 // finish hands every member still waiting its result: its own state, or

@@ -17,15 +17,13 @@ import (
 // before it was called (the read is linearizable for all of them). One
 // read is in flight per key at a time; a hot key costs a read per round
 // trip however many callers read it, where each caller would otherwise
-// send its own. When a group-commit batch of Updates of the key sends its
-// write before that next read is sent, the Gets waiting for it take the
-// version the write stores instead, and no read is sent for them.
+// send its own.
 //
 // Each caller decodes the shared bytes into its own value. A caller whose
 // context ends while it waits returns ctx.Err() alone; the shared read is
 // cancelled only when every caller waiting for it has gone. A shared read
-// still unsent after maxSharedWait (the read ahead of it stalled, or the
-// batch carrying it is retrying) is sent on its own. Gets whose
+// still unsent after maxSharedWait (the read ahead of it stalled) is sent
+// on its own. Gets whose
 // context carries write state of their own (a lease: driver.Ungrouped, or
 // a fence) and Stores with Options.DisableGroupCommit read on their own.
 
@@ -36,9 +34,8 @@ type keyReads struct {
 }
 
 // maxSharedWait bounds how long a shared read waits, unsent, for the read
-// ahead of it (a stalled connection, say) or for the batch write that
-// carries it: then it is sent at once, and a second read of the key is in
-// flight. The callers' contexts bound their own waits too.
+// ahead of it (a stalled connection, say): then it is sent at once, and a
+// second read of the key is in flight. The callers' contexts bound their own waits too.
 const maxSharedWait = 100 * time.Millisecond
 
 // sharedRead is one read several Gets wait for.
@@ -46,8 +43,7 @@ type sharedRead struct {
 	ctx     context.Context // the first caller's values; done when every caller has gone
 	cancel  context.CancelFunc
 	waiting int         // callers waiting (guarded by Store.rmu)
-	sent    bool        // no longer joinable: sent, or carried by a batch (guarded by Store.rmu)
-	settled bool        // its read is sent or its answer given (guarded by Store.rmu)
+	sent    bool        // sent (or dropped): no longer joinable (guarded by Store.rmu)
 	timer   *time.Timer // sends it after maxSharedWait
 	done    chan struct{}
 	it      driver.Item
@@ -97,7 +93,7 @@ func (c *core) stopWaiting(key string, kr *keyReads, r *sharedRead) {
 	}
 	if !r.sent && c.reads[key] == kr && kr.next == r {
 		kr.next = nil // dropped unsent
-		r.sent, r.settled = true, true
+		r.sent = true
 		r.timer.Stop()
 	}
 	r.cancel()
@@ -115,7 +111,7 @@ func (c *core) readAnswered(key string) {
 		return
 	}
 	kr.next = nil
-	r.sent, r.settled = true, true
+	r.sent = true
 	r.timer.Stop()
 	c.rmu.Unlock()
 	go func() {
@@ -125,17 +121,17 @@ func (c *core) readAnswered(key string) {
 }
 
 // sendLate sends r, still waiting after maxSharedWait for the read ahead
-// of it or for the batch carrying it, on its own.
+// of it, on its own.
 func (c *core) sendLate(key string, kr *keyReads, r *sharedRead) {
 	c.rmu.Lock()
-	if r.settled {
+	if r.sent {
 		c.rmu.Unlock()
 		return
 	}
 	if kr.next == r {
 		kr.next = nil
 	}
-	r.sent, r.settled = true, true
+	r.sent = true
 	c.rmu.Unlock()
 	c.answer(key, r)
 }
@@ -145,48 +141,6 @@ func (c *core) answer(key string, r *sharedRead) {
 	defer r.cancel()
 	r.it, r.hit, r.err = c.fetch(r.ctx, key)
 	close(r.done)
-}
-
-// captureReads hands the read forming for key, if any, to a group-commit
-// batch about to send its write: each of its callers came before the
-// send, so the version the write stores, once it is answered, is a read
-// for all of them, and no read of their own is sent (see answerRiders).
-func (c *core) captureReads(key string) *sharedRead {
-	if !c.shareReads {
-		return nil
-	}
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	kr := c.reads[key]
-	if kr == nil || kr.next == nil {
-		return nil
-	}
-	r := kr.next
-	kr.next, r.sent = nil, true
-	return r
-}
-
-// answerRiders answers the shared reads a batch's write carried: with the
-// version it stored when ok, else by reading. A read already sent on its
-// own (after maxSharedWait) answers instead.
-func (c *core) answerRiders(key string, rs []*sharedRead, it driver.Item, ok bool) {
-	for _, r := range rs {
-		c.rmu.Lock()
-		settled := r.settled
-		r.settled = true
-		c.rmu.Unlock()
-		switch {
-		case settled:
-		case ok:
-			r.timer.Stop()
-			r.it = it
-			close(r.done)
-			r.cancel()
-		default:
-			r.timer.Stop()
-			go c.answer(key, r)
-		}
-	}
 }
 
 // fetch reads key: from the version cache when the backend confirms the

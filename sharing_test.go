@@ -17,18 +17,14 @@ import (
 	"github.com/etagstore/etagstore/memstore"
 )
 
-// A Get captured by a group-commit batch (it waits for a shared read when
-// the batch sends its write) must not wait out the batch's retries: once
-// the write it rides on is refused, nothing will answer it before the
-// batch's next attempt, which starts only after a backoff pause (up to
-// 250 ms each, 15 s in all by default). A Get on its own would have read
-// at once. Here another process writes before each of the batch's writes
-// (all ten attempts); from the second refusal on they are lost races, so
-// the batch pauses. The first Get's read is answered during a pause: the
-// captured Get must be answered then too (by a read), not when the batch
-// gives up (~0.5 s of backoff later): batchRun.release hands its riders
-// to answerRiders(..., false).
-func TestRidingGetDoesNotWaitOutBatchBackoff(t *testing.T) {
+// A Get of a key whose group-commit batch keeps losing races must not wait
+// out the batch's retries (up to 250 ms of backoff each, 15 s in all by
+// default): a Get reads on its own terms, never behind a batch's write.
+// Here another process writes before each of the batch's writes (all ten
+// attempts); from the second refusal on they are lost races, so the batch
+// pauses. The Get must be answered during a pause, not when the batch
+// gives up (~0.5 s of backoff later).
+func TestGetDoesNotWaitOutBatchBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer runOutTimers()
 		ctx := t.Context()
@@ -83,16 +79,16 @@ func TestRidingGetDoesNotWaitOutBatchBackoff(t *testing.T) {
 		synctest.Wait()
 		close(writeGate) // the batch captures the waiting Get, is refused twice, pauses
 		synctest.Wait()
-		close(readGate) // read 1 answered: the captured Get could read now
+		close(readGate) // read 1 answered: the waiting Get can read now
 		synctest.Wait()
 		select {
 		case <-getDone:
 		default:
-			t.Errorf("a Get captured by a batch whose write was refused is still waiting while the batch pauses before retrying (a Get alone would have read)")
+			t.Errorf("a Get is still waiting while the batch pauses before retrying")
 		}
 		wg.Wait()
 		tookMu.Lock()
-		t.Logf("the captured Get returned after %v (fake time)", took)
+		t.Logf("the Get returned after %v (fake time)", took)
 		tookMu.Unlock()
 	})
 }
@@ -115,7 +111,7 @@ type exactItem struct {
 
 // Nothing a caller holds after an Update or a Get (its Doc's Value, or
 // the *T its mutate was given and kept) is shared with the value the
-// version cache keeps, with a pooled Update's state, or with another
+// version cache keeps, or with another
 // caller: changing them changes no later Update or Get.
 func TestKeptValueNotSharedWithCallers(t *testing.T) {
 	ctx := t.Context()
@@ -161,8 +157,8 @@ func TestKeptValueNotSharedWithCallers(t *testing.T) {
 }
 
 // Many goroutines increment one counter through Updates while others Get
-// it, on the default Store (group commit, shared reads, riding Gets, kept
-// values): each Get sees at least every increment that returned before it
+// it, on the default Store (group commit, shared reads, the version
+// cache): each Get sees at least every increment that returned before it
 // was called and at most those called before it returned, and nothing is
 // lost (under -race).
 func TestGetsBetweenCompletedAndStartedUpdates(t *testing.T) {

@@ -192,10 +192,9 @@ func (s *Store[T]) checkKey(key string) error {
 // Concurrent Gets of one key in one Store share reads: one read of a key
 // is in flight at a time, and the Gets that arrive meanwhile share the
 // next, sent when it is answered (so that each sees every write that
-// ended before it was called), or take the version a group-commit batch of
-// Updates of the key stores, when the batch sends its write first. A
-// shared read that has waited 100 ms for the read or write ahead of it is
-// sent on its own. Each caller decodes its own value.
+// ended before it was called). A shared read that has waited 100 ms for
+// the read ahead of it is sent on its own. Each caller decodes its own
+// value.
 func (s *Store[T]) Get(ctx context.Context, key string) (Doc[T], error) {
 	ctx, sp := s.obs.begin(ctx, opGet, key)
 	d, err := s.get(ctx, key, &sp.stats)
