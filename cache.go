@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/meta"
 )
 
@@ -13,7 +14,7 @@ import (
 // request when no other writer came in between. A key on which the kept
 // version turned out stale (another process wrote it) is marked shared:
 // its Updates read first again, as without the cache, until it has been
-// quiet for a while (two windows of the contention heat, see retry.go).
+// quiet for a while (two windows of the contention heat, see internal/engine).
 // So where a kept ETag is usually stale the cache costs one failed write
 // per key now and then, not one per Update.
 
@@ -35,7 +36,7 @@ type itemCache struct {
 	bytes int // the memory the entries hold (see cacheEntry.size)
 	m     map[string]*cacheEntry
 
-	shared contention // keys another writer changed behind a kept version
+	shared engine.Heat // keys another writer changed behind a kept version
 }
 
 // newItemCache returns a cache of size keys: 0 means defaultCacheSize, a
@@ -92,7 +93,7 @@ func (c *itemCache) entry(key string) (cacheEntry, bool) {
 // the key is shared (see stale), as the version s makes of it (not
 // verified).
 func (c *itemCache) base(key string, clock Clock, s *core) (version, bool) {
-	if c == nil || c.shared.current(key, clock) {
+	if c == nil || c.shared.Current(key, clock) {
 		return version{}, false
 	}
 	en, ok := c.entry(key)
@@ -104,9 +105,9 @@ func (c *itemCache) base(key string, clock Clock, s *core) (version, bool) {
 	}
 	v := s.storedPlain(en.Item, false)
 	if en.parsed {
-		v.meta = en.meta
+		v.Meta = en.meta
 	} else {
-		v.meta = meta.Parse(en.Meta)
+		v.Meta = meta.Parse(en.Meta)
 	}
 	return v, true
 }
@@ -194,7 +195,7 @@ func (c *itemCache) stale(key string, etag ETag, clock Clock) {
 	c.remove(key)
 	c.mu.Unlock()
 	if ok && kept.ETag == etag {
-		c.shared.learn(key, 2, clock)
+		c.shared.Learn(key, 2, clock)
 	}
 }
 

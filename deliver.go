@@ -3,269 +3,95 @@ package etagstore
 import (
 	"context"
 	"errors"
+	"time"
 
-	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/access"
-	"github.com/etagstore/etagstore/internal/members"
+	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/outcome"
 )
 
-// This file takes the writes that backend packages offer beyond the
-// Store's own — tablestore's Merge, UpsertMerge and Batch — into the same
-// engine (engine.go) as every Store write: the same retries, fences,
-// resolver and telemetry; and lends them the Store's paging and decoding
-// (tablestore.QueryPage, blobstore.GetIf). They arrive through package
-// internal/access, so that the Store's API stays what a user calls.
+// This file connects a Store to the one delivery engine (package
+// internal/engine), through which every write reaches the backend: the
+// engine's hooks (reads made as the Store makes them, events counted by
+// its telemetry), and deliver, which runs one write and keeps in the
+// version cache what it made.
 
-// accessible is what package access reaches of a *Store[T], for any T.
-type accessible interface {
-	deliverFor(context.Context, access.Write) ([]ETag, error)
-	pageFor(ctx context.Context, scope string, limit int, token string, list func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error)) (any, error)
-	decodeFor(it driver.Item) (any, error)
-}
+type (
+	keyWrite = engine.KeyWrite
+	request  = engine.Request
+)
 
-func init() {
-	access.Deliver = func(store any, ctx context.Context, w access.Write) ([]ETag, error) {
-		s, err := storeOf(store)
-		if err != nil {
-			return nil, err
-		}
-		return s.deliverFor(ctx, w)
-	}
-	access.Page = func(store any, ctx context.Context, scope string, limit int, token string, list func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error)) (any, error) {
-		s, err := storeOf(store)
-		if err != nil {
-			return nil, err
-		}
-		return s.pageFor(ctx, scope, limit, token, list)
-	}
-	access.Decode = func(store any, it driver.Item) (any, error) {
-		s, err := storeOf(store)
-		if err != nil {
-			return nil, err
-		}
-		return s.decodeFor(it)
+// newEnv is the engine environment of c, whose fields are set.
+func (c *core) newEnv() *engine.Env {
+	return &engine.Env{
+		Backend: c.b,
+		Commit:  c.abilities.Commit,
+		Policy:  engine.Policy(c.retry),
+		Clock:   c.clock,
+		KeepIDs: c.keepIDs,
+		Heat:    &c.heat,
+		Hooks:   hooks{c},
 	}
 }
 
-func storeOf(store any) (accessible, error) {
-	s, ok := store.(accessible)
-	if !ok {
-		return nil, errorf(ErrInvalidInput, "%T is not a Store", store)
-	}
-	return s, nil
-}
-
-func (s *Store[T]) pageFor(ctx context.Context, scope string, limit int, token string, list func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error)) (any, error) {
-	return s.page(ctx, scope, limit, token, list)
-}
-
-func (s *Store[T]) decodeFor(it driver.Item) (any, error) { return s.decode(it) }
-
-var opOfWrite = map[string]opKind{"Merge": opMerge, "UpsertMerge": opUpsertMerge, "Batch": opBatch}
-
-// deliverFor delivers w, one span.
-func (s *Store[T]) deliverFor(ctx context.Context, w access.Write) ([]ETag, error) {
-	var key string
-	if len(w.Actions) > 0 {
-		key = w.Actions[0].Key
-	}
-	ctx, sp := s.obs.begin(ctx, opOfWrite[w.Op], key)
-	defer sp.endOnPanic() // Encode runs the user's codec
-	etags, err := s.deliverActions(ctx, w)
-	sp.end(err)
-	return etags, err
-}
-
-// action is an access.Action, checked and encoded.
-type action[T any] struct {
-	access.Action
-	data []byte
-	mine T
-}
-
-func (s *Store[T]) deliverActions(ctx context.Context, w access.Write) ([]ETag, error) {
-	acts, err := s.prepare(ctx, w)
-	if err != nil {
-		return nil, err
-	}
+// delivery is the engine's delivery of a write of keys: op names it, p
+// builds each attempt's request, start (Based) is the version to start
+// from without reading, f the group-commit batch behind it (nil: none).
+// The write carries ctx's fencing token.
+func (c *core) delivery(ctx context.Context, op string, mode engine.Mode, keys []string, p engine.Plan, start []version, f engine.Flight) *engine.Delivery {
 	fence, fenced := FenceFrom(ctx)
-	if len(acts) == 1 && w.Op != "Batch" {
-		return s.deliverOne(ctx, w.Op, acts[0])
+	return engine.New(c.env, op, mode, keys, p, engine.Options{Start: start, Fence: fence, Fenced: fenced, Flight: f})
+}
+
+// deliver runs d and keeps in the version cache the versions it wrote.
+func (c *core) deliver(ctx context.Context, d *engine.Delivery) (engine.Result, error) {
+	res, err := d.Run(ctx)
+	if err == nil {
+		c.keepWritten(res, false)
 	}
-	blind := make(request, len(acts))
-	keys := make([]string, len(acts))
-	for i, a := range acts {
-		blind[i], keys[i] = a.blind(fence), a.Key
-	}
-	if check := s.abilities.CheckCommit; check != nil {
-		if err := check(actionsOf(blind)); err != nil {
-			return nil, err
+	return res, err
+}
+
+// keepWritten keeps in the version cache the versions res wrote. plain
+// says the write holds no member T does not know (a read-modify-write over
+// a version holding none), so that a write starting from the cached copy
+// need not look for them.
+func (c *core) keepWritten(res engine.Result, plain bool) {
+	var w notes
+	if plain && len(res.Out) == 1 {
+		w.plain = true
+		if len(res.Sent) == 1 && res.Out[0].Meta == res.Sent[0].Write.Meta {
+			w.parsed, w.meta = true, res.Sent[0].Meta
 		}
 	}
-	p := planFunc(func(*engine, []version) (request, error) { return blind, nil })
-	if fenced { // every action is checked against the version read, and conditioned on it
-		p = func(_ *engine, base []version) (request, error) { return s.overAll(acts, base, fence) }
-	}
-	e := s.newEngine(ctx, w.Op, fenced, p)
-	e.keys = keys
-	if err := e.run(ctx); err != nil {
-		return nil, s.actionRefusal(ctx, acts, fenced, err)
-	}
-	return etagsOf(e.out), nil
-}
-
-// actionRefusal is err, the failure of a write of acts, naming the action
-// at fault: a stale ETag becomes a *ConflictError holding the current
-// document (a fenced write's plan made it so already).
-func (s *Store[T]) actionRefusal(ctx context.Context, acts []action[T], fenced bool, err error) error {
-	var ae *driver.ActionError
-	if len(acts) == 1 && !errors.As(err, &ae) && !errors.Is(err, ErrOutcomeUnknown) && sentinelOf(err) != nil {
-		// A batch of one action went as a single write: its refusal names
-		// the action, as a Commit's would.
-		err = &driver.ActionError{Index: 0, Err: err}
-	}
-	if errors.As(err, &ae) && ae.Index >= 0 && ae.Index < len(acts) && errors.Is(ae.Err, ErrConflict) && !fenced {
-		a := acts[ae.Index]
-		err = &driver.ActionError{Index: ae.Index, Err: s.refused(ctx, a.Key, a.ETag, a.mine)}
-	}
-	return err
-}
-
-// deliverOne delivers a single Merge (conditioned on the version it reads,
-// whose bookkeeping it extends) or UpsertMerge (unchecked; it carries no
-// bookkeeping and so keeps the stored one).
-func (s *Store[T]) deliverOne(ctx context.Context, op string, a action[T]) ([]ETag, error) {
-	var it driver.Item
-	var err error
-	if a.Kind == access.Merge {
-		it, err = s.conditioned(ctx, op, a.Key, a.ETag, a.mine, func(e *engine, b version) keyWrite {
-			w := e.over(b, a.data)
-			w.Write.Mode = driver.ModeMerge
-			return w
-		})
-	} else {
-		it, err = s.blind(ctx, op, a.blind(0))
-	}
-	if err != nil {
-		return nil, err
-	}
-	return []ETag{it.ETag}, nil
-}
-
-// prepare checks every action before anything is sent — keys, ETags, the
-// backend's abilities, fences — and encodes the documents.
-func (s *Store[T]) prepare(ctx context.Context, w access.Write) ([]action[T], error) {
-	if len(w.Actions) == 0 {
-		return nil, errorf(ErrInvalidInput, "%s of no documents", w.Op)
-	}
-	_, fenced := FenceFrom(ctx)
-	acts := make([]action[T], len(w.Actions))
-	for i, a := range w.Actions {
-		acts[i].Action = a
-		acts[i].mine, _ = a.Mine.(T)
-		if err := s.prepareOne(&acts[i], fenced); err != nil {
-			if len(w.Actions) > 1 || w.Op == "Batch" {
-				err = &driver.ActionError{Index: i, Err: err}
-			}
-			return nil, err
-		}
-	}
-	return acts, nil
-}
-
-func (s *Store[T]) prepareOne(a *action[T], fenced bool) error {
-	if err := s.checkKey(a.Key); err != nil {
-		return err
-	}
-	switch a.Kind {
-	case access.Replace, access.Merge, access.Delete:
-		if a.ETag == "" {
-			return errorf(ErrETagRequired, "%q", a.Key)
-		}
-	case access.Upsert, access.UpsertMerge:
-		if fenced {
-			return errorf(ErrInvalidInput, "%q: an unchecked write cannot honour a fencing token", a.Key)
-		}
-	}
-	if (a.Kind == access.Merge || a.Kind == access.UpsertMerge) && !s.abilities.Merge {
-		return errorf(ErrInvalidInput, "%q: the backend cannot merge", a.Key)
-	}
-	if a.Encode == nil {
-		return nil
-	}
-	var err error
-	a.data, err = a.Encode()
-	if x, ok := a.Extra.(Extra); ok && a.Kind == access.Replace {
-		a.data = members.Add(a.data, []byte(x.raw)) // the members the Doc's read held beyond T
-	}
-	return err
-}
-
-// blind is the write of a that starts from nothing: Create, Replace and
-// Upsert start a new history (Create carries fence); Merge and UpsertMerge
-// carry no bookkeeping, so the stored one is kept.
-func (a action[T]) blind(fence int64) keyWrite {
-	switch a.Kind {
-	case access.Create:
-		return fresh(a.Key, driver.Cond{Kind: driver.CondCreate}, a.data, fence)
-	case access.Replace:
-		return fresh(a.Key, driver.IfMatch(a.ETag), a.data, 0)
-	case access.Upsert:
-		return fresh(a.Key, driver.Cond{Kind: driver.CondNone}, a.data, 0)
-	case access.Merge:
-		return merged(a.Key, driver.IfMatch(a.ETag), a.data)
-	case access.UpsertMerge:
-		return merged(a.Key, driver.Cond{Kind: driver.CondNone}, a.data)
-	}
-	return deleteOf(a.Key, a.ETag)
-}
-
-func merged(key string, c driver.Cond, data []byte) keyWrite {
-	return keyWrite{Action: driver.Action{Key: key, Write: driver.Write{Data: data, Cond: c, Mode: driver.ModeMerge}}}
-}
-
-// overAll builds a fenced batch over the versions read: each action that
-// names a version must find it (ETagAny: any) and is conditioned on it;
-// Replace and Merge continue its history and record the token.
-func (s *Store[T]) overAll(acts []action[T], base []version, fence int64) (request, error) {
-	req := make(request, len(acts))
-	for i, a := range acts {
-		b := base[i]
-		if a.Kind == access.Create {
-			req[i] = a.blind(fence)
+	for _, it := range res.Out {
+		if it.ETag == "" || it.Data == nil {
+			c.cache.drop(it.Key)
 			continue
 		}
-		switch {
-		case !b.exists:
-			return nil, &driver.ActionError{Index: i, Err: errorf(ErrNotFound, "%q", a.Key)}
-		case a.ETag != ETagAny && b.ETag != a.ETag:
-			return nil, &driver.ActionError{Index: i, Err: s.conflictWith(b.Item, a.ETag, a.mine, 1)}
-		}
-		switch a.Kind {
-		case access.Delete:
-			req[i] = deleteOf(a.Key, b.ETag)
-		case access.Merge:
-			req[i] = s.over(b, a.data, fence)
-			req[i].Write.Mode = driver.ModeMerge
-		default:
-			req[i] = s.over(b, a.data, fence)
-		}
+		c.cache.keep(it.Key, it, w)
 	}
-	return req, nil
 }
 
-func actionsOf(req request) []driver.Action {
-	out := make([]driver.Action, len(req))
-	for i, w := range req {
-		out[i] = w.Action
+// hooks are the engine's way to its Store (engine.Hooks).
+type hooks struct{ c *core }
+
+func (h hooks) Read(ctx context.Context, key string) (version, error) {
+	it, err := h.c.b.Read(ctx, key)
+	h.c.cache.note(key, it, err)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return version{}, err
 	}
-	return out
+	return h.c.readVersion(key, it, err), nil
 }
 
-func etagsOf(items []driver.Item) []ETag {
-	out := make([]ETag, len(items))
-	for i, it := range items {
-		out[i] = it.ETag
-	}
-	return out
+func (h hooks) StaleCopy(key string, etag ETag) { h.c.cache.stale(key, etag, h.c.clock) }
+
+func (h hooks) Conflict(ctx context.Context) { h.c.obs.absorbedConflict(ctx) }
+
+func (h hooks) Lost(ctx context.Context, op, key string, v outcome.Verdict) {
+	h.c.obs.lostResponse(ctx, op, key, v)
+}
+
+func (h hooks) Retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error) {
+	h.c.obs.retrying(ctx, op, attempt, delay, err)
 }

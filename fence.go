@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/meta"
 )
 
 func isUngrouped(ctx context.Context) bool {
@@ -35,12 +34,4 @@ func WithFence(ctx context.Context, token int64) context.Context {
 func FenceFrom(ctx context.Context) (int64, bool) {
 	t, ok := ctx.Value(fenceKey{}).(int64)
 	return t, ok
-}
-
-// checkFence refuses a write carrying token over a version whose meta.Meta // records a higher one.
-func checkFence(key string, stored meta.Meta, token int64) error {
-	if stored.Fence > token {
-		return errorf(ErrFenced, "%q carries fencing token %d, the write only %d", key, stored.Fence, token)
-	}
-	return nil
 }

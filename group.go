@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
 )
 
 // Group commit: concurrent Updates of one key in one Store share one read
@@ -110,7 +111,6 @@ type result[T any] struct {
 	attempts, batch int // the batch's attempts and size, for observing
 }
 
-var errPanicked = errors.New("etagstore: mutate panicked")
 
 // solo is the first caller of an idle key, running its Update on its own
 // goroutine. It tells the group when its mutate runs, so that an arrival
@@ -271,7 +271,7 @@ func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *member
 func (s *Store[T]) takeTurn(r *member[T], t turn) {
 	a := answer{err: errPanicked}
 	defer func() { r.answer <- a }()
-	v, baseline, err := s.startFrom(version{Item: driver.Item{Key: r.batch.key, Data: t.data}, exists: t.data != nil, canonical: t.canonical})
+	v, baseline, err := s.startFrom(version{Item: driver.Item{Key: r.batch.key, Data: t.data}, Exists: t.data != nil, Canonical: t.canonical})
 	if err == nil {
 		err = r.mutate(v)
 	}
@@ -398,19 +398,19 @@ func (b *batchRun[T]) commit(create bool, last []version) []version {
 	if last == nil {
 		last = b.s.cached(ctx, b.key, "") // as an Update on its own starts
 	}
-	e, err := b.s.modify(ctx, "Update", b.key, create, last, &mine, b, b)
-	b.finish(e, err)
-	if err != nil || e.out[0].Data == nil || driver.IsSuperseded(e.out[0].ETag) {
+	res, extra, err := b.s.modify(ctx, "Update", b.key, create, last, &mine, b, b)
+	b.finish(res, extra, err)
+	if err != nil || res.Out[0].Data == nil || driver.IsSuperseded(res.Out[0].ETag) {
 		return nil // no version to chain from
 	}
-	return []version{b.s.stored(e.out[0], false)}
+	return []version{b.s.stored(res.Out[0], false)}
 }
 
 // change gives each member still in the batch a turn, in arrival order (the
 // batch is the changer of its read-modify-write).
 func (b *batchRun[T]) change(base version) ([]byte, bool, error) {
-	t := turn{canonical: base.canonical}
-	if base.exists {
+	t := turn{canonical: base.Canonical}
+	if base.Exists {
 		t.data = base.Data
 	}
 	changed := false
@@ -475,7 +475,7 @@ func (b *batchRun[T]) turn(r *member[T], t turn) (answer, bool) {
 
 // hold marks the batch's write in flight, unless a member whose mutation
 // it holds has left: then the batch must be applied again (see flight).
-func (b *batchRun[T]) hold() bool {
+func (b *batchRun[T]) Hold() bool {
 	b.s.gmu.Lock()
 	defer b.s.gmu.Unlock()
 	for _, r := range b.applied {
@@ -489,7 +489,7 @@ func (b *batchRun[T]) hold() bool {
 
 // release marks the batch's write as not landed: no member's mutation is in
 // flight (see flight).
-func (b *batchRun[T]) release() {
+func (b *batchRun[T]) Release() {
 	b.s.gmu.Lock()
 	b.inFlight = false
 	b.s.gmu.Unlock()
@@ -499,7 +499,7 @@ func (b *batchRun[T]) release() {
 // the batch's error. A member's state has the version's ETag if nothing
 // after it changed the document, else a Superseded ETag naming the write
 // and the member.
-func (b *batchRun[T]) finish(e *engine, err error) {
+func (b *batchRun[T]) finish(res engine.Result, extra Extra, err error) {
 	s := b.s
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
@@ -517,15 +517,15 @@ func (b *batchRun[T]) finish(e *engine, err error) {
 		}
 		switch {
 		case err == nil:
-			d := Doc[T]{Key: b.key, Value: r.value, ETag: e.out[0].ETag, Extra: modified(e).extraOut(e.out[0])}
+			d := Doc[T]{Key: b.key, Value: r.value, ETag: res.Out[0].ETag, Extra: extra}
 			if i < tail {
-				d.ETag = superseded(e.req1[0].meta, i)
+				d.ETag = engine.Superseded(res.Sent[0].Meta, i)
 			}
-			b.hand(r, result[T]{doc: d, attempts: e.attempts, batch: len(b.applied)})
+			b.hand(r, result[T]{doc: d, attempts: res.Attempts, batch: len(b.applied)})
 		case errors.As(err, &ce):
 			mine := *ce
 			mine.Mine = r.value
-			b.hand(r, result[T]{err: &mine, attempts: e.attempts, batch: len(b.applied)})
+			b.hand(r, result[T]{err: &mine, attempts: res.Attempts, batch: len(b.applied)})
 		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
 			// One member's change may be at fault: each runs on its own.
 			b.hand(r, result[T]{alone: true})

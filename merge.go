@@ -94,8 +94,8 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 		it := driver.Item{Key: base.Key, Data: members.Add(data, []byte(base.Extra.raw)), Meta: base.Extra.meta, ETag: base.ETag}
 		start = []version{s.stored(it, false)}
 	}
-	e, err := s.modify(ctx, "Save", base.Key, false, start, &mine, changeFunc(apply), alone{})
-	st.attempts = e.attempts
+	res, extra, err := s.modify(ctx, "Save", base.Key, false, start, &mine, changeFunc(apply), nil)
+	st.attempts = res.Attempts
 	var ce *ConflictError[T]
 	if errors.As(err, &ce) {
 		ce.Base = base.Value
@@ -103,7 +103,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: base.Key, Value: mine, ETag: e.out[0].ETag, Extra: modified(e).extraOut(e.out[0])}, nil
+	return Doc[T]{Key: base.Key, Value: mine, ETag: res.Out[0].ETag, Extra: extra}, nil
 }
 
 // mergeConflict turns a merge error into Save's error: a *ConflictError

@@ -15,6 +15,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/access"
+	"github.com/etagstore/etagstore/internal/outcome"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -346,7 +347,7 @@ func (o *observer) describe(err error, oc outcomeKind) string {
 func (o *observer) absorbedConflict(ctx context.Context) { o.conflicts.Add(ctx, 1, o.absorbed...) }
 
 // lostResponse counts a write whose answer was lost, by verdict.
-func (o *observer) lostResponse(ctx context.Context, op, key string, v verdict) {
+func (o *observer) lostResponse(ctx context.Context, op, key string, v outcome.Verdict) {
 	o.lost.Add(ctx, 1, o.verdicts[v]...)
 	if !o.log.Enabled(ctx, slog.LevelDebug) {
 		return

@@ -2,7 +2,6 @@ package etagstore
 
 import (
 	"context"
-	"fmt"
 	"iter"
 	"log/slog"
 	"reflect"
@@ -12,56 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
 )
-
-// Sentinel errors (the same values as package driver's, which backends
-// return). Every failure of a Store matches exactly one of them
-// with errors.Is, with four exceptions passed through as they are: the
-// context's error when nothing was sent (or nothing for this call is in
-// flight); the error a mutate, merge or transaction function returned; a
-// transport or service failure of a read, where nothing was written; and
-// errors.ErrUnsupported, for an ability the backend lacks (Transact on
-// blobs), before anything is sent.
-var (
-	// ErrNotFound: the key does not exist (HTTP 404).
-	ErrNotFound = driver.ErrNotFound
-	// ErrExists: a create found the key already present (HTTP 409).
-	ErrExists = driver.ErrExists
-	// ErrConflict: the document changed since the caller read it (HTTP
-	// 412). The error is a *ConflictError[T] when it comes from a Store.
-	ErrConflict = driver.ErrConflict
-	// ErrETagRequired: a conditional write or delete was given no ETag.
-	// Nothing was sent. Use ETagAny to overwrite deliberately.
-	ErrETagRequired = driver.ErrETagRequired
-	// ErrInvalidKey: the key cannot be stored by the backend. Nothing was sent.
-	ErrInvalidKey = driver.ErrInvalidKey
-	// ErrTooLarge: the document exceeds the backend's limits. Nothing was sent.
-	ErrTooLarge = driver.ErrTooLarge
-	// ErrInvalidInput: an argument is out of range (for example a lease
-	// duration) or a value cannot be stored (an *InvalidValueError):
-	// nothing was sent. A stored document that does not decode into T
-	// (read by a Store of another type) matches it too.
-	ErrInvalidInput = driver.ErrInvalidInput
-	// ErrFenced: the document was written under a newer fencing token than
-	// the one this write carries (see WithFence). Nothing was written.
-	ErrFenced = driver.ErrFenced
-	// ErrLocked: another holder has the lease or lock (HTTP 409
-	// LeaseAlreadyPresent, or 412 LeaseIdMissing on a write).
-	ErrLocked = driver.ErrLocked
-	// ErrLockLost: a lease or lock this caller held is gone (expired,
-	// broken or taken over); work done under it must stop.
-	ErrLockLost = driver.ErrLockLost
-	// ErrOutcomeUnknown: a write's response was lost and no read can tell
-	// whether it was applied (see the package documentation's
-	// "Exactly once"). The error is an *OutcomeUnknownError naming the
-	// operation, the key and the failure that lost the response.
-	ErrOutcomeUnknown = driver.ErrOutcomeUnknown
-)
-
-// errorf returns an error that matches sentinel and says more.
-func errorf(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
-}
 
 // Options configure a Store. The zero value and nil mean the defaults.
 type Options struct {
@@ -131,7 +82,8 @@ type core struct {
 	keepIDs   int
 	verbatim  bool // the backend returns Data as written
 	cache     *itemCache
-	heat      contention
+	heat      engine.Heat
+	env       *engine.Env // the delivery engine's environment (deliver.go)
 	obs       *observer
 	known     map[string]bool // the members T's documents hold (nil: all; see Extra)
 	readers                   // concurrent Gets' shared reads (sharedread.go)
@@ -168,6 +120,7 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	if s.keepIDs <= 0 {
 		s.keepIDs = 16
 	}
+	s.env = s.newEnv()
 	return s
 }
 

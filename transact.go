@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
 )
 
 // Transact runs fn, which reads documents through tx and buffers writes
@@ -54,24 +55,22 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *o
 		return nil, errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(s.b))
 	}
 	var tx *Tx[T]
-	e := s.newEngine(ctx, "Transact", false, planFunc(func(e *engine, _ []version) (request, error) {
+	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
 		tx = &Tx[T]{s: s, ctx: ctx, reads: map[string]version{}, writes: map[string]txWrite[T]{}}
 		if err := fn(tx); err != nil {
 			return nil, err
 		}
-		req, err := tx.request()
-		e.keys = tx.order
+		req, err := tx.request(d)
+		d.SetKeys(tx.order)
 		return req, err
-	}))
-	e.rebuilds = true
-	err := e.run(ctx)
-	st.attempts = e.attempts
+	})
+	res, err := s.deliver(ctx, s.delivery(ctx, "Transact", engine.SelfReading, nil, p, nil, nil))
+	st.attempts = res.Attempts
 	if err != nil {
 		return nil, err
 	}
-	docs := tx.written(e.out)
-	st.batch = len(e.out)
-	return docs, nil
+	st.batch = len(res.Out)
+	return tx.written(res.Out), nil
 }
 
 // Tx is one attempt of a transaction: what fn read and what it wrote. It is
@@ -105,8 +104,8 @@ func (tx *Tx[T]) Get(key string) (T, error) {
 	if err != nil {
 		return zero, err
 	}
-	if !b.exists {
-		return zero, b.missing
+	if !b.Exists {
+		return zero, b.Missing
 	}
 	d, err := tx.s.decode(b.Item)
 	return d.Value, err
@@ -136,15 +135,29 @@ func (tx *Tx[T]) Delete(key string) error {
 	if err != nil {
 		return err
 	}
-	if w, ok := tx.writes[key]; ok && !w.del && !b.exists {
+	if w, ok := tx.writes[key]; ok && !w.del && !b.Exists {
 		delete(tx.writes, key) // created here: the delete cancels it
 		return nil
 	}
-	if w, ok := tx.writes[key]; !b.exists || ok && w.del {
+	if w, ok := tx.writes[key]; !b.Exists || ok && w.del {
 		return errorf(ErrNotFound, "%q", key)
 	}
 	tx.writes[key] = txWrite[T]{del: true}
 	return nil
+}
+
+// ETag returns the ETag of the version of key the transaction read (read
+// now, the first time), or "" when the key was missing: what a caller
+// holding a version from an earlier read (a docstore revision, say) checks
+// it against inside the transaction. The check is part of the commit: a
+// version that changes before it commits makes fn run again. An invalid
+// key matches ErrInvalidKey.
+func (tx *Tx[T]) ETag(key string) (ETag, error) {
+	b, err := tx.version(key)
+	if err != nil || !b.Exists {
+		return "", err
+	}
+	return b.ETag, nil
 }
 
 // version returns the version of key the transaction read, reading it the
@@ -159,12 +172,10 @@ func (tx *Tx[T]) version(key string) (version, error) {
 	if err := tx.ctx.Err(); err != nil {
 		return version{}, err
 	}
-	it, err := tx.s.b.Read(tx.ctx, key)
-	tx.s.cache.note(key, it, err)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	b, err := hooks{&tx.s.core}.Read(tx.ctx, key)
+	if err != nil {
 		return version{}, err
 	}
-	b := tx.s.readVersion(key, it, err)
 	tx.reads[key], tx.order = b, append(tx.order, key)
 	return b, nil
 }
@@ -172,45 +183,36 @@ func (tx *Tx[T]) version(key string) (version, error) {
 // request is the commit of the transaction: every key it touched, in
 // order — its write, or a check of the version it read. A transaction
 // that writes nothing has nothing to send: its reads are checked by
-// reading again (errStale when one changed).
-func (tx *Tx[T]) request() (request, error) {
-	fence, fenced := FenceFrom(tx.ctx)
+// reading again (engine.ErrStale when one changed).
+func (tx *Tx[T]) request(d *engine.Delivery) (request, error) {
+	_, fenced := FenceFrom(tx.ctx)
 	req := make(request, 0, len(tx.order))
 	for _, key := range tx.order {
 		b := tx.reads[key]
 		if fenced {
-			if err := checkFence(key, b.meta, fence); err != nil {
+			if err := engine.CheckFence(key, b.Meta, d.Fence()); err != nil {
 				return nil, err
 			}
 		}
 		w, written := tx.writes[key]
 		switch {
 		case !written:
-			req = append(req, check(b))
+			req = append(req, engine.Check(b))
 		case w.del:
-			req = append(req, deleteOf(key, b.ETag))
+			req = append(req, engine.DeleteOf(key, b.ETag))
 		default:
-			req = append(req, tx.s.over(b, b.keep(w.data), fence))
+			req = append(req, d.Over(b, keep(b, w.data)))
 		}
 	}
 	if len(tx.writes) == 0 {
 		return nil, tx.revalidate()
 	}
 	if chk := tx.s.abilities.CheckCommit; chk != nil {
-		if err := chk(actionsOf(req)); err != nil {
+		if err := chk(req.Actions()); err != nil {
 			return nil, err
 		}
 	}
 	return req, nil
-}
-
-// check is the check that b is still the version of its key.
-func check(b version) keyWrite {
-	c := driver.Cond{Kind: driver.CondCreate}
-	if b.exists {
-		c = driver.IfMatch(b.ETag)
-	}
-	return keyWrite{Action: driver.Action{Key: b.Key, Check: true, Write: driver.Write{Cond: c}}}
 }
 
 // revalidate reads every key again: if none changed, all the reads were
@@ -221,8 +223,8 @@ func (tx *Tx[T]) revalidate() error {
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if b := tx.reads[key]; b.exists != (err == nil) || b.ETag != it.ETag {
-			return errStale
+		if b := tx.reads[key]; b.Exists != (err == nil) || b.ETag != it.ETag {
+			return engine.ErrStale
 		}
 	}
 	return nil

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
 )
 
 // UpdateOption changes how Update behaves.
@@ -89,12 +89,12 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 // mutate starts and ends.
 func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mutate func(*T) error, o solo[T], st *opStats) (Doc[T], error) {
 	mut := &mutation[T]{s: s, key: key, mutate: mutate, o: o}
-	e, err := s.modify(ctx, "Update", key, create, s.cached(ctx, key, ""), &mut.mine, mut, alone{})
-	st.attempts, st.batch, st.cacheHit = e.attempts, 1, e.cachedWon
+	res, extra, err := s.modify(ctx, "Update", key, create, s.cached(ctx, key, ""), &mut.mine, mut, nil)
+	st.attempts, st.batch, st.cacheHit = res.Attempts, 1, res.FromCopy
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: mut.mine, ETag: e.out[0].ETag, Extra: modified(e).extraOut(e.out[0])}, nil
+	return Doc[T]{Key: key, Value: mut.mine, ETag: res.Out[0].ETag, Extra: extra}, nil
 }
 
 // changer computes a read-modify-write's new encoding from the version b
@@ -132,7 +132,7 @@ func (m *mutation[T]) change(b version) ([]byte, bool, error) {
 	}
 	m.mine = *v
 	data, err := m.s.encode(m.key, *v)
-	return data, !b.exists || !bytes.Equal(data, baseline), err
+	return data, !b.Exists || !bytes.Equal(data, baseline), err
 }
 
 // cached returns the version of key the version cache holds, if it is on
@@ -153,18 +153,21 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 
 // modify delivers a read-modify-write of key — an Update, a Save, a
 // group-commit batch — through the engine: each attempt starts from start
-// (first) or a read, and apply computes the new encoding from that
-// version and reports whether it differs. *mine is the value the last
-// apply computed, for a *ConflictError when every attempt lost its race.
-func (s *Store[T]) modify(ctx context.Context, op, key string, create bool, start []version, mine *T, ch changer, f flight) (*engine, error) {
-	e := s.newEngine(ctx, op, true, &modification{create: create, changer: ch}).on(key)
-	e.flight = f
-	e.then.base = start
-	err := e.run(ctx)
-	if err != nil && e.raced() && ctx.Err() == nil && (errors.Is(err, ErrConflict) || errors.Is(err, ErrExists)) {
-		err = s.conflictNow(ctx, key, e.held, *mine, e.attempts)
+// (first) or a read, and ch computes the new encoding from that version
+// and reports whether it differs. *mine is the value the last change
+// computed, for a *ConflictError when every attempt lost its race. It
+// returns the engine's result and the Extra of the document written.
+func (s *Store[T]) modify(ctx context.Context, op, key string, create bool, start []version, mine *T, ch changer, f engine.Flight) (engine.Result, Extra, error) {
+	m := &modification{create: create, changer: ch}
+	res, err := s.delivery(ctx, op, engine.Based, []string{key}, m, start, f).Run(ctx)
+	if err == nil {
+		s.keepWritten(res, m.extra == nil)
+		return res, Extra{raw: string(m.extra), meta: res.Out[0].Meta}, nil
 	}
-	return e, err
+	if res.Raced && ctx.Err() == nil && (errors.Is(err, ErrConflict) || errors.Is(err, ErrExists)) {
+		err = s.conflictNow(ctx, key, res.Held, *mine, res.Attempts)
+	}
+	return res, Extra{}, err
 }
 
 // modification is the plan of a read-modify-write: over the version an
@@ -176,30 +179,20 @@ type modification struct {
 	extra   []byte // what the last version built over holds beyond T
 }
 
-func (m *modification) build(e *engine, base []version) (request, error) {
+func (m *modification) Build(d *engine.Delivery, base []version) (request, error) {
 	b := base[0]
-	if !b.exists && !m.create {
-		if b.missing != nil {
-			return nil, b.missing // the read's ErrNotFound, in the backend's words
+	if !b.Exists && !m.create {
+		if b.Missing != nil {
+			return nil, b.Missing // the read's ErrNotFound, in the backend's words
 		}
 		return nil, errorf(ErrNotFound, "%q", b.Key)
 	}
-	m.extra = b.extra
+	m.extra = b.Extra
 	data, changed, err := m.changer.change(b)
 	if err != nil || !changed {
 		return nil, err
 	}
-	return e.one(e.over(b, b.keep(data))), nil
-}
-
-// modified is the read-modify-write e ran (see modify).
-func modified(e *engine) *modification { return e.plan.(*modification) }
-
-// extraOut is the Extra of the document a read-modify-write left: what the
-// version it last built over holds beyond T, which the write kept.
-// it is the version the write left.
-func (m *modification) extraOut(it driver.Item) Extra {
-	return Extra{raw: string(m.extra), meta: it.Meta}
+	return request{d.Over(b, keep(b, data))}, nil
 }
 
 // startFrom decodes the base version b into a fresh value for a mutation,
@@ -209,12 +202,12 @@ func (m *modification) extraOut(it driver.Item) Extra {
 // to, so that the value is not encoded a second time.
 func (s *Store[T]) startFrom(b version) (v *T, baseline []byte, err error) {
 	v = new(T)
-	if !b.exists {
+	if !b.Exists {
 		return v, nil, nil
 	}
 	bd, decodes := s.codec.(baseDecoder)
 	switch {
-	case b.canonical || !decodes:
+	case b.Canonical || !decodes:
 		err = s.codec.Unmarshal(b.Data, v)
 	default:
 		baseline, err = bd.Decode(b.Data, v)
@@ -222,7 +215,7 @@ func (s *Store[T]) startFrom(b version) (v *T, baseline []byte, err error) {
 	if err != nil {
 		return v, nil, decodeError(b.Key, err)
 	}
-	if b.canonical {
+	if b.Canonical {
 		return v, b.Data, nil
 	}
 	if baseline == nil {

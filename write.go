@@ -5,11 +5,12 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/members"
 )
 
 // This file holds the single-document writes — Create, Replace, Upsert and
-// Delete — as the engine (engine.go) delivers them: blind (the same
+// Delete — as the engine (internal/engine) delivers them: blind (the same
 // request on every attempt) or conditioned on a version read (fenced).
 
 // Create stores v under key only if the key does not exist yet (If-None-Match:
@@ -33,7 +34,7 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 		return Doc[T]{}, err
 	}
 	fence, _ := FenceFrom(ctx)
-	it, err := s.blind(ctx, "Create", fresh(key, driver.Cond{Kind: driver.CondCreate}, data, fence))
+	it, err := s.blind(ctx, "Create", engine.Fresh(key, driver.Cond{Kind: driver.CondCreate}, data, fence))
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -72,9 +73,9 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	data = members.Add(data, []byte(d.Extra.raw)) // what the Doc's read held beyond T
 	var it driver.Item
 	if _, fenced := FenceFrom(ctx); fenced {
-		it, err = s.conditioned(ctx, "Replace", d.Key, d.ETag, d.Value, func(e *engine, b version) keyWrite { return e.over(b, data) })
+		it, err = s.conditioned(ctx, "Replace", d.Key, d.ETag, d.Value, func(e *engine.Delivery, b version) keyWrite { return e.Over(b, data) })
 	} else {
-		it, err = s.blind(ctx, "Replace", fresh(d.Key, driver.IfMatch(d.ETag), data, 0))
+		it, err = s.blind(ctx, "Replace", engine.Fresh(d.Key, driver.IfMatch(d.ETag), data, 0))
 		if errors.Is(err, ErrConflict) {
 			err = s.refused(ctx, d.Key, d.ETag, d.Value)
 		}
@@ -90,11 +91,13 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 // and no data when it was found committed with later writes after it); a definite refusal
 // comes back as the backend reported it.
 func (c *core) blind(ctx context.Context, op string, w keyWrite) (driver.Item, error) {
-	e := c.newEngine(ctx, op, false, planFunc(func(e *engine, _ []version) (request, error) { return e.one(w), nil })).on(w.Key)
-	if err := e.run(ctx); err != nil {
+	req := request{w}
+	p := engine.PlanFunc(func(*engine.Delivery, []version) (request, error) { return req, nil })
+	res, err := c.deliver(ctx, c.delivery(ctx, op, engine.Blind, []string{w.Key}, p, nil, nil))
+	if err != nil {
 		return driver.Item{}, err
 	}
-	return e.out[0], nil
+	return res.Out[0], nil
 }
 
 // conditioned delivers a write of key conditioned on the version it
@@ -102,25 +105,25 @@ func (c *core) blind(ctx context.Context, op string, w keyWrite) (driver.Item, e
 // Delete, a table merge. write builds the request over the version read.
 // A version that holds another ETag is a *ConflictError; a lost race with
 // ETagAny is retried on the new version.
-func (s *Store[T]) conditioned(ctx context.Context, op, key string, held ETag, mine T, write func(*engine, version) keyWrite) (driver.Item, error) {
-	e := s.newEngine(ctx, op, true, planFunc(func(e *engine, base []version) (request, error) {
+func (s *Store[T]) conditioned(ctx context.Context, op, key string, held ETag, mine T, write func(*engine.Delivery, version) keyWrite) (driver.Item, error) {
+	p := engine.PlanFunc(func(d *engine.Delivery, base []version) (request, error) {
 		b := base[0]
 		switch {
-		case !b.exists:
+		case !b.Exists:
 			return nil, errorf(ErrNotFound, "%q", key)
 		case held != ETagAny && b.ETag != held:
-			return nil, s.conflictWith(b.Item, held, mine, e.attempts)
+			return nil, s.conflictWith(b.Item, held, mine, d.Attempts())
 		}
-		return e.one(write(e, b)), nil
-	})).on(key)
-	err := e.run(ctx)
-	if err != nil && e.raced() && ctx.Err() == nil && errors.Is(err, ErrConflict) {
-		err = s.conflictNow(ctx, key, e.held, mine, e.attempts) // every attempt lost its race
+		return request{write(d, b)}, nil
+	})
+	res, err := s.deliver(ctx, s.delivery(ctx, op, engine.Based, []string{key}, p, nil, nil))
+	if err != nil && res.Raced && ctx.Err() == nil && errors.Is(err, ErrConflict) {
+		err = s.conflictNow(ctx, key, res.Held, mine, res.Attempts) // every attempt lost its race
 	}
 	if err != nil {
 		return driver.Item{}, err
 	}
-	return e.out[0], nil
+	return res.Out[0], nil
 }
 
 // Upsert stores v under key whether or not it exists and whatever its ETag
@@ -147,7 +150,7 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	it, err := s.blind(ctx, "Upsert", fresh(key, driver.Cond{Kind: driver.CondNone}, data, 0))
+	it, err := s.blind(ctx, "Upsert", engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, data, 0))
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -181,10 +184,10 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 	}
 	s.cache.drop(key)
 	if _, fenced := FenceFrom(ctx); fenced {
-		_, err := s.conditioned(ctx, "Delete", key, etag, *new(T), func(_ *engine, b version) keyWrite { return deleteOf(key, b.ETag) })
+		_, err := s.conditioned(ctx, "Delete", key, etag, *new(T), func(_ *engine.Delivery, b version) keyWrite { return engine.DeleteOf(key, b.ETag) })
 		return err
 	}
-	_, err := s.blind(ctx, "Delete", deleteOf(key, etag))
+	_, err := s.blind(ctx, "Delete", engine.DeleteOf(key, etag))
 	if errors.Is(err, ErrConflict) {
 		return s.refused(ctx, key, etag, *new(T))
 	}

@@ -1,4 +1,4 @@
-package etagstore
+package engine
 
 import (
 	"context"
@@ -28,23 +28,23 @@ func heapInUse() uint64 {
 func TestContentionForgetsIdleKeys(t *testing.T) {
 	const keys = 1_000_000
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-	var c contention
+	var c Heat
 	before := heapInUse()
 	for i := range keys {
-		c.learn(fmt.Sprintf("key-%07d", i), 2, clock) // lost one race
+		c.Learn(fmt.Sprintf("key-%07d", i), 2, clock) // lost one race
 	}
-	if got := c.warmth("key-0000042"); got != 1 {
+	if got := c.Warmth("key-0000042"); got != 1 {
 		t.Fatalf("a key that lost a race has warmth %d, want 1", got)
 	}
 	held := heapInUse()
 	clock.now = clock.now.Add(2 * heatWindow)
-	c.learn("another", 1, clock) // any later write turns the window
+	c.Learn("another", 1, clock) // any later write turns the window
 	after := heapInUse()
 	t.Logf("heap: %d MB before, %d MB with %d warm keys, %d KB after they idled", before>>20, held>>20, keys, after>>10)
 	if after > before && after-before > 5<<20 {
 		t.Errorf("heap grew by %d bytes after the keys went idle, want < 5 MB", after-before)
 	}
-	if got := c.warmth("key-0000042"); got != 0 {
+	if got := c.Warmth("key-0000042"); got != 0 {
 		t.Errorf("an idle key kept warmth %d", got)
 	}
 }
@@ -53,16 +53,16 @@ func TestContentionForgetsIdleKeys(t *testing.T) {
 // and cools one step per write that wins at once.
 func TestContentionKeepsHotKeysWarm(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-	var c contention
+	var c Heat
 	for range 20 {
-		c.learn("hot", 3, clock)
+		c.Learn("hot", 3, clock)
 		clock.now = clock.now.Add(heatWindow / 2)
 	}
-	if got := c.warmth("hot"); got != maxHeat {
+	if got := c.Warmth("hot"); got != maxHeat {
 		t.Fatalf("a key losing races for 10 windows has warmth %d, want %d", got, maxHeat)
 	}
-	c.learn("hot", 1, clock)
-	if got := c.warmth("hot"); got != maxHeat-1 {
+	c.Learn("hot", 1, clock)
+	if got := c.Warmth("hot"); got != maxHeat-1 {
 		t.Errorf("after one uncontended write warmth %d, want %d", got, maxHeat-1)
 	}
 }

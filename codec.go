@@ -1,0 +1,137 @@
+package etagstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"unicode/utf8"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/fields"
+)
+
+// Codec turns documents into the bytes a Backend stores and back (see
+// driver.Codec). JSON is the default; tablestore's EntityCodec maps struct
+// fields to typed entity properties.
+type Codec = driver.Codec
+
+// typeChecker is the optional CheckType method of a Codec.
+type typeChecker interface {
+	CheckType(t reflect.Type) error
+}
+
+// JSON is the default Codec: encoding/json, which sorts map keys and so is
+// deterministic.
+//
+// Marshal refuses what encoding/json would change silently — a string
+// that is not valid UTF-8 (in a field, slice, map value or map key, or the
+// text of an encoding.TextMarshaler or output of a json.Marshaler), which
+// json turns into U+FFFD — and names the field in what json cannot
+// encode (NaN, ±Inf, times outside years 0–9999): both are an
+// *InvalidValueError, which matches ErrInvalidInput. []byte is binary
+// (base64) and is stored as it is. Other errors of encoding/json are
+// wrapped to match ErrInvalidInput too.
+var JSON Codec = jsonCodec{}
+
+type jsonCodec struct{}
+
+func (jsonCodec) Marshal(v any) ([]byte, error) { return marshalJSON(v) }
+
+// Members returns the members encoding/json stores for a struct t (or a
+// pointer to one); nil for other types, which know every member.
+func (jsonCodec) Members(t reflect.Type) map[string]bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	known := map[string]bool{}
+	for _, f := range fields.Of(t).Fields {
+		known[f.Name] = true
+	}
+	return known
+}
+
+// marshalJSON is JSON's Marshal: encoding/json, after a check for what it
+// would change silently, and with the field named when it refuses a value
+// (the check is internal/fields' Plan).
+func marshalJSON(v any) ([]byte, error) {
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() {
+		return json.Marshal(v) // null
+	}
+	p := fields.PlanOf(rv.Type())
+	if p.Suspect(rv) {
+		return nil, invalidValue(p, rv, "it holds text that is not valid UTF-8")
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		if pr := p.Locate(rv); pr != nil {
+			return nil, &InvalidValueError{Field: pr.Field, Reason: pr.Reason}
+		}
+		if sentinelOf(err) != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	if p.Raw() && !utf8.Valid(data) {
+		return nil, invalidValue(p, rv, "a json.Marshaler in it wrote invalid UTF-8")
+	}
+	return data, nil
+}
+
+// invalidValue is the error for rv, in which something was found: the
+// first problem located, or reason for the whole value.
+func invalidValue(p *fields.Plan, rv reflect.Value, reason string) *InvalidValueError {
+	if pr := p.Locate(rv); pr != nil {
+		return &InvalidValueError{Field: pr.Field, Reason: pr.Reason}
+	}
+	return &InvalidValueError{Reason: reason}
+}
+
+func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// encode encodes v; a value the codec refuses (NaN under JSON, say)
+// matches ErrInvalidInput, unless the codec's error already matches one of
+// the package's sentinels. Nothing is sent.
+func (s *Store[T]) encode(key string, v T) ([]byte, error) {
+	if t := reflect.TypeFor[T](); t.Kind() == reflect.Interface {
+		if tc, ok := s.codec.(typeChecker); ok {
+			if err := tc.CheckType(t); err != nil {
+				return nil, encodeError(key, err)
+			}
+		}
+	}
+	data, err := s.codec.Marshal(v)
+	if err != nil {
+		return nil, encodeError(key, err)
+	}
+	return data, nil
+}
+
+func encodeError(key string, err error) error {
+	if sentinelOf(err) != nil {
+		return prefixed("encode", key, err)
+	}
+	return fmt.Errorf("%w: encode %q: %v", ErrInvalidInput, key, err)
+}
+
+func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
+	var v T
+	if err := s.codec.Unmarshal(it.Data, &v); err != nil {
+		return Doc[T]{}, decodeError(it.Key, err)
+	}
+	return Doc[T]{Key: it.Key, Value: v, ETag: it.ETag, Extra: extraOf(it, s.known)}, nil
+}
+
+// decodeError reports a stored document the codec cannot decode into T.
+// It matches ErrInvalidInput (the stored bytes are not a T), unless the
+// codec's error already matches one of the package's sentinels; the
+// codec's error stays in the chain for errors.As.
+func decodeError(key string, err error) error {
+	if sentinelOf(err) != nil {
+		return prefixed("decode", key, err)
+	}
+	return fmt.Errorf("%w: decode %q: %w", ErrInvalidInput, key, err)
+}

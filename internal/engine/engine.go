@@ -1,0 +1,409 @@
+// Package engine is the one delivery engine: it carries one write — one
+// key's, or one transaction's — from its base to its outcome. Every write
+// of etagstore reaches a backend through Delivery.Run: single writes,
+// Update and Save, group-commit batches, table merges and batches,
+// transactions. One attempt is
+//
+//	base → admit → build → send → (refusal | settle)
+//
+// base: the versions the write starts from (none for a blind write, else
+// known or read); admit: no newer fencing token holds them; build: the
+// plan's request over them (none: nothing to write, confirm); send: one
+// request; refusal: a definite answer (a lost race is built again from a
+// new base, a throttled request sent again as it is, anything else
+// reported); settle: a lost answer, resolved by reading (resolve.go). What
+// an attempt leaves to the next is one value, a carry. The retry loop
+// (retry.go) decides when the next attempt runs; contention heat (heat.go)
+// where its backoff starts.
+//
+// The engine is untyped: it sees keys, bytes, ETags, bookkeeping and
+// conditions, never the document type. It never reaches into its caller:
+// the caller hands it a Plan, an Env (the backend and the hooks through
+// which reads are made and events reported) and a Mode, and acts on the
+// Result it returns.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/meta"
+	"github.com/etagstore/etagstore/internal/outcome"
+)
+
+// Mode is how a write starts each attempt; fixed at construction.
+type Mode uint8
+
+const (
+	// Blind: every attempt sends the plan's request over no base (Create,
+	// Replace, Upsert, Delete, unfenced merges and batches). A refusal is
+	// reported as it is.
+	Blind Mode = iota
+	// Based: each attempt starts from the current versions of the keys,
+	// known (a cached copy, the version a batch wrote) or read; a refusal
+	// for stale versions builds the request again over new ones (Update,
+	// Save, fenced writes, table merges).
+	Based
+	// SelfReading: the plan reads for itself (a transaction): a refusal
+	// for stale versions, or ErrStale from the plan, runs it again.
+	SelfReading
+)
+
+// Version is a version of a key an attempt starts from.
+type Version struct {
+	driver.Item
+	Meta      meta.Meta // Item.Meta parsed
+	Exists    bool
+	Verified  bool  // read during this call: current at some instant of it
+	MetaKnown bool  // false for a caller's Doc, whose bookkeeping is not at hand
+	Missing   error // why it does not exist, when read so (matches ErrNotFound)
+
+	// What the caller's reader found beside the item, for its plan; the
+	// engine never looks at them.
+	Extra     []byte // the members the caller's type does not know
+	Canonical bool   // Data is exactly what the caller's codec makes of its value
+}
+
+// KeyWrite is one key's part of a request: a write, delete or check as
+// sent, with the bookkeeping its Write.Meta holds (its last id is this
+// write's).
+type KeyWrite struct {
+	driver.Action
+	Meta meta.Meta
+}
+
+// Request is what one attempt sends: one key's write, or several that the
+// backend applies atomically (Env.Commit).
+type Request []KeyWrite
+
+// Plan builds the request of an attempt from base, the current versions
+// of the write's keys (nil for Blind and SelfReading writes). An empty
+// request means nothing needs writing. d is the delivery asking: its Over
+// builds a write over a version with the write's fencing token.
+type Plan interface {
+	Build(d *Delivery, base []Version) (Request, error)
+}
+
+// PlanFunc is a Plan written as a function.
+type PlanFunc func(d *Delivery, base []Version) (Request, error)
+
+// Build calls f.
+func (f PlanFunc) Build(d *Delivery, base []Version) (Request, error) { return f(d, base) }
+
+// Flight is how group commit follows the write that holds its members'
+// mutations. Hold is asked before each send of a request built from the
+// changes just applied (or sent again after a throttled try); false means
+// a member whose change it holds has left, and the changes are applied
+// again without it. Release says the request did not land.
+type Flight interface {
+	Hold() bool
+	Release()
+}
+
+// Hooks are what the engine asks of the Store whose writes it carries:
+// reads, made as the Store makes them, and events it reports.
+type Hooks interface {
+	// Read reads key: its version, or one with Exists false and Missing
+	// set when it is not found; any other failure is returned.
+	Read(ctx context.Context, key string) (Version, error)
+	// StaleCopy reports that a write built on a version of key with ETag
+	// etag, not read during this call (a copy), was refused: it was stale.
+	StaleCopy(key string, etag driver.ETag)
+	// Conflict reports a lost race that a retry absorbs.
+	Conflict(ctx context.Context)
+	// Lost reports a lost answer, resolved by reading with verdict v.
+	Lost(ctx context.Context, op, key string, v outcome.Verdict)
+	// Retrying reports the pause before attempt+1, after err.
+	Retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error)
+}
+
+// Env is what a Store's writes are delivered with: one per Store, shared
+// by its deliveries, read-only once built.
+type Env struct {
+	Backend driver.Backend
+	// Commit writes several actions atomically (driver.Abilities.Commit);
+	// nil when the backend cannot.
+	Commit  func(ctx context.Context, actions []driver.Action) ([]driver.ETag, error)
+	Policy  Policy
+	Clock   Clock
+	KeepIDs int   // write ids a document keeps (meta.Meta.Then)
+	Heat    *Heat // the Store's contention heat
+	Hooks   Hooks
+}
+
+// Result is what a delivery did, for its caller to act on.
+type Result struct {
+	// Out is, per key of the request that landed, the version written: a
+	// superseded ETag and no Data when it was found committed with later
+	// writes after it; the version it started from when nothing needed
+	// writing; no Data after a merge or delete.
+	Out []driver.Item
+	// Sent is the request that landed (nil when nothing was written).
+	Sent     Request
+	Attempts int
+	// Raced: the write ended having lost its last race.
+	Raced bool
+	// Held is the ETag the last request was conditioned on.
+	Held driver.ETag
+	// FromCopy: the request that landed was built on a version not read
+	// during the call (a cached copy), and went through at once.
+	FromCopy bool
+}
+
+// ErrStale is what a SelfReading plan reports when a version it read
+// changed before it could send: the engine builds it again after a pause,
+// as after a lost race.
+var ErrStale = errors.New("a document read has changed")
+
+// Delivery carries one write to the backend until its fate is known. It is
+// used by one goroutine.
+type Delivery struct {
+	env    *Env
+	op     string
+	keys   []string // keys[0] names the write in errors
+	mode   Mode
+	fence  int64
+	fenced bool
+	plan   Plan
+	flight Flight
+
+	then      carry
+	unsettled error // what lost the answer of a request not settled yet
+	res       Result
+}
+
+// carry is what an attempt leaves to the next; at most one of resend,
+// base and check is set.
+type carry struct {
+	resend Request   // send again as it is (not landed, or refused unapplied)
+	base   []Version // start from these, known without a read
+	check  Request   // refused with 412: the next read confirms it did not land
+	raced  bool      // the attempt lost a race
+}
+
+// Options are a delivery's optional parts.
+type Options struct {
+	// Start is the base of the first attempt of a Based write (a cached
+	// copy, the version a batch wrote); nil: read.
+	Start []Version
+	// Fence is the fencing token the write carries, when Fenced.
+	Fence  int64
+	Fenced bool
+	// Flight follows a group-commit batch; nil: none.
+	Flight Flight
+}
+
+// New returns the delivery of a write of keys named op (the operation, in
+// errors and telemetry), in mode, built by plan. A SelfReading plan names
+// its keys as it reads them (SetKeys).
+func New(env *Env, op string, mode Mode, keys []string, plan Plan, o Options) *Delivery {
+	d := &Delivery{env: env, op: op, keys: keys, mode: mode, plan: plan, flight: o.Flight, fence: o.Fence, fenced: o.Fenced}
+	if d.flight == nil {
+		d.flight = ungrouped{}
+	}
+	if !o.Fenced { // a fenced write checks its token against a version read now
+		d.then.base = o.Start
+	}
+	return d
+}
+
+// ungrouped is the flight of a write with no group behind it.
+type ungrouped struct{}
+
+func (ungrouped) Hold() bool { return true }
+func (ungrouped) Release()   {}
+
+// SetKeys names the keys of a SelfReading write, as its plan reads them.
+func (d *Delivery) SetKeys(keys []string) { d.keys = keys }
+
+// Fence is the fencing token the write carries (0: none).
+func (d *Delivery) Fence() int64 { return d.fence }
+
+// Attempts is the number of the attempt being built.
+func (d *Delivery) Attempts() int { return d.res.Attempts }
+
+// Run delivers the write under the retry policy. A write whose answer was
+// lost and never settled ends as an *driver.OutcomeUnknownError; every
+// other failure is returned as the attempt that ended the loop reported
+// it. The Result is filled on failure too (attempts, race, held ETag).
+func (d *Delivery) Run(ctx context.Context) (Result, error) {
+	warm := 0
+	if d.mode != Blind && len(d.keys) > 0 {
+		warm = d.env.Heat.Warmth(d.name())
+	}
+	attempts, err := d.env.retry(ctx, d.attempt, warm, d.op)
+	if d.mode != Blind && len(d.keys) > 0 {
+		d.env.Heat.Learn(d.name(), attempts, d.env.Clock)
+	}
+	d.res.Attempts = attempts
+	d.res.Raced = d.then.raced
+	switch {
+	case err == nil:
+		return d.res, nil
+	case d.unsettled != nil && !errors.Is(err, driver.ErrOutcomeUnknown):
+		return d.res, d.unknown(errors.Join(d.unsettled, err))
+	}
+	return d.res, err
+}
+
+// name is the key that names the write in errors and logs.
+func (d *Delivery) name() string {
+	if len(d.keys) == 0 {
+		return ""
+	}
+	return d.keys[0]
+}
+
+func (d *Delivery) unknown(cause error) error {
+	return &driver.OutcomeUnknownError{Op: d.op, Key: d.name(), Cause: cause}
+}
+
+// attempt is one step of the retry loop.
+func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
+	d.res.Attempts = n
+	c := d.then
+	d.then = carry{}
+	if c.raced {
+		d.env.Hooks.Conflict(ctx)
+	}
+	if c.resend != nil && (d.unsettled != nil || d.flight.Hold()) {
+		return d.send(ctx, c.resend, true)
+	}
+	base, err := d.base(ctx, c.base)
+	if err != nil {
+		return stop, err
+	}
+	if c.check != nil && d.foundLanded(c.check, base) {
+		return stop, nil
+	}
+	if err := d.admit(base); err != nil {
+		return stop, err
+	}
+	req, err := d.plan.Build(d, base)
+	if errors.Is(err, ErrStale) && d.mode == SelfReading {
+		d.then = carry{raced: true} // a read changed: run the plan again
+		return afterPause, fmt.Errorf("%w: %v", driver.ErrConflict, err)
+	}
+	if err != nil {
+		return stop, err
+	}
+	if len(req) == 0 {
+		return d.confirm(ctx, base)
+	}
+	if err := ctx.Err(); err != nil {
+		return stop, err // nothing sent; Run reports an unsettled earlier request
+	}
+	if !d.flight.Hold() {
+		d.then.base = base // a member left the batch: apply again without it
+		return redo, nil
+	}
+	return d.send(ctx, req, verified(base))
+}
+
+// base returns the versions an attempt starts from: none unless Based,
+// the known ones, or a read.
+func (d *Delivery) base(ctx context.Context, known []Version) ([]Version, error) {
+	switch {
+	case d.mode != Based:
+		return nil, nil
+	case known != nil:
+		return known, nil
+	}
+	return d.read(ctx, d.keys)
+}
+
+// read reads keys.
+func (d *Delivery) read(ctx context.Context, keys []string) ([]Version, error) {
+	vs := make([]Version, len(keys))
+	for i, key := range keys {
+		v, err := d.env.Hooks.Read(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		vs[i] = v
+	}
+	return vs, nil
+}
+
+func verified(vs []Version) bool {
+	for _, v := range vs {
+		if !v.Verified {
+			return false
+		}
+	}
+	return true
+}
+
+// foundLanded reports whether req, refused with 412, is found in base
+// after all: the refusal answered a retry, below the Store, of req itself
+// after its answer was lost. (A backend that sees such a retry marks the
+// refusal driver.ErrAmbiguous and the engine settles it; this is the
+// defence for one that cannot see it.)
+func (d *Delivery) foundLanded(req Request, base []Version) bool {
+	if len(base) != len(req) || !verified(base) {
+		return false
+	}
+	if resolve(req, base) == outcome.Committed {
+		d.res.Out, d.res.Sent = foundIn(req, base), req
+		return true
+	}
+	return false
+}
+
+// admit refuses a write over a version that a newer fencing token holds.
+func (d *Delivery) admit(base []Version) error {
+	if !d.fenced {
+		return nil
+	}
+	for i, b := range base {
+		if err := CheckFence(b.Key, b.Meta, d.fence); err != nil {
+			return d.nameAction(i, err)
+		}
+	}
+	return nil
+}
+
+// CheckFence refuses a write carrying token over a version whose
+// bookkeeping records a higher one (ErrFenced).
+func CheckFence(key string, stored meta.Meta, token int64) error {
+	if stored.Fence > token {
+		return fmt.Errorf("%w: %q carries fencing token %d, the write only %d", driver.ErrFenced, key, stored.Fence, token)
+	}
+	return nil
+}
+
+// nameAction wraps err in a *driver.ActionError when the write has several
+// keys.
+func (d *Delivery) nameAction(i int, err error) error {
+	if len(d.keys) == 1 {
+		return err
+	}
+	return &driver.ActionError{Index: i, Err: err}
+}
+
+// confirm ends an attempt that has nothing to write. Versions not read
+// during this call are confirmed by a read first; if they moved on, the
+// change is built again over the new ones.
+func (d *Delivery) confirm(ctx context.Context, base []Version) (next, error) {
+	if !verified(base) {
+		cur, err := d.read(ctx, d.keys)
+		if err != nil {
+			return stop, err
+		}
+		for i := range cur {
+			if cur[i].Exists != base[i].Exists || cur[i].ETag != base[i].ETag {
+				d.then.base = cur // moved on: build over the current versions
+				return redo, nil
+			}
+		}
+	}
+	d.res.Out = make([]driver.Item, len(base))
+	for i, b := range base {
+		d.res.Out[i] = b.Item
+	}
+	d.res.Sent = nil
+	return stop, nil
+}

@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Policy bounds a write's attempts: the Store's RetryPolicy with its
+// defaults filled in.
+type Policy struct {
+	MaxAttempts     int
+	InitialInterval time.Duration // the first backoff cap
+	MaxInterval     time.Duration // the largest backoff cap
+	MaxElapsedTime  time.Duration // negative: no limit
+}
+
+// Clock is the time source of the retry loop.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits for d or until ctx is done, returning ctx.Err() then.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// next says what the retry loop does after an attempt.
+type next uint8
+
+const (
+	stop       next = iota // done: return the attempt's error (nil or not)
+	afterPause             // lost a race: try again after a jittered backoff
+	now                    // try again at once (resolving a lost response)
+	redo                   // start the attempt again at once: nothing was sent, it does not count
+)
+
+// step is one attempt. With afterPause or now, err is what is returned if
+// no attempt is left.
+type step func(ctx context.Context, attempt int) (next, error)
+
+// retry is the one retry loop: it runs a delivery's attempts and returns
+// how many it made and the final error. A done ctx ends it with
+// ctx.Err(), unwrapped, so errors.Is(err, context.Canceled) holds. The
+// delay before attempt n+1 is drawn uniformly from [0, cap) ("full
+// jitter"), cap growing by 2 from InitialInterval to MaxInterval; warm > 0
+// starts it warm doublings up (see Heat).
+func (env *Env) retry(ctx context.Context, attempt step, warm int, op string) (int, error) {
+	p := env.Policy
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     p.InitialInterval,
+		RandomizationFactor: 0, // full jitter is applied below
+		Multiplier:          2,
+		MaxInterval:         p.MaxInterval,
+		MaxElapsedTime:      max(p.MaxElapsedTime, 0),
+		Stop:                backoff.Stop,
+		Clock:               env.Clock,
+	}
+	b.Reset()
+	for range warm {
+		b.NextBackOff()
+	}
+	for n := 1; ; n++ {
+		if err := ctx.Err(); err != nil {
+			return n - 1, err
+		}
+		then, err := attempt(ctx, n)
+		if then == redo {
+			n--
+			continue
+		}
+		if then == stop || n >= p.MaxAttempts {
+			return n, err
+		}
+		if then == now {
+			continue
+		}
+		limit := b.NextBackOff()
+		if limit == backoff.Stop {
+			return n, err
+		}
+		delay := fullJitter(limit)
+		env.Hooks.Retrying(ctx, op, n, delay, err)
+		if err := env.Clock.Sleep(ctx, delay); err != nil {
+			return n, err
+		}
+	}
+}
+
+// fullJitter draws a delay uniformly from [0, limit).
+func fullJitter(limit time.Duration) time.Duration {
+	if limit <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(limit)))
+}

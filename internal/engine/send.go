@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/outcome"
+)
+
+// This file is an attempt's send and what follows it: a definite refusal,
+// or a lost answer settled by reading.
+
+// send sends req once and classifies the answer.
+func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, error) {
+	if err := ctx.Err(); err != nil {
+		return stop, err // nothing sent; Run reports an unsettled earlier request
+	}
+	d.res.Held = req[0].Write.Cond.ETag
+	out, err := d.transmit(ctx, req)
+	switch {
+	case err == nil:
+		d.unsettled = nil
+		d.res.Out, d.res.Sent, d.res.FromCopy = out, req, !verified
+		return stop, nil
+	case d.unsettled != nil || ambiguous(err):
+		if d.unsettled == nil {
+			d.unsettled = err
+		}
+		return d.settle(ctx, req)
+	}
+	return d.refusal(ctx, req, verified, err)
+}
+
+// transmit sends req: one Write or Delete, or a Commit of several, and
+// returns the versions written.
+func (d *Delivery) transmit(ctx context.Context, req Request) ([]driver.Item, error) {
+	if len(req) > 1 {
+		return d.commit(ctx, req)
+	}
+	w := req[0]
+	var etag driver.ETag
+	var err error
+	if w.Delete {
+		err = d.env.Backend.Delete(ctx, w.Key, w.Write.Cond.ETag)
+	} else {
+		etag, err = d.env.Backend.Write(ctx, w.Key, w.Write)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []driver.Item{written(w, etag)}, nil
+}
+
+// commit sends a multi-key request as one atomic Commit.
+func (d *Delivery) commit(ctx context.Context, req Request) ([]driver.Item, error) {
+	if d.env.Commit == nil {
+		return nil, fmt.Errorf("%w: %s: the backend cannot write several documents atomically", errors.ErrUnsupported, d.op)
+	}
+	etags, err := d.env.Commit(ctx, req.Actions())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]driver.Item, len(req))
+	for i, w := range req {
+		var etag driver.ETag
+		if i < len(etags) {
+			etag = etags[i]
+		}
+		out[i] = written(w, etag)
+	}
+	return out, nil
+}
+
+// refusal acts on a definite refusal of req. A throttled request is sent
+// again as it is after a pause. A Blind write reports every other refusal.
+// A write built on versions that turn out stale is built again: at once
+// when they were only a copy, after a pause when it lost a race.
+func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err error) (next, error) {
+	d.flight.Release()
+	conflict := errors.Is(err, driver.ErrConflict)
+	switch {
+	case errors.Is(err, driver.ErrNotApplied):
+		d.then = carry{resend: req}
+		return afterPause, err
+	case d.mode == Blind:
+		return stop, err
+	case !verified && (conflict || errors.Is(err, driver.ErrNotFound)):
+		for _, w := range req {
+			d.env.Hooks.StaleCopy(w.Key, w.Write.Cond.ETag)
+		}
+		if conflict {
+			d.env.Hooks.Conflict(ctx)
+		}
+		d.then = carry{check: req}
+		return now, err
+	case conflict || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound) && req[0].Write.Cond.Kind != driver.CondCreate:
+		d.then = carry{check: req, raced: true}
+		return afterPause, err
+	}
+	return stop, err
+}
+
+// settle reads after req's answer was lost and acts on the verdict:
+// committed ends the write, not landed sends it again, not applied builds
+// it again over the versions read; anything else is unknown.
+func (d *Delivery) settle(ctx context.Context, req Request) (next, error) {
+	base, v, err := d.readAfterLoss(ctx, req)
+	if err != nil {
+		return stop, err
+	}
+	switch {
+	case v == outcome.Committed:
+		d.unsettled = nil
+		d.res.Out, d.res.Sent = foundIn(req, base), req
+		return stop, nil
+	case v == outcome.NotLanded:
+		d.then = carry{resend: req}
+		return now, d.unknown(d.unsettled)
+	case v == outcome.NotApplied && d.mode != Blind:
+		d.unsettled = nil
+		d.flight.Release()
+		d.then = carry{base: base, raced: true}
+		return afterPause, fmt.Errorf("%w: %q moved on", driver.ErrConflict, d.name())
+	}
+	return stop, d.unknown(d.unsettled)
+}
+
+// readAfterLoss reads the keys of req after its answer was lost and
+// resolves it; a read that fails otherwise than "not found" leaves the
+// outcome unknown.
+func (d *Delivery) readAfterLoss(ctx context.Context, req Request) ([]Version, outcome.Verdict, error) {
+	base := make([]Version, len(req))
+	for i, w := range req {
+		v, err := d.env.Hooks.Read(ctx, w.Key)
+		if err != nil {
+			return nil, outcome.Unknown, d.unknown(errors.Join(d.unsettled, err))
+		}
+		base[i] = v
+	}
+	v := resolve(req, base)
+	d.env.Hooks.Lost(ctx, d.op, d.name(), v)
+	return base, v, nil
+}
+
+// foundIn is what req, found committed in base, made of each key: the
+// version read where it is req's own, otherwise (later writes followed
+// it) a superseded ETag naming the write, and no document.
+func foundIn(req Request, base []Version) []driver.Item {
+	out := make([]driver.Item, len(req))
+	for i, w := range req {
+		out[i] = driver.Item{Key: w.Key}
+		switch {
+		case w.Delete:
+		case base[i].Exists && base[i].Meta.LastID() == w.Meta.LastID() && w.Meta.IDs != "":
+			out[i] = base[i].Item
+		default:
+			out[i].ETag = Superseded(w.Meta, -1)
+		}
+	}
+	return out
+}
