@@ -111,7 +111,6 @@ type result[T any] struct {
 	attempts, batch int // the batch's attempts and size, for observing
 }
 
-
 // solo is the first caller of an idle key, running its Update on its own
 // goroutine. It tells the group when its mutate runs, so that an arrival
 // during it need not wait for it (see updateGrouped). The group owns it
