@@ -7,6 +7,7 @@ import (
 
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/outcome"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // This file connects a Store to the one delivery engine (package
@@ -37,9 +38,9 @@ func (c *core) newEnv() *engine.Env {
 // builds each attempt's request, start (Based) is the version to start
 // from without reading, f the group-commit batch behind it (nil: none).
 // The write carries ctx's fencing token.
-func (c *core) delivery(ctx context.Context, op string, mode engine.Mode, keys []string, p engine.Plan, start []version, f engine.Flight) *engine.Delivery {
+func (c *core) delivery(ctx context.Context, op telemetry.Op, mode engine.Mode, keys []string, p engine.Plan, start []version, f engine.Flight) *engine.Delivery {
 	fence, fenced := FenceFrom(ctx)
-	return engine.New(c.env, op, mode, keys, p, engine.Options{Start: start, Fence: fence, Fenced: fenced, Flight: f})
+	return engine.New(c.env, op.String(), mode, keys, p, engine.Options{Start: start, Fence: fence, Fenced: fenced, Flight: f})
 }
 
 // deliver runs d and keeps in the version cache the versions it wrote.

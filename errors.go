@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // This file holds every sentinel and error type of the package but the
@@ -98,8 +99,8 @@ func errorf(sentinel error, format string, args ...any) error {
 // sentinelOf returns the sentinel err matches, or nil.
 func sentinelOf(err error) error { return driver.SentinelOf(err) }
 
-func outcomeUnknown(op, key string, cause error) error {
-	return &OutcomeUnknownError{Op: op, Key: key, Cause: cause}
+func outcomeUnknown(op telemetry.Op, key string, cause error) error {
+	return &OutcomeUnknownError{Op: op.String(), Key: key, Cause: cause}
 }
 
 // prefixed is err, unwrapped to as it is, printed as

@@ -13,6 +13,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/members"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // MergeFunc combines two edits of base: mine (the caller's) and theirs (the
@@ -47,7 +48,7 @@ func (e *MergeError) Is(target error) bool { return target == ErrConflict }
 // ErrNotFound; a merge error that does not match ErrConflict is returned as
 // is; a lost answer no read can settle, an *OutcomeUnknownError.
 func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T]) (Doc[T], error) {
-	ctx, sp := s.obs.begin(ctx, opSave, base.Key)
+	ctx, sp := s.obs.begin(ctx, telemetry.OpSave, base.Key)
 	defer sp.endOnPanic()
 	d, err := s.save(ctx, base, edited, merge, &sp.stats)
 	sp.end(err)
@@ -94,7 +95,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 		it := driver.Item{Key: base.Key, Data: members.Add(data, []byte(base.Extra.raw)), Meta: base.Extra.meta, ETag: base.ETag}
 		start = []version{s.stored(it, false)}
 	}
-	res, extra, err := s.modify(ctx, "Save", base.Key, false, start, &mine, changeFunc(apply), nil)
+	res, extra, err := s.modify(ctx, telemetry.OpSave, base.Key, false, start, &mine, changeFunc(apply), nil)
 	st.attempts = res.Attempts
 	var ce *ConflictError[T]
 	if errors.As(err, &ce) {

@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/outcome"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -28,35 +27,9 @@ import (
 // instrumentationName is the name of the tracer and meter the Store uses.
 const instrumentationName = "github.com/etagstore/etagstore"
 
-// opKind is a Store operation, as spans and metrics name it.
-type opKind uint8
-
-const (
-	opGet opKind = iota
-	opCreate
-	opReplace
-	opUpsert
-	opUpdate
-	opDelete
-	opList
-	opSave
-	opPage
-	opMerge       // tablestore.Merge
-	opUpsertMerge // tablestore.UpsertMerge
-	opBatch       // tablestore.Batch.Submit
-	opQuery       // tablestore.Query
-	opQueryPage   // tablestore.QueryPage
-	opGetIf       // blobstore.GetIf
-	opTransact
-	numOps
-)
-
-var opNames = [numOps]string{"Get", "Create", "Replace", "Upsert", "Update", "Delete", "List", "Save", "Page",
-	"Merge", "UpsertMerge", "Batch", "Query", "QueryPage", "GetIf", "Transact"}
-
-var spanNames = func() (n [numOps]string) {
-	for op, name := range opNames {
-		n[op] = "etagstore." + name
+var spanNames = func() (n [telemetry.NumOps]string) {
+	for op := range telemetry.NumOps {
+		n[op] = "etagstore." + op.String()
 	}
 	return n
 }()
@@ -64,37 +37,11 @@ var spanNames = func() (n [numOps]string) {
 // subjectAttr is the attribute that records what op is on, with
 // Options.RecordKeys: a query's filter, or else its key (a listing's
 // prefix).
-func subjectAttr(op opKind) attribute.Key {
-	if op == opQuery || op == opQueryPage {
+func subjectAttr(op telemetry.Op) attribute.Key {
+	if op == telemetry.OpQuery || op == telemetry.OpQueryPage {
 		return attrFilter
 	}
 	return attrKey
-}
-
-// observedStore is what every *Store[T] is to the backend packages'
-// telemetry: a way to its observer.
-type observedStore interface{ observerOf() *observer }
-
-func (s *Store[T]) observerOf() *observer { return s.obs }
-
-// opsByName are the op kinds the backend packages begin by name.
-var opsByName = map[string]opKind{access.Query: opQuery, access.QueryPage: opQueryPage, access.GetIf: opGetIf}
-
-func init() { access.Begin = beginFor }
-
-// beginFor is access.Begin: it observes op of a backend package with the
-// observer of store.
-func beginFor(store any, ctx context.Context, op, subject string) (context.Context, func(error)) {
-	s, ok := store.(observedStore)
-	kind, known := opsByName[op]
-	if !ok || !known || s.observerOf() == nil {
-		return ctx, func(error) {}
-	}
-	ctx, sp := s.observerOf().begin(ctx, kind, subject)
-	if sp.o == nil {
-		return ctx, func(error) {}
-	}
-	return ctx, sp.end
 }
 
 // outcomeKind is how an operation ended, as spans and metrics name it;
@@ -144,7 +91,7 @@ type observer struct {
 	cache     metric.Int64Counter
 	fenced    metric.Int64Counter
 
-	opOutcome        [numOps][numOutcomes][]metric.RecordOption
+	opOutcome        [telemetry.NumOps][numOutcomes][]metric.RecordOption
 	absorbed         []metric.AddOption
 	returned         []metric.AddOption
 	verdicts         [4][]metric.AddOption // by verdict
@@ -183,7 +130,7 @@ func newObserver(o Options, b driver.Backend) *observer {
 		metric.WithDescription("Writes an Update (or its group-commit batch) tried before it ended."),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100))
 	ob.batchSize, _ = m.Int64Histogram("etagstore.batch.size", metric.WithUnit("{update}"),
-		metric.WithDescription("Updates committed by one conditional write (group commit); 1 for an Update alone."),
+		metric.WithDescription("Updates committed by one conditional write (group commit); 1 for an ungrouped Update."),
 		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128))
 	ob.conflicts, _ = m.Int64Counter("etagstore.conflicts", metric.WithUnit("{conflict}"),
 		metric.WithDescription("Writes refused because another writer came first (HTTP 412): absorbed by a retry, or returned to the caller."))
@@ -193,10 +140,10 @@ func newObserver(o Options, b driver.Backend) *observer {
 		metric.WithDescription("Version cache lookups (Options.CacheSize): hit, miss, or revalidated (a 304 answered a conditional read)."))
 	ob.fenced, _ = m.Int64Counter("etagstore.fenced_writes", metric.WithUnit("{write}"),
 		metric.WithDescription("Writes refused because the document holds a newer fencing token (ErrFenced)."))
-	for op := range numOps {
+	for op := range telemetry.NumOps {
 		for oc := range numOutcomes {
 			ob.opOutcome[op][oc] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(ob.backend,
-				attrOperation.String(opNames[op]), attrOutcome.String(oc.String())))}
+				attrOperation.String(op.String()), attrOutcome.String(oc.String())))}
 		}
 	}
 	add := func(kv ...attribute.KeyValue) []metric.AddOption {
@@ -238,7 +185,7 @@ type opSpan struct {
 	o     *observer
 	ctx   context.Context
 	span  trace.Span
-	op    opKind
+	op    telemetry.Op
 	start time.Time
 	stats opStats
 	ended bool
@@ -261,7 +208,7 @@ type opStats struct {
 
 // begin starts observing op on key. The returned context carries the span,
 // so that the Azure SDK's own HTTP spans nest under it.
-func (o *observer) begin(ctx context.Context, op opKind, key string) (context.Context, opSpan) {
+func (o *observer) begin(ctx context.Context, op telemetry.Op, key string) (context.Context, opSpan) {
 	if !o.logs && !o.metering() && !o.tracing() {
 		return ctx, opSpan{} // nothing would be recorded: not even the clock is read
 	}
@@ -269,7 +216,7 @@ func (o *observer) begin(ctx context.Context, op opKind, key string) (context.Co
 	if o.tracing() {
 		ctx, span = o.tracer.Start(ctx, spanNames[op], o.spanStart...)
 		if span.IsRecording() {
-			span.SetAttributes(o.backend, attrOperation.String(opNames[op]))
+			span.SetAttributes(o.backend, attrOperation.String(op.String()))
 			if o.keys {
 				span.SetAttributes(subjectAttr(op).String(key))
 			}
@@ -305,14 +252,14 @@ func (s *opSpan) record(oc outcomeKind, err error) {
 	}
 	switch oc {
 	case ocConflict:
-		if s.op != opGetIf { // a read's failed If-Match refused no write
+		if s.op != telemetry.OpGetIf { // a read's failed If-Match refused no write
 			o.conflicts.Add(s.ctx, 1, o.returned...)
 		}
 	case ocUnknown:
-		o.log.WarnContext(s.ctx, "etagstore: outcome unknown", "operation", opNames[s.op], "error", o.describe(err, oc))
+		o.log.WarnContext(s.ctx, "etagstore: outcome unknown", "operation", s.op.String(), "error", o.describe(err, oc))
 	case ocFenced:
 		o.fenced.Add(s.ctx, 1, o.backendOnly...)
-		o.log.WarnContext(s.ctx, "etagstore: fenced write refused", "operation", opNames[s.op], "error", o.describe(err, oc))
+		o.log.WarnContext(s.ctx, "etagstore: fenced write refused", "operation", s.op.String(), "error", o.describe(err, oc))
 	}
 }
 
@@ -328,7 +275,7 @@ func (s *opSpan) annotate(oc outcomeKind, err error) {
 	if s.stats.batch > 0 {
 		s.span.SetAttributes(attrBatch.Int(s.stats.batch))
 	}
-	if s.op == opGet || s.op == opUpdate {
+	if s.op == telemetry.OpGet || s.op == telemetry.OpUpdate {
 		s.span.SetAttributes(attrCacheHit.Bool(s.stats.cacheHit))
 	}
 	if oc.Failed() {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/pagetoken"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // Page is one page of a listing: documents in key order and the token
@@ -44,7 +45,7 @@ type Page[T any] struct {
 //
 // A document the Codec cannot decode fails the whole page.
 func (s *Store[T]) Page(ctx context.Context, prefix string, limit int, token string) (Page[T], error) {
-	ctx, sp := s.obs.begin(ctx, opPage, prefix)
+	ctx, sp := s.obs.begin(ctx, telemetry.OpPage, prefix)
 	p, err := s.page(ctx, "list\x00"+prefix, limit, token, func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error) {
 		if after != "" && !strings.HasPrefix(after, prefix) {
 			return nil, false, errorf(ErrInvalidInput, "page token is not for prefix %q", prefix)

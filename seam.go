@@ -8,89 +8,62 @@ import (
 	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/members"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
-// This file takes the writes that backend packages offer beyond the
-// Store's own — tablestore's Merge, UpsertMerge and Batch — into the same
-// engine (engine.go) as every Store write: the same retries, fences,
-// resolver and telemetry; and lends them the Store's paging and decoding
-// (tablestore.QueryPage, blobstore.GetIf). They arrive through package
-// internal/access, so that the Store's API stays what a user calls.
+// This file is the Store's side of the one seam to the backend packages
+// (package internal/access): the writes they offer beyond the Store's
+// own — tablestore's Merge, UpsertMerge and Batch — go into the same
+// engine as every Store write (the same retries, fences, resolver and
+// telemetry), and they borrow the Store's paging, decoding and telemetry
+// (tablestore.Query and QueryPage, blobstore.GetIf).
 
-// accessible is what package access reaches of a *Store[T], for any T.
-type accessible interface {
-	deliverFor(context.Context, access.Write) ([]ETag, error)
-	pageFor(ctx context.Context, scope string, limit int, token string, list func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error)) (any, error)
-	decodeFor(it driver.Item) (any, error)
+// seam is the backend packages' way into a Store (Store embeds it).
+type seam[T any] = access.Seam[T, Doc[T], Page[T]]
+
+// extras implements seam for s.
+type extras[T any] struct{ s *Store[T] }
+
+func (x extras[T]) PageWith(ctx context.Context, scope string, limit int, token string, list access.List) (Page[T], error) {
+	return x.s.page(ctx, scope, limit, token, list)
 }
 
-func init() {
-	access.Deliver = func(store any, ctx context.Context, w access.Write) ([]ETag, error) {
-		s, err := storeOf(store)
-		if err != nil {
-			return nil, err
-		}
-		return s.deliverFor(ctx, w)
+func (x extras[T]) DecodeItem(it driver.Item) (Doc[T], error) { return x.s.decode(it) }
+
+func (x extras[T]) Observe(ctx context.Context, op telemetry.Op, subject string) (context.Context, func(error)) {
+	ctx, sp := x.s.obs.begin(ctx, op, subject)
+	if sp.o == nil {
+		return ctx, func(error) {}
 	}
-	access.Page = func(store any, ctx context.Context, scope string, limit int, token string, list func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error)) (any, error) {
-		s, err := storeOf(store)
-		if err != nil {
-			return nil, err
-		}
-		return s.pageFor(ctx, scope, limit, token, list)
-	}
-	access.Decode = func(store any, it driver.Item) (any, error) {
-		s, err := storeOf(store)
-		if err != nil {
-			return nil, err
-		}
-		return s.decodeFor(it)
-	}
+	return ctx, sp.end
 }
 
-func storeOf(store any) (accessible, error) {
-	s, ok := store.(accessible)
-	if !ok {
-		return nil, errorf(ErrInvalidInput, "%T is not a Store", store)
-	}
-	return s, nil
-}
-
-func (s *Store[T]) pageFor(ctx context.Context, scope string, limit int, token string, list func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error)) (any, error) {
-	return s.page(ctx, scope, limit, token, list)
-}
-
-func (s *Store[T]) decodeFor(it driver.Item) (any, error) { return s.decode(it) }
-
-var opOfWrite = map[string]opKind{"Merge": opMerge, "UpsertMerge": opUpsertMerge, "Batch": opBatch}
-
-// deliverFor delivers w, one span.
-func (s *Store[T]) deliverFor(ctx context.Context, w access.Write) ([]ETag, error) {
+// DeliverWrite delivers w, one span.
+func (x extras[T]) DeliverWrite(ctx context.Context, w access.Write[T]) ([]ETag, error) {
 	var key string
 	if len(w.Actions) > 0 {
 		key = w.Actions[0].Key
 	}
-	ctx, sp := s.obs.begin(ctx, opOfWrite[w.Op], key)
+	ctx, sp := x.s.obs.begin(ctx, w.Op, key)
 	defer sp.endOnPanic() // Encode runs the user's codec
-	etags, err := s.deliverActions(ctx, w)
+	etags, err := x.s.deliverActions(ctx, w)
 	sp.end(err)
 	return etags, err
 }
 
 // action is an access.Action, checked and encoded.
 type action[T any] struct {
-	access.Action
+	access.Action[T]
 	data []byte
-	mine T
 }
 
-func (s *Store[T]) deliverActions(ctx context.Context, w access.Write) ([]ETag, error) {
+func (s *Store[T]) deliverActions(ctx context.Context, w access.Write[T]) ([]ETag, error) {
 	acts, err := s.prepare(ctx, w)
 	if err != nil {
 		return nil, err
 	}
 	fence, fenced := FenceFrom(ctx)
-	if len(acts) == 1 && w.Op != "Batch" {
+	if len(acts) == 1 && w.Op != telemetry.OpBatch {
 		return s.deliverOne(ctx, w.Op, acts[0])
 	}
 	blind := make(request, len(acts))
@@ -127,7 +100,7 @@ func (s *Store[T]) actionRefusal(ctx context.Context, acts []action[T], fenced b
 	}
 	if errors.As(err, &ae) && ae.Index >= 0 && ae.Index < len(acts) && errors.Is(ae.Err, ErrConflict) && !fenced {
 		a := acts[ae.Index]
-		err = &driver.ActionError{Index: ae.Index, Err: s.refused(ctx, a.Key, a.ETag, a.mine)}
+		err = &driver.ActionError{Index: ae.Index, Err: s.refused(ctx, a.Key, a.ETag, a.Mine)}
 	}
 	return err
 }
@@ -135,11 +108,11 @@ func (s *Store[T]) actionRefusal(ctx context.Context, acts []action[T], fenced b
 // deliverOne delivers a single Merge (conditioned on the version it reads,
 // whose bookkeeping it extends) or UpsertMerge (unchecked; it carries no
 // bookkeeping and so keeps the stored one).
-func (s *Store[T]) deliverOne(ctx context.Context, op string, a action[T]) ([]ETag, error) {
+func (s *Store[T]) deliverOne(ctx context.Context, op telemetry.Op, a action[T]) ([]ETag, error) {
 	var it driver.Item
 	var err error
 	if a.Kind == access.Merge {
-		it, err = s.conditioned(ctx, op, a.Key, a.ETag, a.mine, func(d *engine.Delivery, b version) keyWrite {
+		it, err = s.conditioned(ctx, op, a.Key, a.ETag, a.Mine, func(d *engine.Delivery, b version) keyWrite {
 			w := d.Over(b, a.data)
 			w.Write.Mode = driver.ModeMerge
 			return w
@@ -155,7 +128,7 @@ func (s *Store[T]) deliverOne(ctx context.Context, op string, a action[T]) ([]ET
 
 // prepare checks every action before anything is sent — keys, ETags, the
 // backend's abilities, fences — and encodes the documents.
-func (s *Store[T]) prepare(ctx context.Context, w access.Write) ([]action[T], error) {
+func (s *Store[T]) prepare(ctx context.Context, w access.Write[T]) ([]action[T], error) {
 	if len(w.Actions) == 0 {
 		return nil, errorf(ErrInvalidInput, "%s of no documents", w.Op)
 	}
@@ -163,9 +136,8 @@ func (s *Store[T]) prepare(ctx context.Context, w access.Write) ([]action[T], er
 	acts := make([]action[T], len(w.Actions))
 	for i, a := range w.Actions {
 		acts[i].Action = a
-		acts[i].mine, _ = a.Mine.(T)
 		if err := s.prepareOne(&acts[i], fenced); err != nil {
-			if len(w.Actions) > 1 || w.Op == "Batch" {
+			if len(w.Actions) > 1 || w.Op == telemetry.OpBatch {
 				err = &driver.ActionError{Index: i, Err: err}
 			}
 			return nil, err
@@ -236,7 +208,7 @@ func (s *Store[T]) overAll(d *engine.Delivery, acts []action[T], base []version)
 		case !b.Exists:
 			return nil, &driver.ActionError{Index: i, Err: errorf(ErrNotFound, "%q", a.Key)}
 		case a.ETag != ETagAny && b.ETag != a.ETag:
-			return nil, &driver.ActionError{Index: i, Err: s.conflictWith(b.Item, a.ETag, a.mine, 1)}
+			return nil, &driver.ActionError{Index: i, Err: s.conflictWith(b.Item, a.ETag, a.Mine, 1)}
 		}
 		switch a.Kind {
 		case access.Delete:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // Options configure a Store. The zero value and nil mean the defaults.
@@ -65,6 +66,7 @@ type Options struct {
 // driver.Backend. A Store is safe for concurrent use by multiple goroutines.
 type Store[T any] struct {
 	core
+	seam[T] // the backend packages' way in (seam.go)
 	codec   Codec
 	grouped bool
 
@@ -121,6 +123,7 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 		s.keepIDs = 16
 	}
 	s.env = s.newEnv()
+	s.seam = extras[T]{s}
 	return s
 }
 
@@ -149,7 +152,7 @@ func (s *Store[T]) checkKey(key string) error {
 // the read ahead of it is sent on its own. Each caller decodes its own
 // value.
 func (s *Store[T]) Get(ctx context.Context, key string) (Doc[T], error) {
-	ctx, sp := s.obs.begin(ctx, opGet, key)
+	ctx, sp := s.obs.begin(ctx, telemetry.OpGet, key)
 	d, err := s.get(ctx, key, &sp.stats)
 	sp.end(err)
 	return d, err
@@ -175,7 +178,7 @@ func (s *Store[T]) get(ctx context.Context, key string, st *opStats) (Doc[T], er
 // An error is yielded once, with a zero Doc, and ends the sequence.
 func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], error] {
 	return func(yield func(Doc[T], error) bool) {
-		ctx, sp := s.obs.begin(ctx, opList, prefix)
+		ctx, sp := s.obs.begin(ctx, telemetry.OpList, prefix)
 		failed := errPanicked // until the loop ends normally (yield may panic)
 		defer func() { sp.end(failed) }()
 		for it, err := range s.b.List(ctx, prefix) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // Transact runs fn, which reads documents through tx and buffers writes
@@ -43,7 +44,7 @@ import (
 //     applied twice), and is an *OutcomeUnknownError only where no read
 //     can tell.
 func (s *Store[T]) Transact(ctx context.Context, fn func(tx *Tx[T]) error) ([]Doc[T], error) {
-	ctx, sp := s.obs.begin(ctx, opTransact, "")
+	ctx, sp := s.obs.begin(ctx, telemetry.OpTransact, "")
 	defer sp.endOnPanic()
 	docs, err := s.transact(ctx, fn, &sp.stats)
 	sp.end(err)
@@ -64,7 +65,7 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *o
 		d.SetKeys(tx.order)
 		return req, err
 	})
-	res, err := s.deliver(ctx, s.delivery(ctx, "Transact", engine.SelfReading, nil, p, nil, nil))
+	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpTransact, engine.SelfReading, nil, p, nil, nil))
 	st.attempts = res.Attempts
 	if err != nil {
 		return nil, err

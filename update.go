@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // UpdateOption changes how Update behaves.
@@ -64,7 +65,7 @@ func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error
 	for _, o := range opts {
 		o(&cfg)
 	}
-	ctx, sp := s.obs.begin(ctx, opUpdate, key)
+	ctx, sp := s.obs.begin(ctx, telemetry.OpUpdate, key)
 	defer sp.endOnPanic()
 	d, err := s.update(ctx, key, cfg.create, mutate, &sp.stats)
 	sp.end(err)
@@ -81,15 +82,15 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 	if s.grouped && !isUngrouped(ctx) {
 		return s.updateGrouped(ctx, key, create, mutate, st)
 	}
-	return s.updateAlone(ctx, key, create, mutate, solo[T]{}, st)
+	return s.updateUngrouped(ctx, key, create, mutate, firstCaller[T]{}, st)
 }
 
-// updateAlone runs one Update on its own: read (or start from the cached
+// updateUngrouped runs one Update on its own: read (or start from the cached
 // version), mutate, conditional write, retried. o, when set, is told when
 // mutate starts and ends.
-func (s *Store[T]) updateAlone(ctx context.Context, key string, create bool, mutate func(*T) error, o solo[T], st *opStats) (Doc[T], error) {
+func (s *Store[T]) updateUngrouped(ctx context.Context, key string, create bool, mutate func(*T) error, o firstCaller[T], st *opStats) (Doc[T], error) {
 	mut := &mutation[T]{s: s, key: key, mutate: mutate, o: o}
-	res, extra, err := s.modify(ctx, "Update", key, create, s.cached(ctx, key, ""), &mut.mine, mut, nil)
+	res, extra, err := s.modify(ctx, telemetry.OpUpdate, key, create, s.cached(ctx, key, ""), &mut.mine, mut, nil)
 	st.attempts, st.batch, st.cacheHit = res.Attempts, 1, res.FromCopy
 	if err != nil {
 		return Doc[T]{}, err
@@ -114,7 +115,7 @@ type mutation[T any] struct {
 	s      *Store[T]
 	key    string
 	mutate func(*T) error
-	o      solo[T]
+	o      firstCaller[T]
 	mine   T
 }
 
@@ -157,7 +158,7 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 // and reports whether it differs. *mine is the value the last change
 // computed, for a *ConflictError when every attempt lost its race. It
 // returns the engine's result and the Extra of the document written.
-func (s *Store[T]) modify(ctx context.Context, op, key string, create bool, start []version, mine *T, ch changer, f engine.Flight) (engine.Result, Extra, error) {
+func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, create bool, start []version, mine *T, ch changer, f engine.Flight) (engine.Result, Extra, error) {
 	m := &modification{create: create, changer: ch}
 	res, err := s.delivery(ctx, op, engine.Based, []string{key}, m, start, f).Run(ctx)
 	if err == nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/members"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // This file holds the single-document writes — Create, Replace, Upsert and
@@ -19,7 +20,7 @@ import (
 // document is this call's, Create succeeds; if no read can tell, the error
 // is an *OutcomeUnknownError (ErrOutcomeUnknown).
 func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) {
-	ctx, sp := s.obs.begin(ctx, opCreate, key)
+	ctx, sp := s.obs.begin(ctx, telemetry.OpCreate, key)
 	d, err := s.create(ctx, key, v)
 	sp.end(err)
 	return d, err
@@ -34,7 +35,7 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 		return Doc[T]{}, err
 	}
 	fence, _ := FenceFrom(ctx)
-	it, err := s.blind(ctx, "Create", engine.Fresh(key, driver.Cond{Kind: driver.CondCreate}, data, fence))
+	it, err := s.blind(ctx, telemetry.OpCreate, engine.Fresh(key, driver.Cond{Kind: driver.CondCreate}, data, fence))
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -53,7 +54,7 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 // was lost is resolved by reading; where no read can tell, the error is an
 // *OutcomeUnknownError.
 func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
-	ctx, sp := s.obs.begin(ctx, opReplace, d.Key)
+	ctx, sp := s.obs.begin(ctx, telemetry.OpReplace, d.Key)
 	d, err := s.replace(ctx, d)
 	sp.end(err)
 	return d, err
@@ -73,9 +74,9 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	data = members.Add(data, []byte(d.Extra.raw)) // what the Doc's read held beyond T
 	var it driver.Item
 	if _, fenced := FenceFrom(ctx); fenced {
-		it, err = s.conditioned(ctx, "Replace", d.Key, d.ETag, d.Value, func(e *engine.Delivery, b version) keyWrite { return e.Over(b, data) })
+		it, err = s.conditioned(ctx, telemetry.OpReplace, d.Key, d.ETag, d.Value, func(e *engine.Delivery, b version) keyWrite { return e.Over(b, data) })
 	} else {
-		it, err = s.blind(ctx, "Replace", engine.Fresh(d.Key, driver.IfMatch(d.ETag), data, 0))
+		it, err = s.blind(ctx, telemetry.OpReplace, engine.Fresh(d.Key, driver.IfMatch(d.ETag), data, 0))
 		if errors.Is(err, ErrConflict) {
 			err = s.refused(ctx, d.Key, d.ETag, d.Value)
 		}
@@ -90,7 +91,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 // same on every attempt. It returns the version written (with a superseded ETag
 // and no data when it was found committed with later writes after it); a definite refusal
 // comes back as the backend reported it.
-func (c *core) blind(ctx context.Context, op string, w keyWrite) (driver.Item, error) {
+func (c *core) blind(ctx context.Context, op telemetry.Op, w keyWrite) (driver.Item, error) {
 	req := request{w}
 	p := engine.PlanFunc(func(*engine.Delivery, []version) (request, error) { return req, nil })
 	res, err := c.deliver(ctx, c.delivery(ctx, op, engine.Blind, []string{w.Key}, p, nil, nil))
@@ -105,7 +106,7 @@ func (c *core) blind(ctx context.Context, op string, w keyWrite) (driver.Item, e
 // Delete, a table merge. write builds the request over the version read.
 // A version that holds another ETag is a *ConflictError; a lost race with
 // ETagAny is retried on the new version.
-func (s *Store[T]) conditioned(ctx context.Context, op, key string, held ETag, mine T, write func(*engine.Delivery, version) keyWrite) (driver.Item, error) {
+func (s *Store[T]) conditioned(ctx context.Context, op telemetry.Op, key string, held ETag, mine T, write func(*engine.Delivery, version) keyWrite) (driver.Item, error) {
 	p := engine.PlanFunc(func(d *engine.Delivery, base []version) (request, error) {
 		b := base[0]
 		switch {
@@ -133,7 +134,7 @@ func (s *Store[T]) conditioned(ctx context.Context, op, key string, held ETag, m
 // A lost response is resolved by reading; where no read can tell, the error
 // is an *OutcomeUnknownError.
 func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) {
-	ctx, sp := s.obs.begin(ctx, opUpsert, key)
+	ctx, sp := s.obs.begin(ctx, telemetry.OpUpsert, key)
 	d, err := s.upsert(ctx, key, v)
 	sp.end(err)
 	return d, err
@@ -150,7 +151,7 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	it, err := s.blind(ctx, "Upsert", engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, data, 0))
+	it, err := s.blind(ctx, telemetry.OpUpsert, engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, data, 0))
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -169,7 +170,7 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 // token it checked; with ETagAny, a version that changes meanwhile is
 // checked and deleted in its turn.
 func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
-	ctx, sp := s.obs.begin(ctx, opDelete, key)
+	ctx, sp := s.obs.begin(ctx, telemetry.OpDelete, key)
 	err := s.delete(ctx, key, etag)
 	sp.end(err)
 	return err
@@ -184,10 +185,10 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 	}
 	s.cache.drop(key)
 	if _, fenced := FenceFrom(ctx); fenced {
-		_, err := s.conditioned(ctx, "Delete", key, etag, *new(T), func(_ *engine.Delivery, b version) keyWrite { return engine.DeleteOf(key, b.ETag) })
+		_, err := s.conditioned(ctx, telemetry.OpDelete, key, etag, *new(T), func(_ *engine.Delivery, b version) keyWrite { return engine.DeleteOf(key, b.ETag) })
 		return err
 	}
-	_, err := s.blind(ctx, "Delete", engine.DeleteOf(key, etag))
+	_, err := s.blind(ctx, telemetry.OpDelete, engine.DeleteOf(key, etag))
 	if errors.Is(err, ErrConflict) {
 		return s.refused(ctx, key, etag, *new(T))
 	}

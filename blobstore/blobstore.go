@@ -34,7 +34,6 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
 	"github.com/etagstore/etagstore/internal/telemetry"
@@ -299,7 +298,7 @@ func (c ReadConditions) azure() *blob.ModifiedAccessConditions {
 // one span (etagstore.GetIf) of s's telemetry; a 304 is the outcome
 // not_modified.
 func GetIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond ReadConditions) (etagstore.Doc[T], error) {
-	ctx, end := access.Begin(s, ctx, access.GetIf, key)
+	ctx, end := s.Observe(ctx, telemetry.OpGetIf, key)
 	d, err := getIf(ctx, s, key, cond)
 	if errors.Is(err, ErrNotModified) {
 		end(telemetry.ErrNotModified) // the outcome not_modified, not error
@@ -324,11 +323,7 @@ func getIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond R
 	if err != nil {
 		return etagstore.Doc[T]{}, err
 	}
-	d, err := access.Decode(s, it) // as s decodes its own documents
-	if err != nil {
-		return etagstore.Doc[T]{}, err
-	}
-	return d.(etagstore.Doc[T]), nil
+	return s.DecodeItem(it) // as s decodes its own documents
 }
 
 // Write uploads w.Data as the blob under key in one Put Blob request with

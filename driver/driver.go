@@ -204,7 +204,9 @@ type Abilities struct {
 	Commit func(ctx context.Context, actions []Action) ([]ETag, error)
 	// CheckCommit reports, sending nothing, whether actions may go in one
 	// Commit (one partition, at most so many actions); a refusal matches
-	// ErrInvalidInput, in an *ActionError when one action is at fault.
+	// ErrInvalidInput, in an *ActionError when one action is at fault. The
+	// Store calls it once on every batch before anything is sent; Commit
+	// need not check again.
 	CheckCommit func(actions []Action) error
 	// CompareKeys, when set, is the order in which List and ListPage
 	// yield keys, declared because it is not the package's CompareKeys

@@ -25,6 +25,7 @@ import (
 	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // MaxBatchActions is the most actions an entity group transaction may hold.
@@ -177,15 +178,15 @@ func (b *Batch[T]) Submit(ctx context.Context) ([]etagstore.ETag, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	w := access.Write{Op: "Batch", Actions: make([]access.Action, len(b.actions))}
+	w := access.Write[T]{Op: telemetry.OpBatch, Actions: make([]access.Action[T], len(b.actions))}
 	for i, a := range b.actions {
-		act := access.Action{Kind: a.op, Key: a.key, ETag: a.etag, Mine: a.value, Extra: a.extra}
+		act := access.Action[T]{Kind: a.op, Key: a.key, ETag: a.etag, Mine: a.value, Extra: a.extra}
 		if a.op != access.Delete {
 			act.Encode = encodeProperties(b.store, a.value, a.fields)
 		}
 		w.Actions[i] = act
 	}
-	etags, err := access.Deliver(b.store, ctx, w)
+	etags, err := b.store.DeliverWrite(ctx, w)
 	var ae *driver.ActionError
 	if errors.As(err, &ae) {
 		be := &BatchError{Index: ae.Index, Err: ae.Err}
@@ -234,11 +235,9 @@ func (b *Backend) checkCommit(actions []driver.Action) error {
 // naming the action the service named; a throttled transaction is marked
 // driver.ErrNotApplied. A check that a key is absent (driver.Action.Check
 // with CondCreate) cannot be sent without creating the entity: it is left
-// out.
+// out. The Store has checked the actions with checkCommit (CheckCommit)
+// before any request; the service refuses what breaks its rules anyway.
 func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]etagstore.ETag, error) {
-	if err := b.checkCommit(actions); err != nil {
-		return nil, err
-	}
 	tx := make([]aztables.TransactionAction, 0, len(actions))
 	sent := make([]int, 0, len(actions)) // the action each transaction action is
 	for i, a := range actions {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/internal/access"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // Merges and batches are writes of the Store's one delivery engine: this
@@ -53,7 +54,7 @@ func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T]
 	if _, err := tableOf(s, "Merge"); err != nil {
 		return "", err
 	}
-	etags, err := access.Deliver(s, ctx, access.Write{Op: "Merge", Actions: []access.Action{
+	etags, err := s.DeliverWrite(ctx, access.Write[T]{Op: telemetry.OpMerge, Actions: []access.Action[T]{
 		{Kind: access.Merge, Key: d.Key, ETag: d.ETag, Mine: d.Value, Encode: encodeProperties(s, d.Value, properties)},
 	}})
 	if err != nil {
@@ -77,7 +78,7 @@ func UpsertMerge[T any](ctx context.Context, s *etagstore.Store[T], key string, 
 	if _, err := tableOf(s, "UpsertMerge"); err != nil {
 		return "", err
 	}
-	etags, err := access.Deliver(s, ctx, access.Write{Op: "UpsertMerge", Actions: []access.Action{
+	etags, err := s.DeliverWrite(ctx, access.Write[T]{Op: telemetry.OpUpsertMerge, Actions: []access.Action[T]{
 		{Kind: access.UpsertMerge, Key: key, Mine: v, Encode: encodeProperties(s, v, properties)},
 	}})
 	if err != nil {

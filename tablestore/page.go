@@ -10,7 +10,7 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/access"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // ListPage returns up to limit entities whose key starts with prefix and
@@ -46,7 +46,7 @@ func (b *Backend) QueryPage(ctx context.Context, filter Filter, after string, li
 // The call is one span (etagstore.QueryPage) of s's telemetry; with
 // RecordKeys it records the filter (etagstore.filter).
 func QueryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, limit int, token string) (etagstore.Page[T], error) {
-	ctx, end := access.Begin(s, ctx, access.QueryPage, filter.String())
+	ctx, end := s.Observe(ctx, telemetry.OpQueryPage, filter.String())
 	p, err := queryPage(ctx, s, filter, limit, token)
 	end(err)
 	return p, err
@@ -63,13 +63,9 @@ func queryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter,
 	if err := checkFilter(filter, reflect.TypeFor[T](), s.Codec()); err != nil {
 		return etagstore.Page[T]{}, err
 	}
-	p, err := access.Page(s, ctx, "tablestore.query\x00"+filter.String(), limit, token, func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error) {
+	return s.PageWith(ctx, "tablestore.query\x00"+filter.String(), limit, token, func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error) {
 		return b.QueryPage(ctx, filter, after, limit)
 	})
-	if err != nil {
-		return etagstore.Page[T]{}, err
-	}
-	return p.(etagstore.Page[T]), nil
 }
 
 // afterFilter matches the keys after key in table order: a greater

@@ -39,7 +39,6 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
 	"github.com/etagstore/etagstore/internal/telemetry"
@@ -396,7 +395,7 @@ func (b *Backend) Query(ctx context.Context, filter Filter) iter.Seq2[driver.Ite
 // RecordKeys it records the filter (etagstore.filter).
 func Query[T any](ctx context.Context, s *etagstore.Store[T], filter Filter) iter.Seq2[etagstore.Doc[T], error] {
 	return func(yield func(etagstore.Doc[T], error) bool) {
-		ctx, end := access.Begin(s, ctx, access.Query, filter.String())
+		ctx, end := s.Observe(ctx, telemetry.OpQuery, filter.String())
 		failed := telemetry.ErrPanicked // until the loop ends normally (yield may panic)
 		defer func() { end(failed) }()
 		failed = queryDocs(ctx, s, filter, yield)
@@ -524,9 +523,5 @@ func mapErrorDetail(op, key, detail string, err error) error {
 
 // decode is it as a document of s, decoded as s decodes its own.
 func decode[T any](s *etagstore.Store[T], it driver.Item) (etagstore.Doc[T], error) {
-	d, err := access.Decode(s, it)
-	if err != nil {
-		return etagstore.Doc[T]{}, err
-	}
-	return d.(etagstore.Doc[T]), nil
+	return s.DecodeItem(it)
 }
