@@ -1,7 +1,9 @@
 package tablestore
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/internal/access"
@@ -51,7 +53,7 @@ import (
 //     etagstore.Doc, when later writes followed it); not landed, it is sent again; where no read can
 //     tell, the error is an *etagstore.OutcomeUnknownError.
 func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T], properties ...string) (etagstore.ETag, error) {
-	if _, err := tableOf(s, "Merge"); err != nil {
+	if _, err := tableOf(s, telemetry.OpMerge.String()); err != nil {
 		return "", err
 	}
 	etags, err := s.DeliverWrite(ctx, access.Write[T]{Op: telemetry.OpMerge, Actions: []access.Action[T]{
@@ -75,7 +77,7 @@ func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T]
 // lost cannot be told apart from a later writer's: it is an
 // *etagstore.OutcomeUnknownError.
 func UpsertMerge[T any](ctx context.Context, s *etagstore.Store[T], key string, v T, properties ...string) (etagstore.ETag, error) {
-	if _, err := tableOf(s, "UpsertMerge"); err != nil {
+	if _, err := tableOf(s, telemetry.OpUpsertMerge.String()); err != nil {
 		return "", err
 	}
 	etags, err := s.DeliverWrite(ctx, access.Write[T]{Op: telemetry.OpUpsertMerge, Actions: []access.Action[T]{
@@ -97,4 +99,43 @@ func encodeProperties[T any](s *etagstore.Store[T], v T, properties []string) fu
 		}
 		return selectProperties(data, properties)
 	}
+}
+
+// selectProperties keeps only the named properties of an
+// entity-properties object, with their type annotations and, for a field
+// split across properties, its parts (see EntityCodec); no names keeps
+// all. A merge of a split field writes its count and every part, so
+// readers never join parts of an older value.
+func selectProperties(data []byte, names []string) ([]byte, error) {
+	if len(names) == 0 {
+		return data, nil
+	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = false
+	}
+	out := append(make([]byte, 0, len(data)), '{')
+	err := eachMember(data, func(name, _, member []byte) bool {
+		base, _, _ := bytes.Cut(name, []byte("@"))
+		if field, _, ok := partOf(base); ok {
+			base = field
+		}
+		if _, ok := want[string(base)]; ok {
+			want[string(base)] = true
+			if len(out) > 1 {
+				out = append(out, ',')
+			}
+			out = append(out, member...)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tablestore: entity is not a JSON object: %w", err)
+	}
+	for _, n := range names {
+		if !want[n] {
+			return nil, fmt.Errorf("%w: tablestore: no property %q in the document", etagstore.ErrInvalidInput, n)
+		}
+	}
+	return append(out, '}'), nil
 }

@@ -53,7 +53,7 @@ func QueryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter,
 }
 
 func queryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, limit int, token string) (etagstore.Page[T], error) {
-	b, err := tableOf(s, "QueryPage")
+	b, err := tableOf(s, telemetry.OpQueryPage.String())
 	if err != nil {
 		return etagstore.Page[T]{}, err
 	}

@@ -404,7 +404,7 @@ func Query[T any](ctx context.Context, s *etagstore.Store[T], filter Filter) ite
 
 // queryDocs yields what Query yields and returns the error it ended with.
 func queryDocs[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, yield func(etagstore.Doc[T], error) bool) error {
-	b, err := tableOf(s, "Query")
+	b, err := tableOf(s, telemetry.OpQuery.String())
 	if err != nil {
 		yield(etagstore.Doc[T]{}, err)
 		return err
