@@ -87,12 +87,12 @@ func (h hooks) Read(ctx context.Context, key string) (version, error) {
 
 func (h hooks) StaleCopy(key string, etag ETag) { h.c.cache.stale(key, etag, h.c.clock) }
 
-func (h hooks) Conflict(ctx context.Context) { h.c.obs.absorbedConflict(ctx) }
+func (h hooks) Conflict(ctx context.Context) { h.c.obs.Conflict(ctx) }
 
 func (h hooks) Lost(ctx context.Context, op, key string, v outcome.Verdict) {
-	h.c.obs.lostResponse(ctx, op, key, v)
+	h.c.obs.Lost(ctx, op, key, v)
 }
 
 func (h hooks) Retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error) {
-	h.c.obs.retrying(ctx, op, attempt, delay, err)
+	h.c.obs.Retrying(ctx, op, attempt, delay, err)
 }

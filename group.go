@@ -195,7 +195,7 @@ func (s *Store[T]) endGroup(k groupKey, g *group[T]) {
 }
 
 // updateGrouped runs an Update through its key's group.
-func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, mutate func(*T) error, st *opStats) (Doc[T], error) {
+func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, mutate func(*T) error, st *telemetry.Stats) (Doc[T], error) {
 	k := groupKey{key, create}
 	s.gmu.Lock()
 	g := s.groups[k]
@@ -221,7 +221,7 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	if res.ungrouped {
 		return s.updateUngrouped(ctx, key, create, mutate, firstCaller[T]{}, st)
 	}
-	st.attempts, st.batch = res.attempts, res.batch
+	st.Attempts, st.Batch = res.attempts, res.batch
 	return res.doc, res.err
 }
 

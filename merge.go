@@ -48,14 +48,14 @@ func (e *MergeError) Is(target error) bool { return target == ErrConflict }
 // ErrNotFound; a merge error that does not match ErrConflict is returned as
 // is; a lost answer no read can settle, an *OutcomeUnknownError.
 func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T]) (Doc[T], error) {
-	ctx, sp := s.obs.begin(ctx, telemetry.OpSave, base.Key)
-	defer sp.endOnPanic()
-	d, err := s.save(ctx, base, edited, merge, &sp.stats)
-	sp.end(err)
+	ctx, sp := s.obs.Begin(ctx, telemetry.OpSave, base.Key)
+	defer sp.EndOnPanic()
+	d, err := s.save(ctx, base, edited, merge, &sp.Stats)
+	sp.End(err)
 	return d, err
 }
 
-func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T], st *opStats) (Doc[T], error) {
+func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T], st *telemetry.Stats) (Doc[T], error) {
 	if err := s.checkKey(base.Key); err != nil {
 		return Doc[T]{}, err
 	}
@@ -96,7 +96,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 		start = []version{s.stored(it, false)}
 	}
 	res, extra, err := s.modify(ctx, telemetry.OpSave, base.Key, false, start, &mine, changeFunc(apply), nil)
-	st.attempts = res.Attempts
+	st.Attempts = res.Attempts
 	var ce *ConflictError[T]
 	if errors.As(err, &ce) {
 		ce.Base = base.Value

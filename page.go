@@ -45,14 +45,14 @@ type Page[T any] struct {
 //
 // A document the Codec cannot decode fails the whole page.
 func (s *Store[T]) Page(ctx context.Context, prefix string, limit int, token string) (Page[T], error) {
-	ctx, sp := s.obs.begin(ctx, telemetry.OpPage, prefix)
+	ctx, sp := s.obs.Begin(ctx, telemetry.OpPage, prefix)
 	p, err := s.page(ctx, "list\x00"+prefix, limit, token, func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error) {
 		if after != "" && !strings.HasPrefix(after, prefix) {
 			return nil, false, errorf(ErrInvalidInput, "page token is not for prefix %q", prefix)
 		}
 		return s.b.ListPage(ctx, prefix, after, limit)
 	})
-	sp.end(err)
+	sp.End(err)
 	return p, err
 }
 

@@ -31,11 +31,11 @@ func (x extras[T]) PageWith(ctx context.Context, scope string, limit int, token 
 func (x extras[T]) DecodeItem(it driver.Item) (Doc[T], error) { return x.s.decode(it) }
 
 func (x extras[T]) Observe(ctx context.Context, op telemetry.Op, subject string) (context.Context, func(error)) {
-	ctx, sp := x.s.obs.begin(ctx, op, subject)
-	if sp.o == nil {
+	ctx, sp := x.s.obs.Begin(ctx, op, subject)
+	if !sp.Recording() {
 		return ctx, func(error) {}
 	}
-	return ctx, sp.end
+	return ctx, sp.End
 }
 
 // DeliverWrite delivers w, one span.
@@ -44,10 +44,10 @@ func (x extras[T]) DeliverWrite(ctx context.Context, w access.Write[T]) ([]ETag,
 	if len(w.Actions) > 0 {
 		key = w.Actions[0].Key
 	}
-	ctx, sp := x.s.obs.begin(ctx, w.Op, key)
-	defer sp.endOnPanic() // Encode runs the user's codec
+	ctx, sp := x.s.obs.Begin(ctx, w.Op, key)
+	defer sp.EndOnPanic() // Encode runs the user's codec
 	etags, err := x.s.deliverActions(ctx, w)
-	sp.end(err)
+	sp.End(err)
 	return etags, err
 }
 

@@ -86,7 +86,7 @@ type core struct {
 	cache     *itemCache
 	heat      engine.Heat
 	env       *engine.Env // the delivery engine's environment (deliver.go)
-	obs       *observer
+	obs       *telemetry.Recorder
 	known     map[string]bool // the members T's documents hold (nil: all; see Extra)
 	readers                   // concurrent Gets' shared reads (sharedread.go)
 }
@@ -98,7 +98,7 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: newItemCache(o.CacheSize), obs: newObserver(o, b),
+	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: newItemCache(o.CacheSize), obs: newRecorder(o, b),
 		readers: readers{shareReads: !o.DisableGroupCommit, reads: map[string]*keyReads{}}},
 		codec: o.Codec, grouped: !o.DisableGroupCommit, groups: map[groupKey]*group[T]{}}
 	s.abilities = b.Abilities()
@@ -152,13 +152,13 @@ func (s *Store[T]) checkKey(key string) error {
 // the read ahead of it is sent on its own. Each caller decodes its own
 // value.
 func (s *Store[T]) Get(ctx context.Context, key string) (Doc[T], error) {
-	ctx, sp := s.obs.begin(ctx, telemetry.OpGet, key)
-	d, err := s.get(ctx, key, &sp.stats)
-	sp.end(err)
+	ctx, sp := s.obs.Begin(ctx, telemetry.OpGet, key)
+	d, err := s.get(ctx, key, &sp.Stats)
+	sp.End(err)
 	return d, err
 }
 
-func (s *Store[T]) get(ctx context.Context, key string, st *opStats) (Doc[T], error) {
+func (s *Store[T]) get(ctx context.Context, key string, st *telemetry.Stats) (Doc[T], error) {
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
 	}
@@ -167,8 +167,8 @@ func (s *Store[T]) get(ctx context.Context, key string, st *opStats) (Doc[T], er
 		return Doc[T]{}, err
 	}
 	if hit {
-		st.cacheHit = true
-		s.obs.cacheLookup(ctx, true, true)
+		st.CacheHit = true
+		s.obs.CacheLookup(ctx, true, true)
 	}
 	return s.decode(it)
 }
@@ -178,9 +178,9 @@ func (s *Store[T]) get(ctx context.Context, key string, st *opStats) (Doc[T], er
 // An error is yielded once, with a zero Doc, and ends the sequence.
 func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], error] {
 	return func(yield func(Doc[T], error) bool) {
-		ctx, sp := s.obs.begin(ctx, telemetry.OpList, prefix)
+		ctx, sp := s.obs.Begin(ctx, telemetry.OpList, prefix)
 		failed := errPanicked // until the loop ends normally (yield may panic)
-		defer func() { sp.end(failed) }()
+		defer func() { sp.End(failed) }()
 		for it, err := range s.b.List(ctx, prefix) {
 			if err != nil {
 				failed = err

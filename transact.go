@@ -44,14 +44,14 @@ import (
 //     applied twice), and is an *OutcomeUnknownError only where no read
 //     can tell.
 func (s *Store[T]) Transact(ctx context.Context, fn func(tx *Tx[T]) error) ([]Doc[T], error) {
-	ctx, sp := s.obs.begin(ctx, telemetry.OpTransact, "")
-	defer sp.endOnPanic()
-	docs, err := s.transact(ctx, fn, &sp.stats)
-	sp.end(err)
+	ctx, sp := s.obs.Begin(ctx, telemetry.OpTransact, "")
+	defer sp.EndOnPanic()
+	docs, err := s.transact(ctx, fn, &sp.Stats)
+	sp.End(err)
 	return docs, err
 }
 
-func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *opStats) ([]Doc[T], error) {
+func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *telemetry.Stats) ([]Doc[T], error) {
 	if s.abilities.Commit == nil {
 		return nil, errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(s.b))
 	}
@@ -66,11 +66,11 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *o
 		return req, err
 	})
 	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpTransact, engine.SelfReading, nil, p, nil, nil))
-	st.attempts = res.Attempts
+	st.Attempts = res.Attempts
 	if err != nil {
 		return nil, err
 	}
-	st.batch = len(res.Out)
+	st.Batch = len(res.Out)
 	return tx.written(res.Out), nil
 }
 

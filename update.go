@@ -65,14 +65,14 @@ func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error
 	for _, o := range opts {
 		o(&cfg)
 	}
-	ctx, sp := s.obs.begin(ctx, telemetry.OpUpdate, key)
-	defer sp.endOnPanic()
-	d, err := s.update(ctx, key, cfg.create, mutate, &sp.stats)
-	sp.end(err)
+	ctx, sp := s.obs.Begin(ctx, telemetry.OpUpdate, key)
+	defer sp.EndOnPanic()
+	d, err := s.update(ctx, key, cfg.create, mutate, &sp.Stats)
+	sp.End(err)
 	return d, err
 }
 
-func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate func(*T) error, st *opStats) (Doc[T], error) {
+func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate func(*T) error, st *telemetry.Stats) (Doc[T], error) {
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
 	}
@@ -88,10 +88,10 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 // updateUngrouped runs one Update on its own: read (or start from the cached
 // version), mutate, conditional write, retried. o, when set, is told when
 // mutate starts and ends.
-func (s *Store[T]) updateUngrouped(ctx context.Context, key string, create bool, mutate func(*T) error, o firstCaller[T], st *opStats) (Doc[T], error) {
+func (s *Store[T]) updateUngrouped(ctx context.Context, key string, create bool, mutate func(*T) error, o firstCaller[T], st *telemetry.Stats) (Doc[T], error) {
 	mut := &mutation[T]{s: s, key: key, mutate: mutate, o: o}
 	res, extra, err := s.modify(ctx, telemetry.OpUpdate, key, create, s.cached(ctx, key, ""), &mut.mine, mut, nil)
-	st.attempts, st.batch, st.cacheHit = res.Attempts, 1, res.FromCopy
+	st.Attempts, st.Batch, st.CacheHit = res.Attempts, 1, res.FromCopy
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -145,7 +145,7 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 	}
 	v, ok := s.cache.base(key, s.clock, &s.core)
 	ok = ok && (etag == "" || v.ETag == etag)
-	s.obs.cacheLookup(ctx, ok, false)
+	s.obs.CacheLookup(ctx, ok, false)
 	if !ok {
 		return nil
 	}

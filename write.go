@@ -20,9 +20,9 @@ import (
 // document is this call's, Create succeeds; if no read can tell, the error
 // is an *OutcomeUnknownError (ErrOutcomeUnknown).
 func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) {
-	ctx, sp := s.obs.begin(ctx, telemetry.OpCreate, key)
+	ctx, sp := s.obs.Begin(ctx, telemetry.OpCreate, key)
 	d, err := s.create(ctx, key, v)
-	sp.end(err)
+	sp.End(err)
 	return d, err
 }
 
@@ -54,9 +54,9 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 // was lost is resolved by reading; where no read can tell, the error is an
 // *OutcomeUnknownError.
 func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
-	ctx, sp := s.obs.begin(ctx, telemetry.OpReplace, d.Key)
+	ctx, sp := s.obs.Begin(ctx, telemetry.OpReplace, d.Key)
 	d, err := s.replace(ctx, d)
-	sp.end(err)
+	sp.End(err)
 	return d, err
 }
 
@@ -134,9 +134,9 @@ func (s *Store[T]) conditioned(ctx context.Context, op telemetry.Op, key string,
 // A lost response is resolved by reading; where no read can tell, the error
 // is an *OutcomeUnknownError.
 func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) {
-	ctx, sp := s.obs.begin(ctx, telemetry.OpUpsert, key)
+	ctx, sp := s.obs.Begin(ctx, telemetry.OpUpsert, key)
 	d, err := s.upsert(ctx, key, v)
-	sp.end(err)
+	sp.End(err)
 	return d, err
 }
 
@@ -170,9 +170,9 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 // token it checked; with ETagAny, a version that changes meanwhile is
 // checked and deleted in its turn.
 func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
-	ctx, sp := s.obs.begin(ctx, telemetry.OpDelete, key)
+	ctx, sp := s.obs.Begin(ctx, telemetry.OpDelete, key)
 	err := s.delete(ctx, key, etag)
-	sp.end(err)
+	sp.End(err)
 	return err
 }
 

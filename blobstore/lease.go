@@ -41,15 +41,6 @@ type Lease struct {
 	rec  *telemetry.Recorder
 }
 
-// Operations of a Lease, as spans and metrics name them (Azure's names).
-const (
-	opAcquireLease = "AcquireLease"
-	opRenewLease   = "RenewLease"
-	opChangeLease  = "ChangeLease"
-	opReleaseLease = "ReleaseLease"
-	opBreakLease   = "BreakLease"
-)
-
 // leaseOps unifies the SDK's blob and container lease clients.
 type leaseOps interface {
 	acquire(ctx context.Context, seconds int32) error
@@ -111,7 +102,7 @@ func (l *Lease) ID() string { return l.ops.id() }
 // Another holder's lease matches etagstore.ErrLocked. Acquiring again with
 // the id already held renews it.
 func (l *Lease) Acquire(ctx context.Context, d time.Duration) error {
-	return l.observe(ctx, opAcquireLease, func(ctx context.Context) error {
+	return l.observe(ctx, telemetry.OpAcquireLease, func(ctx context.Context) error {
 		seconds, err := leaseSeconds(d)
 		if err != nil {
 			return err
@@ -121,7 +112,7 @@ func (l *Lease) Acquire(ctx context.Context, d time.Duration) error {
 }
 
 // observe runs op as one span; opts add to the span's start options.
-func (l *Lease) observe(ctx context.Context, op string, run func(ctx context.Context) error, opts ...trace.SpanStartOption) error {
+func (l *Lease) observe(ctx context.Context, op telemetry.Op, run func(ctx context.Context) error, opts ...trace.SpanStartOption) error {
 	ctx, sp := l.rec.Begin(ctx, op, l.key, opts...)
 	err := run(ctx)
 	sp.End(err)
@@ -144,14 +135,14 @@ func (l *Lease) Renew(ctx context.Context) error { return l.renew(ctx) }
 
 // renew is Renew; opts add to its span's start options.
 func (l *Lease) renew(ctx context.Context, opts ...trace.SpanStartOption) error {
-	return l.observe(ctx, opRenewLease, func(ctx context.Context) error {
+	return l.observe(ctx, telemetry.OpRenewLease, func(ctx context.Context) error {
 		return l.wrap("renew", l.ops.renew(ctx))
 	}, opts...)
 }
 
 // Change replaces the lease id with newID (a UUID) while keeping the lease.
 func (l *Lease) Change(ctx context.Context, newID string) error {
-	return l.observe(ctx, opChangeLease, func(ctx context.Context) error {
+	return l.observe(ctx, telemetry.OpChangeLease, func(ctx context.Context) error {
 		return l.wrap("change", l.ops.change(ctx, newID))
 	})
 }
@@ -159,7 +150,7 @@ func (l *Lease) Change(ctx context.Context, newID string) error {
 // Release ends the lease so that another can acquire it at once. Releasing
 // a lease that is no longer this handle's matches etagstore.ErrLockLost.
 func (l *Lease) Release(ctx context.Context) error {
-	return l.observe(ctx, opReleaseLease, func(ctx context.Context) error {
+	return l.observe(ctx, telemetry.OpReleaseLease, func(ctx context.Context) error {
 		return l.wrap("release", l.ops.release(ctx))
 	})
 }
@@ -169,7 +160,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // until it is broken. It needs no lease id.
 func (l *Lease) Break(ctx context.Context, period time.Duration) (time.Duration, error) {
 	var left time.Duration
-	err := l.observe(ctx, opBreakLease, func(ctx context.Context) error {
+	err := l.observe(ctx, telemetry.OpBreakLease, func(ctx context.Context) error {
 		var p *int32
 		if period >= 0 {
 			if period > 60*time.Second || period%time.Second != 0 {

@@ -107,14 +107,6 @@ type LockOptions struct {
 	RecordKeys bool
 }
 
-// Operations and events of a Locker, as spans and metrics name them.
-const (
-	opLock     = "Lock"
-	opTryLock  = "TryLock"
-	opUnlock   = "Unlock"
-	evLockLost = "LockLost"
-)
-
 // Locker hands out distributed locks, one lease-backed lock blob per key,
 // in one container. It is safe for concurrent use.
 //
@@ -214,7 +206,7 @@ func NewLocker(c *container.Client, opts *LockOptions) (*Locker, error) {
 // Lock; while another process holds it, the first in line polls the
 // service with jittered backoff.
 func (l *Locker) Lock(ctx context.Context, key string) (*Lock, error) {
-	sctx, sp := l.events.rec.Begin(ctx, opLock, key)
+	sctx, sp := l.events.rec.Begin(ctx, telemetry.OpLock, key)
 	lk, err := l.lock(sctx, ctx, key)
 	sp.End(err)
 	return lk, err
@@ -302,7 +294,7 @@ func (l *Locker) TryLock(ctx context.Context, key string) (*Lock, error) {
 	}
 	q, ok := l.tryEnter(key)
 	if !ok {
-		_, sp := l.events.rec.Begin(ctx, opTryLock, key)
+		_, sp := l.events.rec.Begin(ctx, telemetry.OpTryLock, key)
 		err := fmt.Errorf("%w: lock %q is held or awaited in this process", etagstore.ErrLocked, key)
 		sp.End(err)
 		return nil, err
@@ -325,7 +317,7 @@ func (l *Locker) checkKey(key string) error {
 // tryLock is one try at the service, a TryLock span under ctx; the lock's
 // Context derives from base, the caller's context. The caller has the turn.
 func (l *Locker) tryLock(ctx, base context.Context, q *keyQueue, key string) (*Lock, error) {
-	ctx, sp := l.events.rec.Begin(ctx, opTryLock, key)
+	ctx, sp := l.events.rec.Begin(ctx, telemetry.OpTryLock, key)
 	lk, err := l.acquire(ctx, base, q, key)
 	sp.End(err)
 	return lk, err
@@ -490,7 +482,7 @@ func (lk *Lock) lose(err error) {
 	lk.cancel(err)
 	lk.events.counter.Add(context.Background(), 1, lk.events.lost...)
 	rec := lk.events.rec
-	rec.Event(context.Background(), evLockLost, lk.key, err, lk.origin...)
+	rec.Event(context.Background(), telemetry.OpLockLost, lk.key, err, lk.origin...)
 	rec.Logger().Warn("etagstore: lock lost", append(rec.KeyAttrs(lk.key), "error", rec.Describe(err))...)
 	// The turn goes on now, not at Unlock: the next caller in line
 	// acquires a fresh lease, and this lock's Unlock only reports the loss.
@@ -508,7 +500,7 @@ func (lk *Lock) lose(err error) {
 // (matching etagstore.ErrLockLost): work done under it may have overlapped
 // another holder's.
 func (lk *Lock) Unlock(ctx context.Context) error {
-	ctx, sp := lk.events.rec.Begin(ctx, opUnlock, lk.key)
+	ctx, sp := lk.events.rec.Begin(ctx, telemetry.OpUnlock, lk.key)
 	err := lk.unlock(ctx)
 	sp.End(err)
 	return err

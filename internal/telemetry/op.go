@@ -1,7 +1,8 @@
 package telemetry
 
-// Op is an operation of a Store, or of a backend package on a Store, as
-// spans, metrics, logs and errors name it. Its name is spelled here only.
+// Op is an operation of a Store, of a backend package on a Store, or of
+// blobstore's leases and locks, as spans, metrics, logs and errors name
+// it. Its name is spelled here only.
 type Op uint8
 
 const (
@@ -21,12 +22,37 @@ const (
 	OpQueryPage   // tablestore.QueryPage
 	OpGetIf       // blobstore.GetIf
 	OpTransact
+	OpAcquireLease // blobstore's leases
+	OpRenewLease
+	OpChangeLease
+	OpReleaseLease
+	OpBreakLease
+	OpLock // blobstore's Locker
+	OpTryLock
+	OpUnlock
+	OpLockLost // an event: a held lock was lost
 	NumOps
 )
 
 var opNames = [NumOps]string{"Get", "Create", "Replace", "Upsert", "Update", "Delete", "List", "Save", "Page",
-	"Merge", "UpsertMerge", "Batch", "Query", "QueryPage", "GetIf", "Transact"}
+	"Merge", "UpsertMerge", "Batch", "Query", "QueryPage", "GetIf", "Transact",
+	"AcquireLease", "RenewLease", "ChangeLease", "ReleaseLease", "BreakLease", "Lock", "TryLock", "Unlock", "LockLost"}
 
 // String is the operation's name: the etagstore.operation attribute, the
 // span "etagstore."+name, and the Op of an OutcomeUnknownError.
 func (op Op) String() string { return opNames[op] }
+
+// Writes reports whether op is a write of a Store, whose conflict
+// (ErrConflict) refused a write and is counted as one returned.
+func (op Op) Writes() bool {
+	switch op {
+	case OpCreate, OpReplace, OpUpsert, OpUpdate, OpDelete, OpSave, OpMerge, OpUpsertMerge, OpBatch, OpTransact:
+		return true
+	}
+	return false
+}
+
+// OfStore reports whether op is a Store's (or a backend package's on a
+// Store), whose subject is recorded even when empty (a listing of every
+// key, a query of every row).
+func (op Op) OfStore() bool { return op <= OpTransact }

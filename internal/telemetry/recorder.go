@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/etagstore/etagstore/internal/outcome"
 )
 
 // Providers say where a Recorder's spans, metrics and logs go; nil
@@ -21,45 +23,102 @@ type Providers struct {
 	RecordKeys     bool
 }
 
-// Recorder observes the operations of a package that has no Store
-// (blobstore's leases and locks) as the Store observes its own: one span
-// per operation, named "etagstore."+op, of kind client, with
-// etagstore.backend, etagstore.operation, etagstore.outcome and, with
-// RecordKeys, etagstore.key; its status says Describe of a failure; and
-// etagstore.operation.duration by backend, operation and outcome. Safe for
-// concurrent use.
+// Recorder is the one recorder of every package's operations: a Store's
+// and blobstore's leases and locks. It makes one span per operation, named
+// "etagstore."+op, of kind client, with etagstore.backend,
+// etagstore.operation, etagstore.outcome and, with RecordKeys,
+// etagstore.key (a query's etagstore.filter); its status says Describe of
+// a failure. It records etagstore.operation.duration by backend,
+// operation and outcome, the Store's metrics of attempts, batches,
+// conflicts, lost responses, the cache and fenced writes, and logs what
+// needs attention. The attribute sets of every combination are computed
+// once, so that recording allocates nothing. Safe for concurrent use.
 type Recorder struct {
-	tracer         trace.Tracer
-	global, gmeter bool // the tracer (meter) comes from the global provider
-	duration       metric.Float64Histogram
-	backend        attribute.KeyValue
-	keys           bool
-	log            *slog.Logger
+	tracer  trace.Tracer
+	global  bool // tracer comes from the global provider
+	gmeter  bool // instruments come from the global provider
+	logs    bool // a Logger was given
+	log     *slog.Logger
+	keys    bool
+	backend attribute.KeyValue
+
+	duration  metric.Float64Histogram
+	attempts  metric.Int64Histogram
+	batchSize metric.Int64Histogram
+	conflicts metric.Int64Counter
+	lost      metric.Int64Counter
+	cache     metric.Int64Counter
+	fenced    metric.Int64Counter
+
+	opOutcome        [NumOps][NumOutcomes][]metric.RecordOption
+	absorbed         []metric.AddOption
+	returned         []metric.AddOption
+	verdicts         [4][]metric.AddOption // by outcome.Verdict
+	cacheHit         []metric.AddOption
+	cacheMiss        []metric.AddOption
+	cacheRevalidated []metric.AddOption
+	backendOnly      []metric.AddOption
+	updateOnly       []metric.RecordOption
 }
 
 // NewRecorder returns a Recorder whose tracer and meter are named scope
 // and whose spans and metrics say backend.
 func NewRecorder(scope, backend string, p Providers) *Recorder {
-	r := &Recorder{
-		global:  p.TracerProvider == nil,
-		gmeter:  p.MeterProvider == nil,
-		backend: Backend.String(backend),
-		keys:    p.RecordKeys,
-		log:     p.Logger,
-	}
-	tp, mp := p.TracerProvider, p.MeterProvider
+	tp, mp, log := p.TracerProvider, p.MeterProvider, p.Logger
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	r.tracer = tp.Tracer(scope)
-	r.duration, _ = mp.Meter(scope).Float64Histogram("etagstore.operation.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long an operation took."))
+	m := mp.Meter(scope)
+	r := &Recorder{
+		global:  p.TracerProvider == nil,
+		gmeter:  p.MeterProvider == nil,
+		logs:    p.Logger != nil,
+		tracer:  tp.Tracer(scope),
+		log:     log,
+		keys:    p.RecordKeys,
+		backend: Backend.String(backend),
+	}
+	r.duration, _ = m.Float64Histogram("etagstore.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long an operation took, retries and waiting for its batch included."))
+	r.attempts, _ = m.Int64Histogram("etagstore.update.attempts", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Writes an Update (or its group-commit batch) tried before it ended."),
+		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100))
+	r.batchSize, _ = m.Int64Histogram("etagstore.batch.size", metric.WithUnit("{update}"),
+		metric.WithDescription("Updates committed by one conditional write (group commit); 1 for an ungrouped Update."),
+		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128))
+	r.conflicts, _ = m.Int64Counter("etagstore.conflicts", metric.WithUnit("{conflict}"),
+		metric.WithDescription("Writes refused because another writer came first (HTTP 412): absorbed by a retry, or returned to the caller."))
+	r.lost, _ = m.Int64Counter("etagstore.lost_responses", metric.WithUnit("{response}"),
+		metric.WithDescription("Writes whose answer was lost, by what a read then found: committed, not_landed (sent again), not_applied, unknown."))
+	r.cache, _ = m.Int64Counter("etagstore.cache.lookups", metric.WithUnit("{lookup}"),
+		metric.WithDescription("Version cache lookups (Options.CacheSize): hit, miss, or revalidated (a 304 answered a conditional read)."))
+	r.fenced, _ = m.Int64Counter("etagstore.fenced_writes", metric.WithUnit("{write}"),
+		metric.WithDescription("Writes refused because the document holds a newer fencing token (ErrFenced)."))
+	for op := range NumOps {
+		for oc := range NumOutcomes {
+			r.opOutcome[op][oc] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(r.backend,
+				Operation.String(op.String()), Outcome.String(oc.String())))}
+		}
+	}
+	add := func(kv ...attribute.KeyValue) []metric.AddOption {
+		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(append(kv, r.backend)...))}
+	}
+	resolution := attribute.Key("etagstore.resolution")
+	r.absorbed, r.returned = add(resolution.String("absorbed")), add(resolution.String("returned"))
+	verdict := attribute.Key("etagstore.verdict")
+	for v, name := range []string{"unknown", "committed", "not_landed", "not_applied"} {
+		r.verdicts[v] = add(verdict.String(name))
+	}
+	result := attribute.Key("etagstore.result")
+	r.cacheHit, r.cacheMiss, r.cacheRevalidated = add(result.String("hit")), add(result.String("miss")), add(result.String("revalidated"))
+	r.backendOnly = add()
+	r.updateOnly = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(r.backend))}
 	return r
 }
 
@@ -79,81 +138,194 @@ func (r *Recorder) KeyAttrs(key string) []any {
 	return []any{slog.String("key", key)}
 }
 
-// Span is one operation being observed; End it once.
+// tracing reports whether spans can be recorded: a provider was given, or
+// the app has installed one globally (checked at every operation, since
+// an app may install it after creating its Stores).
+func (r *Recorder) tracing() bool { return !r.global || GlobalTracing() }
+
+// metering reports whether metrics can be recorded, as tracing does spans.
+func (r *Recorder) metering() bool { return !r.gmeter || GlobalMetering() }
+
+// Stats are what an operation reports besides its error.
+type Stats struct {
+	Attempts int  // writes tried (Update, Save, Transact)
+	Batch    int  // the size of the group-commit batch that wrote it
+	CacheHit bool // the version cache answered (Get) or was current (Update)
+}
+
+// Span is one operation being observed. End it once (further Ends do
+// nothing).
 type Span struct {
 	r     *Recorder
 	ctx   context.Context
 	span  trace.Span
-	op    string
+	op    Op
 	start time.Time
+	ended bool
+	Stats Stats
 }
 
-// Begin starts observing op on key ("" for none). The returned context
-// carries the span, so that the Azure SDK's HTTP spans nest under it.
-// opts add to the span's start options (a link, say; a kind other than
-// client).
-func (r *Recorder) Begin(ctx context.Context, op, key string, opts ...trace.SpanStartOption) (context.Context, Span) {
-	if r == nil {
-		return ctx, Span{}
-	}
-	tracing, metering := !r.global || GlobalTracing(), !r.gmeter || GlobalMetering()
-	if !tracing && !metering {
+// Begin starts observing op on subject (a key, a listing's prefix, a
+// query's filter; "" for none). The returned context carries the span, so
+// that the Azure SDK's own HTTP spans nest under it. opts add to the
+// span's start options (a link, say; a kind other than client).
+func (r *Recorder) Begin(ctx context.Context, op Op, subject string, opts ...trace.SpanStartOption) (context.Context, Span) {
+	if r == nil || !r.logs && !r.metering() && !r.tracing() {
 		return ctx, Span{} // nothing would be recorded: not even the clock is read
 	}
-	s := Span{r: r, op: op, start: time.Now()}
-	if tracing {
+	var span trace.Span
+	if r.tracing() {
 		opts = append([]trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}, opts...)
-		ctx, s.span = r.tracer.Start(ctx, "etagstore."+op, opts...)
-		if s.span.IsRecording() {
-			s.span.SetAttributes(r.backend, Operation.String(op))
-			if r.keys && key != "" {
-				s.span.SetAttributes(Key.String(key))
+		ctx, span = r.tracer.Start(ctx, spanNames[op], opts...)
+		if span.IsRecording() {
+			span.SetAttributes(r.backend, Operation.String(op.String()))
+			if r.keys && (subject != "" || op.OfStore()) {
+				span.SetAttributes(subjectAttr(op).String(subject))
 			}
 		}
 	}
-	s.ctx = ctx
-	return ctx, s
+	return ctx, Span{r: r, ctx: ctx, span: span, op: op, start: time.Now()}
+}
+
+var spanNames = func() (n [NumOps]string) {
+	for op := range NumOps {
+		n[op] = "etagstore." + op.String()
+	}
+	return n
+}()
+
+// subjectAttr is the attribute that records what op is on: a query's
+// filter, or else its key (a listing's prefix).
+func subjectAttr(op Op) attribute.Key {
+	if op == OpQuery || op == OpQueryPage {
+		return Filter
+	}
+	return Key
+}
+
+// Recording reports whether the span records anything.
+func (s *Span) Recording() bool { return s.r != nil }
+
+// EndOnPanic, deferred, ends the span of an operation whose user code
+// (mutate, merge, a codec) panicked; the panic goes on.
+func (s *Span) EndOnPanic() {
+	if !s.ended {
+		s.End(ErrPanicked)
+	}
 }
 
 // End records the operation's outcome err.
-func (s Span) End(err error) {
-	if s.r == nil {
+func (s *Span) End(err error) {
+	if s.r == nil || s.ended {
 		return
 	}
+	s.ended = true
 	oc := OutcomeOf(err)
-	s.r.duration.Record(s.ctx, time.Since(s.start).Seconds(),
-		metric.WithAttributes(s.r.backend, Operation.String(s.op), Outcome.String(oc.String())))
-	if s.span == nil {
-		return
+	s.record(oc, err)
+	if s.span != nil {
+		s.annotate(oc, err)
+		s.span.End()
 	}
-	s.annotate(err)
-	s.span.End()
 }
 
-// annotate sets the span's outcome and status.
-func (s Span) annotate(err error) {
+// record counts the operation in the metrics and logs what needs
+// attention.
+func (s *Span) record(oc OutcomeKind, err error) {
+	r := s.r
+	r.duration.Record(s.ctx, time.Since(s.start).Seconds(), r.opOutcome[s.op][oc]...)
+	if s.Stats.Attempts > 0 {
+		r.attempts.Record(s.ctx, int64(s.Stats.Attempts), r.updateOnly...)
+	}
+	if s.Stats.Batch > 0 {
+		r.batchSize.Record(s.ctx, int64(s.Stats.Batch), r.updateOnly...)
+	}
+	switch {
+	case oc == Conflict && s.op.Writes():
+		r.conflicts.Add(s.ctx, 1, r.returned...)
+	case oc == Unknown:
+		r.log.WarnContext(s.ctx, "etagstore: outcome unknown", "operation", s.op.String(), "error", Describe(err, oc, r.keys))
+	case oc == Fenced:
+		r.fenced.Add(s.ctx, 1, r.backendOnly...)
+		r.log.WarnContext(s.ctx, "etagstore: fenced write refused", "operation", s.op.String(), "error", Describe(err, oc, r.keys))
+	}
+}
+
+// annotate sets the span's attributes and status.
+func (s *Span) annotate(oc OutcomeKind, err error) {
 	if !s.span.IsRecording() {
 		return
 	}
-	oc := OutcomeOf(err)
 	s.span.SetAttributes(Outcome.String(oc.String()))
+	if s.Stats.Attempts > 0 {
+		s.span.SetAttributes(Attempts.Int(s.Stats.Attempts))
+	}
+	if s.Stats.Batch > 0 {
+		s.span.SetAttributes(Batch.Int(s.Stats.Batch))
+	}
+	if s.op == OpGet || s.op == OpUpdate {
+		s.span.SetAttributes(CacheHit.Bool(s.Stats.CacheHit))
+	}
 	if oc.Failed() {
 		s.span.SetStatus(codes.Error, Describe(err, oc, s.r.keys))
 	}
 }
 
 // Event records something that happened, rather than an operation called,
-// as a span of kind internal that ends at once (no duration is recorded): named
-// "etagstore."+name, with the attributes of an operation's span, err's
-// outcome and, if it failed, Describe of err as its status.
-func (r *Recorder) Event(ctx context.Context, name, key string, err error, opts ...trace.SpanStartOption) {
-	if r == nil || r.global && !GlobalTracing() {
+// as a span of kind internal that ends at once (no duration is recorded):
+// named "etagstore."+name, with the attributes of an operation's span,
+// err's outcome and, if it failed, Describe of err as its status.
+func (r *Recorder) Event(ctx context.Context, name Op, key string, err error, opts ...trace.SpanStartOption) {
+	if r == nil || !r.tracing() {
 		return
 	}
-	_, sp := r.Begin(ctx, name, key, append(opts, trace.WithSpanKind(trace.SpanKindInternal))...)
-	if sp.span == nil {
+	_, sp := r.tracer.Start(ctx, spanNames[name], append(opts, trace.WithSpanKind(trace.SpanKindInternal))...)
+	if sp.IsRecording() {
+		sp.SetAttributes(r.backend, Operation.String(name.String()))
+		if r.keys && key != "" {
+			sp.SetAttributes(Key.String(key))
+		}
+		oc := OutcomeOf(err)
+		sp.SetAttributes(Outcome.String(oc.String()))
+		if oc.Failed() {
+			sp.SetStatus(codes.Error, Describe(err, oc, r.keys))
+		}
+	}
+	sp.End()
+}
+
+// Conflict counts a 412 that a retry absorbed.
+func (r *Recorder) Conflict(ctx context.Context) { r.conflicts.Add(ctx, 1, r.absorbed...) }
+
+// Lost counts a write whose answer was lost, by the verdict of the read
+// that resolved it.
+func (r *Recorder) Lost(ctx context.Context, op, key string, v outcome.Verdict) {
+	r.lost.Add(ctx, 1, r.verdicts[v]...)
+	if !r.log.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
-	sp.annotate(err)
-	sp.span.End()
+	if r.keys {
+		r.log.DebugContext(ctx, "etagstore: lost response resolved by reading", "operation", op, "verdict", v.String(), "key", key)
+		return
+	}
+	r.log.DebugContext(ctx, "etagstore: lost response resolved by reading", "operation", op, "verdict", v.String())
+}
+
+// CacheLookup counts a version cache lookup.
+func (r *Recorder) CacheLookup(ctx context.Context, hit, revalidated bool) {
+	switch {
+	case revalidated:
+		r.cache.Add(ctx, 1, r.cacheRevalidated...)
+	case hit:
+		r.cache.Add(ctx, 1, r.cacheHit...)
+	default:
+		r.cache.Add(ctx, 1, r.cacheMiss...)
+	}
+}
+
+// Retrying logs a retry and its delay, and what it retries after as
+// Describe says it (the error's text names the key and the ETags).
+func (r *Recorder) Retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error) {
+	if r.log.Enabled(ctx, slog.LevelDebug) {
+		r.log.DebugContext(ctx, "etagstore: retrying", "operation", op, "attempt", attempt+1, "delay", delay, "after", Describe(err, OutcomeOf(err), r.keys))
+	}
 }

@@ -59,7 +59,7 @@ func TestRecorderSpans(t *testing.T) {
 		spans := tracetest.NewInMemoryExporter()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 		r := telemetry.NewRecorder("test", "blobstore", telemetry.Providers{TracerProvider: tp, RecordKeys: keys})
-		_, sp := r.Begin(t.Context(), "AcquireLease", "alice@example.com")
+		_, sp := r.Begin(t.Context(), telemetry.OpAcquireLease, "alice@example.com")
 		sp.End(fmt.Errorf(`%w: lease on "alice@example.com"`, driver.ErrLocked))
 		got := spans.GetSpans()
 		if len(got) != 1 {
