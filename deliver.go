@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/etagstore/etagstore/internal/cache"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/outcome"
 	"github.com/etagstore/etagstore/internal/telemetry"
@@ -57,19 +58,19 @@ func (c *core) deliver(ctx context.Context, d *engine.Delivery) (engine.Result, 
 // a version holding none), so that a write starting from the cached copy
 // need not look for them.
 func (c *core) keepWritten(res engine.Result, plain bool) {
-	var w notes
+	var w cache.Notes
 	if plain && len(res.Out) == 1 {
-		w.plain = true
+		w.Plain = true
 		if len(res.Sent) == 1 && res.Out[0].Meta == res.Sent[0].Write.Meta {
-			w.parsed, w.meta = true, res.Sent[0].Meta
+			w.Parsed, w.ParsedMeta = true, res.Sent[0].Meta
 		}
 	}
 	for _, it := range res.Out {
 		if it.ETag == "" || it.Data == nil {
-			c.cache.drop(it.Key)
+			c.cache.Drop(it.Key)
 			continue
 		}
-		c.cache.keep(it.Key, it, w)
+		c.cache.Keep(it.Key, it, w)
 	}
 }
 
@@ -78,14 +79,14 @@ type hooks struct{ c *core }
 
 func (h hooks) Read(ctx context.Context, key string) (version, error) {
 	it, err := h.c.b.Read(ctx, key)
-	h.c.cache.note(key, it, err)
+	h.c.cache.Note(key, it, err)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return version{}, err
 	}
 	return h.c.readVersion(key, it, err), nil
 }
 
-func (h hooks) StaleCopy(key string, etag ETag) { h.c.cache.stale(key, etag, h.c.clock) }
+func (h hooks) StaleCopy(key string, etag ETag) { h.c.cache.Stale(key, etag, h.c.clock) }
 
 func (h hooks) Conflict(ctx context.Context) { h.c.obs.Conflict(ctx) }
 

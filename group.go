@@ -17,9 +17,9 @@ import (
 //
 // Locks: Store.gmu guards the groups map and every group, member and
 // batchRun field marked so. It is held only for bookkeeping: never while
-// user code (mutate, a codec), the backend, the engine or the version cache
-// runs, and no other lock is taken under it (Store.rmu, the shared reads'
-// lock, and the cache's and heat's locks are never held together with it).
+// user code (mutate, a codec), the backend, the engine or the version
+// cache runs, and no other lock is taken under it (the shared reads',
+// the cache's and the heat's locks are never held together with it).
 //
 // A key with no Update in progress is idle. The first caller to arrive runs
 // its Update on its own goroutine, ungrouped. Callers that arrive

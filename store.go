@@ -11,7 +11,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/cache"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/readshare"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -83,12 +85,12 @@ type core struct {
 	clock     Clock
 	keepIDs   int
 	verbatim  bool // the backend returns Data as written
-	cache     *itemCache
+	cache     *cache.Cache
 	heat      engine.Heat
 	env       *engine.Env // the delivery engine's environment (deliver.go)
 	obs       *telemetry.Recorder
-	known     map[string]bool // the members T's documents hold (nil: all; see Extra)
-	readers                   // concurrent Gets' shared reads (sharedread.go)
+	known     map[string]bool  // the members T's documents hold (nil: all; see Extra)
+	reads     *readshare.Reads // concurrent Gets' shared reads; nil: off
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the
@@ -98,8 +100,7 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: newItemCache(o.CacheSize), obs: newRecorder(o, b),
-		readers: readers{shareReads: !o.DisableGroupCommit, reads: map[string]*keyReads{}}},
+	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(o, b)},
 		codec: o.Codec, grouped: !o.DisableGroupCommit, groups: map[groupKey]*group[T]{}}
 	s.abilities = b.Abilities()
 	if s.codec == nil {
@@ -123,6 +124,9 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 		s.keepIDs = 16
 	}
 	s.env = s.newEnv()
+	if !o.DisableGroupCommit {
+		s.reads = readshare.New(s.fetch)
+	}
 	s.seam = extras[T]{s}
 	return s
 }
@@ -162,7 +166,14 @@ func (s *Store[T]) get(ctx context.Context, key string, st *telemetry.Stats) (Do
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
 	}
-	it, hit, err := s.readShared(ctx, key)
+	var it driver.Item
+	var hit bool
+	var err error
+	if s.reads == nil || isUngrouped(ctx) {
+		it, hit, err = s.fetch(ctx, key)
+	} else {
+		it, hit, err = s.reads.Read(ctx, key)
+	}
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -195,4 +206,27 @@ func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], er
 		}
 		failed = nil
 	}
+}
+
+// fetch reads key: from the version cache when the backend confirms the
+// copy kept is current (ReadIfChanged), else from the backend. hit
+// reports the former.
+func (c *core) fetch(ctx context.Context, key string) (it driver.Item, hit bool, err error) {
+	if cached, ok := c.cache.Get(key); ok {
+		if revalidate := c.abilities.ReadIfChanged; revalidate != nil {
+			it, changed, err := revalidate(ctx, key, cached.ETag)
+			switch {
+			case err == nil && !changed:
+				return cached, true, nil // still current: nothing downloaded
+			case err == nil:
+				c.cache.Put(key, it)
+				return it, false, nil
+			}
+			c.cache.Note(key, it, err)
+			return driver.Item{}, false, err
+		}
+	}
+	it, err = c.b.Read(ctx, key)
+	c.cache.Note(key, it, err)
+	return it, false, err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -143,11 +144,18 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 	if s.cache == nil {
 		return nil
 	}
-	v, ok := s.cache.base(key, s.clock, &s.core)
-	ok = ok && (etag == "" || v.ETag == etag)
+	en, ok := s.cache.Base(key, s.clock)
+	ok = ok && (etag == "" || en.ETag == etag)
 	s.obs.CacheLookup(ctx, ok, false)
 	if !ok {
 		return nil
+	}
+	if !en.Plain {
+		return []version{s.stored(en.Item, false)}
+	}
+	v := s.storedPlain(en.Item, false)
+	if v.Meta = en.ParsedMeta; !en.Parsed {
+		v.Meta = meta.Parse(en.Item.Meta)
 	}
 	return []version{v}
 }

@@ -183,7 +183,7 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 	if etag == "" {
 		return errorf(ErrETagRequired, "Delete %q", key)
 	}
-	s.cache.drop(key)
+	s.cache.Drop(key)
 	if _, fenced := FenceFrom(ctx); fenced {
 		_, err := s.conditioned(ctx, telemetry.OpDelete, key, etag, *new(T), func(_ *engine.Delivery, b version) keyWrite { return engine.DeleteOf(key, b.ETag) })
 		return err
@@ -210,7 +210,7 @@ func (s *Store[T]) refused(ctx context.Context, key string, held ETag, mine T) e
 // gone matches ErrNotFound (Azure blobs answer 412 for both).
 func (s *Store[T]) conflictNow(ctx context.Context, key string, held ETag, mine T, attempts int) error {
 	it, err := s.b.Read(ctx, key)
-	s.cache.note(key, it, err)
+	s.cache.Note(key, it, err)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return errorf(ErrNotFound, "%q was deleted", key)

@@ -1,4 +1,6 @@
-package etagstore
+// Package readshare shares reads among concurrent Gets of one key in one
+// Store, as group commit shares writes among concurrent Updates.
+package readshare
 
 import (
 	"context"
@@ -8,8 +10,7 @@ import (
 	"github.com/etagstore/etagstore/driver"
 )
 
-// Shared reads: concurrent Gets of one key in one Store share reads, as
-// concurrent Updates share writes (group commit). A Get of a key no other
+// A Get of a key no other
 // Get is reading reads at once, on its own. Gets that arrive while that
 // read is in flight wait for it to be answered, then share one read,
 // sent then: it starts after each of them was called and is answered
@@ -23,12 +24,26 @@ import (
 // context ends while it waits returns ctx.Err() alone; the shared read is
 // cancelled only when every caller waiting for it has gone. A shared read
 // still unsent after maxSharedWait (the read ahead of it stalled) is sent
-// on its own. Gets whose
-// context carries write state of their own (a lease: driver.Ungrouped, or
-// a fence) and Stores with Options.DisableGroupCommit read on their own.
+// on its own. (Gets whose context carries write state of their own, a
+// lease or a fence, and Stores with Options.DisableGroupCommit do not come
+// here: they read on their own.)
+
+// Fetch reads key for the Gets that share it; hit reports that a cached
+// copy was confirmed current.
+type Fetch func(ctx context.Context, key string) (it driver.Item, hit bool, err error)
+
+// Reads is a Store's shared reads. Safe for concurrent use.
+type Reads struct {
+	fetch Fetch
+	mu    sync.Mutex
+	reads map[string]*keyReads // keys with a Get's read in flight
+}
+
+// New returns the shared reads of a Store whose reads fetch makes.
+func New(fetch Fetch) *Reads { return &Reads{fetch: fetch, reads: map[string]*keyReads{}} }
 
 // keyReads is a key's read in flight and the shared read forming behind
-// it. Guarded by Store.rmu.
+// it. Guarded by Reads.mu.
 type keyReads struct {
 	next *sharedRead // sent when the read in flight is answered; nil: none
 }
@@ -42,8 +57,8 @@ const maxSharedWait = 100 * time.Millisecond
 type sharedRead struct {
 	ctx     context.Context // the first caller's values; done when every caller has gone
 	cancel  context.CancelFunc
-	waiting int         // callers waiting (guarded by Store.rmu)
-	sent    bool        // sent (or dropped): no longer joinable (guarded by Store.rmu)
+	waiting int         // callers waiting (guarded by Reads.mu)
+	sent    bool        // sent (or dropped): no longer joinable (guarded by Reads.mu)
 	timer   *time.Timer // sends it after maxSharedWait
 	done    chan struct{}
 	it      driver.Item
@@ -51,17 +66,14 @@ type sharedRead struct {
 	err     error
 }
 
-// readShared reads key for a Get, sharing the read with concurrent Gets
-// when it can (see above).
-func (c *core) readShared(ctx context.Context, key string) (driver.Item, bool, error) {
-	if !c.shareReads || isUngrouped(ctx) {
-		return c.fetch(ctx, key)
-	}
-	c.rmu.Lock()
+// Read reads key for a Get, sharing the read with concurrent Gets (see
+// above).
+func (c *Reads) Read(ctx context.Context, key string) (driver.Item, bool, error) {
+	c.mu.Lock()
 	kr, busy := c.reads[key]
 	if !busy {
 		c.reads[key] = &keyReads{}
-		c.rmu.Unlock()
+		c.mu.Unlock()
 		defer c.readAnswered(key)
 		return c.fetch(ctx, key)
 	}
@@ -73,7 +85,7 @@ func (c *core) readShared(ctx context.Context, key string) (driver.Item, bool, e
 		kr.next = r
 	}
 	r.waiting++
-	c.rmu.Unlock()
+	c.mu.Unlock()
 	select {
 	case <-r.done:
 		return r.it, r.hit, r.err
@@ -85,9 +97,9 @@ func (c *core) readShared(ctx context.Context, key string) (driver.Item, bool, e
 
 // stopWaiting removes a caller whose context ended from r, dropping or
 // cancelling r when nobody else waits for it.
-func (c *core) stopWaiting(key string, kr *keyReads, r *sharedRead) {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
+func (c *Reads) stopWaiting(key string, kr *keyReads, r *sharedRead) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if r.waiting--; r.waiting > 0 {
 		return
 	}
@@ -101,19 +113,19 @@ func (c *core) stopWaiting(key string, kr *keyReads, r *sharedRead) {
 
 // readAnswered ends key's read in flight: the read forming behind it, if
 // any, is sent now, and becomes the key's read in flight.
-func (c *core) readAnswered(key string) {
-	c.rmu.Lock()
+func (c *Reads) readAnswered(key string) {
+	c.mu.Lock()
 	kr := c.reads[key]
 	r := kr.next
 	if r == nil {
 		delete(c.reads, key)
-		c.rmu.Unlock()
+		c.mu.Unlock()
 		return
 	}
 	kr.next = nil
 	r.sent = true
 	r.timer.Stop()
-	c.rmu.Unlock()
+	c.mu.Unlock()
 	go func() {
 		c.answer(key, r)
 		c.readAnswered(key)
@@ -122,53 +134,23 @@ func (c *core) readAnswered(key string) {
 
 // sendLate sends r, still waiting after maxSharedWait for the read ahead
 // of it, on its own.
-func (c *core) sendLate(key string, kr *keyReads, r *sharedRead) {
-	c.rmu.Lock()
+func (c *Reads) sendLate(key string, kr *keyReads, r *sharedRead) {
+	c.mu.Lock()
 	if r.sent {
-		c.rmu.Unlock()
+		c.mu.Unlock()
 		return
 	}
 	if kr.next == r {
 		kr.next = nil
 	}
 	r.sent = true
-	c.rmu.Unlock()
+	c.mu.Unlock()
 	c.answer(key, r)
 }
 
 // answer reads key for r's callers.
-func (c *core) answer(key string, r *sharedRead) {
+func (c *Reads) answer(key string, r *sharedRead) {
 	defer r.cancel()
 	r.it, r.hit, r.err = c.fetch(r.ctx, key)
 	close(r.done)
-}
-
-// fetch reads key: from the version cache when the backend confirms the
-// copy kept is current (ReadIfChanged), else from the backend. hit
-// reports the former.
-func (c *core) fetch(ctx context.Context, key string) (it driver.Item, hit bool, err error) {
-	if cached, ok := c.cache.get(key); ok {
-		if revalidate := c.abilities.ReadIfChanged; revalidate != nil {
-			it, changed, err := revalidate(ctx, key, cached.ETag)
-			switch {
-			case err == nil && !changed:
-				return cached, true, nil // still current: nothing downloaded
-			case err == nil:
-				c.cache.put(key, it)
-				return it, false, nil
-			}
-			c.cache.note(key, it, err)
-			return driver.Item{}, false, err
-		}
-	}
-	it, err = c.b.Read(ctx, key)
-	c.cache.note(key, it, err)
-	return it, false, err
-}
-
-// readers is the shared-read state of a core.
-type readers struct {
-	shareReads bool
-	rmu        sync.Mutex
-	reads      map[string]*keyReads // keys with a Get's read in flight
 }

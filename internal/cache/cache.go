@@ -1,0 +1,199 @@
+// Package cache is a Store's version cache: the last version the Store
+// read or wrote of its recent keys, so that an Update can write against
+// it at once instead of reading first.
+package cache
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/meta"
+)
+
+// The version cache is on by default: an Update of a key this Store wrote
+// or read lately writes against the version it kept, at once, and sends one
+// request when no other writer came in between. A key on which the kept
+// version turned out stale (another process wrote it) is marked shared:
+// its Updates read first again, as without the cache, until it has been
+// quiet for a while (two windows of the contention heat, see internal/engine).
+// So where a kept ETag is usually stale the cache costs one failed write
+// per key now and then, not one per Update.
+
+const (
+	// DefaultSize is how many keys the cache keeps when
+	// Options.CacheSize is 0.
+	DefaultSize = 1024
+	// MaxBytes bounds the document data a cache keeps; a document over
+	// MaxBytes/16 is not kept.
+	MaxBytes = 16 << 20
+)
+
+// Cache keeps the last version a Store read or wrote of up to max keys
+// and MaxBytes of data, so that an Update can write against it at once
+// instead of reading first. A nil *Cache is off.
+type Cache struct {
+	mu    sync.Mutex
+	max   int
+	bytes int // the memory the entries hold (see Entry.size)
+	m     map[string]*Entry
+
+	shared engine.Heat // keys another writer changed behind a kept version
+}
+
+// New returns a cache of size keys: 0 means DefaultSize, a
+// negative size no cache.
+func New(size int) *Cache {
+	switch {
+	case size < 0:
+		return nil
+	case size == 0:
+		size = DefaultSize
+	}
+	return &Cache{max: size, m: make(map[string]*Entry, min(size, 64))}
+}
+
+// Entry is a kept version, and what the write that made it knew of it
+// (nothing, for a version read). A key's entry is reused by its next
+// version; it is read and changed under Cache.mu only.
+type Entry struct {
+	driver.Item
+	Notes
+}
+
+// Notes are what a write of this Store knows of the version it made,
+// beyond the item, so that a write starting from it need not work it out
+// again.
+type Notes struct {
+	Plain      bool      // Data holds no member the Store's T does not know: no scan for them
+	Parsed     bool      // ParsedMeta holds Item.Meta parsed
+	ParsedMeta meta.Meta // Item.Meta parsed, when Parsed
+}
+
+// size is the memory en holds, as the cache counts it.
+func (en *Entry) size(key string) int { return cap(en.Data) + len(key) }
+
+func (c *Cache) Get(key string) (driver.Item, bool) {
+	en, ok := c.entry(key)
+	return en.Item, ok
+}
+
+// entry returns a copy of key's entry.
+func (c *Cache) entry(key string) (Entry, bool) {
+	if c == nil {
+		return Entry{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if en := c.m[key]; en != nil {
+		return *en, true
+	}
+	return Entry{}, false
+}
+
+// Base returns the kept version of key for a write to start from, unless
+// the key is shared (see Stale).
+func (c *Cache) Base(key string, clock engine.Clock) (Entry, bool) {
+	if c == nil || c.shared.Current(key, clock) {
+		return Entry{}, false
+	}
+	return c.entry(key)
+}
+
+// Put keeps it as key's version.
+func (c *Cache) Put(key string, it driver.Item) { c.Keep(key, it, Notes{}) }
+
+// Keep keeps it as key's version, with what the write that made it knew
+// of it.
+func (c *Cache) Keep(key string, it driver.Item, w Notes) {
+	if c == nil {
+		return
+	}
+	size := cap(it.Data) + len(key) // the memory the entry holds
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	en := c.m[key]
+	if en != nil {
+		c.bytes -= en.size(key)
+	}
+	if size > MaxBytes/16 { // too large to keep
+		if en != nil {
+			delete(c.m, key)
+		}
+		return
+	}
+	c.makeRoom(key, size, en == nil)
+	if en == nil {
+		en = new(Entry)
+		c.m[key] = en
+	}
+	en.Item, en.Notes = it, w
+	c.bytes += size
+}
+
+// makeRoom evicts entries other than key's, chosen by map order, until
+// size bytes more fit, and one key more when adding. c.mu is held.
+func (c *Cache) makeRoom(key string, size int, adding bool) {
+	keys := len(c.m)
+	if adding {
+		keys++
+	}
+	fits := func() bool { return keys <= c.max && c.bytes+size <= MaxBytes }
+	if fits() {
+		return // (before ranging over the map, which costs even when it stops at once)
+	}
+	for k := range c.m {
+		if fits() {
+			return
+		}
+		if k != key {
+			c.remove(k)
+			keys--
+		}
+	}
+}
+
+// remove deletes key's entry; c.mu is held.
+func (c *Cache) remove(key string) {
+	if old := c.m[key]; old != nil {
+		c.bytes -= old.size(key)
+		delete(c.m, key)
+	}
+}
+
+func (c *Cache) Drop(key string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.remove(key)
+}
+
+// Stale drops key's kept version: a write conditioned on etag, a version
+// not read in this call, found it out of date. If the version kept was
+// that one, the key is marked shared: writes to it read first for a while.
+// (A Save from an old Doc of the caller's is no sign of another writer.)
+func (c *Cache) Stale(key string, etag driver.ETag, clock engine.Clock) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	kept, ok := c.m[key]
+	c.remove(key)
+	c.mu.Unlock()
+	if ok && kept.ETag == etag {
+		c.shared.Learn(key, 2, clock)
+	}
+}
+
+// Note records the outcome of a read: the version read, or its absence.
+func (c *Cache) Note(key string, it driver.Item, err error) {
+	switch {
+	case err == nil:
+		c.Put(key, it)
+	case errors.Is(err, driver.ErrNotFound):
+		c.Drop(key)
+	}
+}
