@@ -46,7 +46,7 @@ type Options struct {
 	// that a write whose response was lost is recognised as committed.
 	// Default: 16.
 	KeepWriteIDs int
-	// TracerProvider makes one span per Store operation (see the README's
+	// TracerProvider makes one span per Store operation (see docs/observability.md's
 	// instrument table). Default: the global provider (otel.GetTracerProvider),
 	// a no-op until the app installs an SDK.
 	TracerProvider trace.TracerProvider

@@ -338,7 +338,7 @@ func TestLockGivesUpWithItsContext(t *testing.T) {
 	}
 }
 
-// A Locker and a Store without a prefix on one container (as the README's
+// A Locker and a Store without a prefix on one container (as docs/blobs-and-locking.md's
 // lock example has them): the Store's List never yields a lock blob and
 // never fails on one.
 func TestStoreListSkipsLockBlobs(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/etagstore/etagstore/internal/smoke"
 )
 
-// The README's etagbench command, short: every backend, one process and
+// docs/performance.md's etagbench command, short: every backend, one process and
 // several, with and without added latency, and transfers where there are
 // transactions. It must end, and every cell it prints must end with its
 // counter exact (transfers: every account moved by exactly the transfers

@@ -18,7 +18,7 @@ import (
 	"github.com/etagstore/etagstore/internal/smoke"
 )
 
-// The README's `go run ./examples/wiki` (and its -table and -blob forms on
+// The README's `go run ./examples/wiki` (and its -table and -blob forms, in docs/web-apps.md, on
 // Azurite), run as a program: it starts on a free loopback port, serves the
 // index, a page, its editor and the JSON API, and stops cleanly on an
 // interrupt. A hang, a panic or a failed request fails the test.

@@ -10,7 +10,7 @@ import (
 	"github.com/etagstore/etagstore/internal/smoke"
 )
 
-// The README's `scripts/with-azurite go run ./examples/worker`, run as a
+// docs/blobs-and-locking.md's `scripts/with-azurite go run ./examples/worker`, run as a
 // program with its defaults (12 items, 4 duplicate deliveries, 4 workers;
 // Azurite through ETAGSTORE_AZURITE): it must end on its own, process every
 // item once, fail none, and leave the queue empty. TestDuplicatesAndCrash

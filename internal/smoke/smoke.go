@@ -1,4 +1,4 @@
-// Package smoke runs the example programs as the README shows them, as
+// Package smoke runs the example programs as the README and docs/ show them, as
 // subprocesses of their tests: a program that hangs, panics or exits non-zero
 // fails its test with its output (and, when it hangs, every goroutine's
 // stack) instead of stalling the test binary.
