@@ -70,7 +70,7 @@ func (c *core) keepWritten(res engine.Result, plain bool) {
 			c.cache.Drop(it.Key)
 			continue
 		}
-		c.cache.Keep(it.Key, it, w)
+		c.cache.Put(it.Key, it, w)
 	}
 }
 

@@ -57,7 +57,7 @@
 // lineage name and sequence number, in bookkeeping that T never sees. The
 // Azure backends send writes with the SDK's retries off, so a lost response
 // reaches the Store as a transport error; the Store re-reads at once and one
-// function (resolve) decides: committed (a success; the mutation is not
+// function (internal/outcome's Resolve) decides: committed (a success; the mutation is not
 // applied again); not landed yet (the version it was conditioned on is still
 // there: the same request is sent again, and at most one of the two can
 // match); not applied (the history went on without it: an Update re-applies

@@ -83,9 +83,9 @@ func (c *core) storedPlain(it driver.Item, verified bool) version {
 	return version{Item: it, Exists: true, Verified: verified, MetaKnown: true, Canonical: c.verbatim}
 }
 
-// keep is data, a new encoding of b's document, with the members of b that
-// T does not know added back (nothing a write did not touch is lost).
-func keep(b version, data []byte) []byte {
+// withExtra is data, a new encoding of b's document, with the members of b
+// that T does not know added back (nothing a write did not touch is lost).
+func withExtra(b version, data []byte) []byte {
 	if !b.Exists {
 		return data
 	}

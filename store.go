@@ -219,7 +219,7 @@ func (c *core) fetch(ctx context.Context, key string) (it driver.Item, hit bool,
 			case err == nil && !changed:
 				return cached, true, nil // still current: nothing downloaded
 			case err == nil:
-				c.cache.Put(key, it)
+				c.cache.Put(key, it, cache.Notes{})
 				return it, false, nil
 			}
 			c.cache.Note(key, it, err)

@@ -202,7 +202,7 @@ func (tx *Tx[T]) request(d *engine.Delivery) (request, error) {
 		case w.del:
 			req = append(req, engine.DeleteOf(key, b.ETag))
 		default:
-			req = append(req, d.Over(b, keep(b, w.data)))
+			req = append(req, d.Over(b, withExtra(b, w.data)))
 		}
 	}
 	if len(tx.writes) == 0 {

@@ -201,7 +201,7 @@ func (m *modification) Build(d *engine.Delivery, base []version) (request, error
 	if err != nil || !changed {
 		return nil, err
 	}
-	return request{d.Over(b, keep(b, data))}, nil
+	return request{d.Over(b, withExtra(b, data))}, nil
 }
 
 // startFrom decodes the base version b into a fresh value for a mutation,

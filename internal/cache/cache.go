@@ -101,12 +101,9 @@ func (c *Cache) Base(key string, clock engine.Clock) (Entry, bool) {
 	return c.entry(key)
 }
 
-// Put keeps it as key's version.
-func (c *Cache) Put(key string, it driver.Item) { c.Keep(key, it, Notes{}) }
-
-// Keep keeps it as key's version, with what the write that made it knew
-// of it.
-func (c *Cache) Keep(key string, it driver.Item, w Notes) {
+// Put holds it as key's version, with what the write that made it knew
+// of it (nothing, for a version read).
+func (c *Cache) Put(key string, it driver.Item, w Notes) {
 	if c == nil {
 		return
 	}
@@ -192,7 +189,7 @@ func (c *Cache) Stale(key string, etag driver.ETag, clock engine.Clock) {
 func (c *Cache) Note(key string, it driver.Item, err error) {
 	switch {
 	case err == nil:
-		c.Put(key, it)
+		c.Put(key, it, Notes{})
 	case errors.Is(err, driver.ErrNotFound):
 		c.Drop(key)
 	}

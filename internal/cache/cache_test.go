@@ -21,7 +21,7 @@ func TestCacheBounds(t *testing.T) {
 		if i%3 == 0 {
 			data = big
 		}
-		c.Put(fmt.Sprint("k", i), driver.Item{Data: data})
+		c.Put(fmt.Sprint("k", i), driver.Item{Data: data}, Notes{})
 		if len(c.m) > c.max || c.bytes > MaxBytes {
 			t.Fatalf("after %d puts: %d keys, %d bytes; bounds %d, %d", i+1, len(c.m), c.bytes, c.max, MaxBytes)
 		}
@@ -33,12 +33,12 @@ func TestCacheBounds(t *testing.T) {
 	if sum != c.bytes {
 		t.Fatalf("bytes %d, entries hold %d", c.bytes, sum)
 	}
-	c.Put("huge", driver.Item{Data: make([]byte, MaxBytes/16+1)})
+	c.Put("huge", driver.Item{Data: make([]byte, MaxBytes/16+1)}, Notes{})
 	if _, ok := c.Get("huge"); ok {
 		t.Error("a document over MaxBytes/16 was kept")
 	}
-	c.Put("k1", driver.Item{Data: []byte("{}")})
-	c.Put("k1", driver.Item{Data: []byte(`{"a":1}`)}) // replacing counts once
+	c.Put("k1", driver.Item{Data: []byte("{}")}, Notes{})
+	c.Put("k1", driver.Item{Data: []byte(`{"a":1}`)}, Notes{}) // replacing counts once
 	c.Drop("k1")
 	if _, ok := c.Get("k1"); ok {
 		t.Error("a dropped key is still kept")
