@@ -30,7 +30,7 @@ func (x extras[T]) PageWith(ctx context.Context, scope string, limit int, token 
 
 func (x extras[T]) DecodeItem(it driver.Item) (Doc[T], error) { return x.s.decode(it) }
 
-func (x extras[T]) Observe(ctx context.Context, op telemetry.Op, subject string) (context.Context, func(error)) {
+func (x extras[T]) Observe(ctx context.Context, op access.Op, subject string) (context.Context, func(error)) {
 	ctx, sp := x.s.obs.Begin(ctx, op, subject)
 	if !sp.Recording() {
 		return ctx, func(error) {}
@@ -40,13 +40,18 @@ func (x extras[T]) Observe(ctx context.Context, op telemetry.Op, subject string)
 
 // DeliverWrite delivers w, one span.
 func (x extras[T]) DeliverWrite(ctx context.Context, w access.Write[T]) ([]ETag, error) {
-	var key string
+	op, key := telemetry.OpBatch, ""
 	if len(w.Actions) > 0 {
 		key = w.Actions[0].Key
 	}
-	ctx, sp := x.s.obs.Begin(ctx, w.Op, key)
+	if !w.Batch && len(w.Actions) == 1 && w.Actions[0].Kind == access.Merge {
+		op = telemetry.OpMerge
+	} else if !w.Batch {
+		op = telemetry.OpUpsertMerge
+	}
+	ctx, sp := x.s.obs.Begin(ctx, op, key)
 	defer sp.EndOnPanic() // Encode runs the user's codec
-	etags, err := x.s.deliverActions(ctx, w)
+	etags, err := x.s.deliverActions(ctx, op, w)
 	sp.End(err)
 	return etags, err
 }
@@ -57,14 +62,14 @@ type action[T any] struct {
 	data []byte
 }
 
-func (s *Store[T]) deliverActions(ctx context.Context, w access.Write[T]) ([]ETag, error) {
-	acts, err := s.prepare(ctx, w)
+func (s *Store[T]) deliverActions(ctx context.Context, op telemetry.Op, w access.Write[T]) ([]ETag, error) {
+	acts, err := s.prepare(ctx, op, w)
 	if err != nil {
 		return nil, err
 	}
 	fence, fenced := FenceFrom(ctx)
-	if len(acts) == 1 && w.Op != telemetry.OpBatch {
-		return s.deliverOne(ctx, w.Op, acts[0])
+	if !w.Batch {
+		return s.deliverOne(ctx, op, acts[0])
 	}
 	blind := make(request, len(acts))
 	keys := make([]string, len(acts))
@@ -81,7 +86,7 @@ func (s *Store[T]) deliverActions(ctx context.Context, w access.Write[T]) ([]ETa
 		p = func(d *engine.Delivery, base []version) (request, error) { return s.overAll(d, acts, base) }
 		mode = engine.Based
 	}
-	res, err := s.deliver(ctx, s.delivery(ctx, w.Op, mode, keys, p, nil, nil))
+	res, err := s.deliver(ctx, s.delivery(ctx, op, mode, keys, p, nil, nil))
 	if err != nil {
 		return nil, s.actionRefusal(ctx, acts, fenced, err)
 	}
@@ -128,16 +133,16 @@ func (s *Store[T]) deliverOne(ctx context.Context, op telemetry.Op, a action[T])
 
 // prepare checks every action before anything is sent — keys, ETags, the
 // backend's abilities, fences — and encodes the documents.
-func (s *Store[T]) prepare(ctx context.Context, w access.Write[T]) ([]action[T], error) {
+func (s *Store[T]) prepare(ctx context.Context, op telemetry.Op, w access.Write[T]) ([]action[T], error) {
 	if len(w.Actions) == 0 {
-		return nil, errorf(ErrInvalidInput, "%s of no documents", w.Op)
+		return nil, errorf(ErrInvalidInput, "%s of no documents", op)
 	}
 	_, fenced := FenceFrom(ctx)
 	acts := make([]action[T], len(w.Actions))
 	for i, a := range w.Actions {
 		acts[i].Action = a
 		if err := s.prepareOne(&acts[i], fenced); err != nil {
-			if len(w.Actions) > 1 || w.Op == telemetry.OpBatch {
+			if w.Batch {
 				err = &driver.ActionError{Index: i, Err: err}
 			}
 			return nil, err

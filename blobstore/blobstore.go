@@ -34,6 +34,7 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
 	"github.com/etagstore/etagstore/internal/telemetry"
@@ -298,7 +299,7 @@ func (c ReadConditions) azure() *blob.ModifiedAccessConditions {
 // one span (etagstore.GetIf) of s's telemetry; a 304 is the outcome
 // not_modified.
 func GetIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond ReadConditions) (etagstore.Doc[T], error) {
-	ctx, end := s.Observe(ctx, telemetry.OpGetIf, key)
+	ctx, end := s.Observe(ctx, access.GetIf, key)
 	d, err := getIf(ctx, s, key, cond)
 	if errors.Is(err, ErrNotModified) {
 		end(telemetry.ErrNotModified) // the outcome not_modified, not error

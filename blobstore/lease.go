@@ -10,7 +10,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -67,7 +66,7 @@ func newBlobLease(client *blockblob.Client, name, key, leaseID string, rec *tele
 	}
 	c, err := lease.NewBlobClient(client, &lease.BlobClientOptions{LeaseID: &leaseID})
 	if err != nil {
-		return nil, fmt.Errorf("%w: blobstore: lease id: %w", etagstore.ErrInvalidInput, err)
+		return nil, fmt.Errorf("%w: blobstore: lease id: %w", driver.ErrInvalidInput, err)
 	}
 	return &Lease{name: name, key: key, ops: blobLease{c}, rec: rec}, nil
 }
@@ -81,7 +80,7 @@ func (b *Backend) ContainerLease(leaseID string) (*Lease, error) {
 	}
 	c, err := lease.NewContainerClient(b.c, &lease.ContainerClientOptions{LeaseID: &leaseID})
 	if err != nil {
-		return nil, fmt.Errorf("%w: blobstore: lease id: %w", etagstore.ErrInvalidInput, err)
+		return nil, fmt.Errorf("%w: blobstore: lease id: %w", driver.ErrInvalidInput, err)
 	}
 	return &Lease{name: "container", ops: containerLease{c}, rec: b.rec}, nil
 }
@@ -124,7 +123,7 @@ func leaseSeconds(d time.Duration) (int32, error) {
 		return -1, nil
 	}
 	if d < 15*time.Second || d > 60*time.Second || d%time.Second != 0 {
-		return 0, fmt.Errorf("%w: a lease lasts 15 to 60 whole seconds or Infinite, not %v", etagstore.ErrInvalidInput, d)
+		return 0, fmt.Errorf("%w: a lease lasts 15 to 60 whole seconds or Infinite, not %v", driver.ErrInvalidInput, d)
 	}
 	return int32(d / time.Second), nil
 }
@@ -164,7 +163,7 @@ func (l *Lease) Break(ctx context.Context, period time.Duration) (time.Duration,
 		var p *int32
 		if period >= 0 {
 			if period > 60*time.Second || period%time.Second != 0 {
-				return fmt.Errorf("%w: a break period is 0 to 60 whole seconds, not %v", etagstore.ErrInvalidInput, period)
+				return fmt.Errorf("%w: a break period is 0 to 60 whole seconds, not %v", driver.ErrInvalidInput, period)
 			}
 			p = to(int32(period / time.Second))
 		}

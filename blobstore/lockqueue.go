@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // keyQueue is one key's turn in a Locker. At most one caller has the turn
@@ -163,7 +163,7 @@ func (l *Locker) passDetached(ctx context.Context, q *keyQueue, s *session) {
 
 // gaveUp is the error of a Lock whose ctx ended before it had the lock.
 func gaveUp(ctx context.Context, key string) error {
-	return fmt.Errorf("%w: %q: gave up waiting: %w", etagstore.ErrLocked, key, ctx.Err())
+	return fmt.Errorf("%w: %q: gave up waiting: %w", driver.ErrLocked, key, ctx.Err())
 }
 
 // backoff paces the waiter that asks the service for a lease another

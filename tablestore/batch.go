@@ -9,7 +9,6 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/azerr"
-	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // MaxBatchActions is the most actions an entity group transaction may hold.
@@ -149,7 +148,7 @@ func (b *Batch[T]) Submit(ctx context.Context) ([]etagstore.ETag, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	w := access.Write[T]{Op: telemetry.OpBatch, Actions: make([]access.Action[T], len(b.actions))}
+	w := access.Write[T]{Batch: true, Actions: make([]access.Action[T], len(b.actions))}
 	for i, a := range b.actions {
 		act := access.Action[T]{Kind: a.op, Key: a.key, ETag: a.etag, Mine: a.value, Extra: a.extra}
 		if a.op != access.Delete {

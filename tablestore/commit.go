@@ -24,7 +24,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/azerr"
@@ -51,17 +50,17 @@ var kindTypes = map[access.Kind]aztables.TransactionType{
 // partition, each row once.
 func (b *Backend) checkCommit(actions []driver.Action) error {
 	if len(actions) == 0 || len(actions) > MaxBatchActions {
-		return fmt.Errorf("%w: tablestore: a batch holds 1 to %d actions, this one %d", etagstore.ErrInvalidInput, MaxBatchActions, len(actions))
+		return fmt.Errorf("%w: tablestore: a batch holds 1 to %d actions, this one %d", driver.ErrInvalidInput, MaxBatchActions, len(actions))
 	}
 	var partition string
 	rows := make(map[string]bool, len(actions))
 	for i, a := range actions {
 		pk, rk, err := b.split(a.Key)
 		if err == nil && i > 0 && pk != partition {
-			err = fmt.Errorf("%w: partition %q differs from the batch's %q", etagstore.ErrInvalidInput, pk, partition)
+			err = fmt.Errorf("%w: partition %q differs from the batch's %q", driver.ErrInvalidInput, pk, partition)
 		}
 		if err == nil && rows[rk] {
-			err = fmt.Errorf("%w: row %q appears twice in the batch", etagstore.ErrInvalidInput, rk)
+			err = fmt.Errorf("%w: row %q appears twice in the batch", driver.ErrInvalidInput, rk)
 		}
 		if err != nil {
 			return &driver.ActionError{Index: i, Err: err}
@@ -80,7 +79,7 @@ func (b *Backend) checkCommit(actions []driver.Action) error {
 // with CondCreate) cannot be sent without creating the entity: it is left
 // out. The Store has checked the actions with checkCommit (CheckCommit)
 // before any request; the service refuses what breaks its rules anyway.
-func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]etagstore.ETag, error) {
+func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver.ETag, error) {
 	tx := make([]aztables.TransactionAction, 0, len(actions))
 	sent := make([]int, 0, len(actions)) // the action each transaction action is
 	for i, a := range actions {
@@ -93,7 +92,7 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]etagst
 		}
 		tx, sent = append(tx, act), append(sent, i)
 	}
-	etags := make([]etagstore.ETag, len(actions))
+	etags := make([]driver.ETag, len(actions))
 	if len(tx) == 0 {
 		return etags, nil
 	}
@@ -129,7 +128,7 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]etagst
 // batchETags reads the ETag of each change-set response of a committed
 // transaction, in the order of its actions ("" where a response has none);
 // nil when the response cannot be read.
-func batchETags(resp *http.Response) []etagstore.ETag {
+func batchETags(resp *http.Response) []driver.ETag {
 	if resp == nil {
 		return nil
 	}
@@ -137,9 +136,9 @@ func batchETags(resp *http.Response) []etagstore.ETag {
 	if err != nil {
 		return nil
 	}
-	var etags []etagstore.ETag
+	var etags []driver.ETag
 	eachResponse(resp.Header.Get("Content-Type"), body, func(r *http.Response) bool {
-		etags = append(etags, etagstore.ETag(r.Header.Get("ETag")))
+		etags = append(etags, driver.ETag(r.Header.Get("ETag")))
 		return true
 	})
 	return etags
@@ -170,7 +169,7 @@ func (b *Backend) transactionAction(a driver.Action) (aztables.TransactionAction
 	}
 	act := aztables.TransactionAction{Entity: body, ActionType: actionType(a)}
 	if act.ActionType == "" {
-		return aztables.TransactionAction{}, fmt.Errorf("%w: tablestore: a create cannot merge", etagstore.ErrInvalidInput)
+		return aztables.TransactionAction{}, fmt.Errorf("%w: tablestore: a create cannot merge", driver.ErrInvalidInput)
 	}
 	if a.Delete || a.Write.Cond.Kind == driver.CondIfMatch {
 		etag := azcore.ETag(a.Write.Cond.ETag) // never nil: nil would mean "*" or an upsert

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf16"
 
-	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // Filter is an OData $filter expression built from typed values, so that a
@@ -248,13 +248,13 @@ func checkFilter(f Filter, t reflect.Type, codec any) error {
 		prop, lit, _ := strings.Cut(strings.TrimSuffix(tm, "\n"), " ")
 		k, ok := kinds[prop]
 		if !ok {
-			return fmt.Errorf("%w: tablestore: filter names property %q, which %s does not store", etagstore.ErrInvalidInput, prop, t)
+			return fmt.Errorf("%w: tablestore: filter names property %q, which %s does not store", driver.ErrInvalidInput, prop, t)
 		}
 		if split[prop] {
-			return fmt.Errorf("%w: tablestore: filter names property %q, which %s may store split across properties (table:\"split\"): the service cannot compare it", etagstore.ErrInvalidInput, prop, t)
+			return fmt.Errorf("%w: tablestore: filter names property %q, which %s may store split across properties (table:\"split\"): the service cannot compare it", driver.ErrInvalidInput, prop, t)
 		}
 		if !fits(k, lit) {
-			return fmt.Errorf("%w: tablestore: filter compares property %q (%s) with an %s value", etagstore.ErrInvalidInput, prop, edmNames[k], lit)
+			return fmt.Errorf("%w: tablestore: filter compares property %q (%s) with an %s value", driver.ErrInvalidInput, prop, edmNames[k], lit)
 		}
 	}
 	return nil

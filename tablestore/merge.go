@@ -7,7 +7,6 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/internal/access"
-	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // Merges and batches are writes of the Store's one delivery engine: this
@@ -53,10 +52,10 @@ import (
 //     etagstore.Doc, when later writes followed it); not landed, it is sent again; where no read can
 //     tell, the error is an *etagstore.OutcomeUnknownError.
 func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T], properties ...string) (etagstore.ETag, error) {
-	if _, err := tableOf(s, telemetry.OpMerge.String()); err != nil {
+	if _, err := tableOf(s, "Merge"); err != nil {
 		return "", err
 	}
-	etags, err := s.DeliverWrite(ctx, access.Write[T]{Op: telemetry.OpMerge, Actions: []access.Action[T]{
+	etags, err := s.DeliverWrite(ctx, access.Write[T]{Actions: []access.Action[T]{
 		{Kind: access.Merge, Key: d.Key, ETag: d.ETag, Mine: d.Value, Encode: encodeProperties(s, d.Value, properties)},
 	}})
 	if err != nil {
@@ -77,10 +76,10 @@ func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T]
 // lost cannot be told apart from a later writer's: it is an
 // *etagstore.OutcomeUnknownError.
 func UpsertMerge[T any](ctx context.Context, s *etagstore.Store[T], key string, v T, properties ...string) (etagstore.ETag, error) {
-	if _, err := tableOf(s, telemetry.OpUpsertMerge.String()); err != nil {
+	if _, err := tableOf(s, "UpsertMerge"); err != nil {
 		return "", err
 	}
-	etags, err := s.DeliverWrite(ctx, access.Write[T]{Op: telemetry.OpUpsertMerge, Actions: []access.Action[T]{
+	etags, err := s.DeliverWrite(ctx, access.Write[T]{Actions: []access.Action[T]{
 		{Kind: access.UpsertMerge, Key: key, Mine: v, Encode: encodeProperties(s, v, properties)},
 	}})
 	if err != nil {

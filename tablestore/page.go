@@ -10,7 +10,7 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/telemetry"
+	"github.com/etagstore/etagstore/internal/access"
 )
 
 // ListPage returns up to limit entities whose key starts with prefix and
@@ -46,14 +46,14 @@ func (b *Backend) QueryPage(ctx context.Context, filter Filter, after string, li
 // The call is one span (etagstore.QueryPage) of s's telemetry; with
 // RecordKeys it records the filter (etagstore.filter).
 func QueryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, limit int, token string) (etagstore.Page[T], error) {
-	ctx, end := s.Observe(ctx, telemetry.OpQueryPage, filter.String())
+	ctx, end := s.Observe(ctx, access.QueryPage, filter.String())
 	p, err := queryPage(ctx, s, filter, limit, token)
 	end(err)
 	return p, err
 }
 
 func queryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, limit int, token string) (etagstore.Page[T], error) {
-	b, err := tableOf(s, telemetry.OpQueryPage.String())
+	b, err := tableOf(s, access.QueryPage.String())
 	if err != nil {
 		return etagstore.Page[T]{}, err
 	}

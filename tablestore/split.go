@@ -13,7 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // partSep joins a split field's name and a part's number: U+203F
@@ -62,7 +62,7 @@ func partOf(name []byte) (field []byte, i int, ok bool) {
 // tooLarge is the error for field f's value of size bytes, which one
 // property cannot hold.
 func tooLarge(f *fieldPlan, size int, what string) error {
-	return fmt.Errorf("%w: tablestore: field %s is %d bytes%s, a property holds %d (tag it `table:\"split\"` to store it across properties)", etagstore.ErrTooLarge, f.name, size, what, MaxPropertySize)
+	return fmt.Errorf("%w: tablestore: field %s is %d bytes%s, a property holds %d (tag it `table:\"split\"` to store it across properties)", driver.ErrTooLarge, f.name, size, what, MaxPropertySize)
 }
 
 // cutUnits is the length in bytes of the longest prefix of s (valid UTF-8)

@@ -39,6 +39,7 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
 	"github.com/etagstore/etagstore/internal/telemetry"
@@ -395,7 +396,7 @@ func (b *Backend) Query(ctx context.Context, filter Filter) iter.Seq2[driver.Ite
 // RecordKeys it records the filter (etagstore.filter).
 func Query[T any](ctx context.Context, s *etagstore.Store[T], filter Filter) iter.Seq2[etagstore.Doc[T], error] {
 	return func(yield func(etagstore.Doc[T], error) bool) {
-		ctx, end := s.Observe(ctx, telemetry.OpQuery, filter.String())
+		ctx, end := s.Observe(ctx, access.Query, filter.String())
 		failed := telemetry.ErrPanicked // until the loop ends normally (yield may panic)
 		defer func() { end(failed) }()
 		failed = queryDocs(ctx, s, filter, yield)
@@ -404,7 +405,7 @@ func Query[T any](ctx context.Context, s *etagstore.Store[T], filter Filter) ite
 
 // queryDocs yields what Query yields and returns the error it ended with.
 func queryDocs[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, yield func(etagstore.Doc[T], error) bool) error {
-	b, err := tableOf(s, telemetry.OpQuery.String())
+	b, err := tableOf(s, access.Query.String())
 	if err != nil {
 		yield(etagstore.Doc[T]{}, err)
 		return err

@@ -36,8 +36,18 @@ type Seam[T, D, P any] interface {
 	// Store's tracer, meter, logger and RecordKeys; subject is the key or a
 	// query's filter, recorded only with RecordKeys. The context carries
 	// the span; end records the outcome and must be called exactly once.
-	Observe(ctx context.Context, op telemetry.Op, subject string) (_ context.Context, end func(err error))
+	Observe(ctx context.Context, op Op, subject string) (_ context.Context, end func(err error))
 }
+
+// Op is an operation a backend package observes with Observe.
+type Op = telemetry.Op
+
+// The operations a backend package observes (spans and metrics).
+const (
+	Query     = telemetry.OpQuery     // tablestore.Query; subject: the filter
+	QueryPage = telemetry.OpQueryPage // tablestore.QueryPage; subject: the filter
+	GetIf     = telemetry.OpGetIf     // blobstore.GetIf; subject: the key
+)
 
 // List answers as driver.Backend.ListPage does: up to limit items after
 // the key after, and whether more follow.
@@ -71,8 +81,10 @@ type Action[T any] struct {
 	Extra any
 }
 
-// Write is a write a backend package hands to a Store's engine.
+// Write is a write a backend package hands to a Store's engine: a Batch
+// (tablestore.Batch.Submit, one atomic request however many actions), or
+// one Merge or UpsertMerge action on its own.
 type Write[T any] struct {
-	Op      telemetry.Op // OpMerge, OpUpsertMerge or OpBatch
+	Batch   bool
 	Actions []Action[T]
 }
