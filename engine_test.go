@@ -30,29 +30,35 @@ func TestGroupedUpdateLeavingAfterDefiniteConflictIsCanceled(t *testing.T) {
 			t.Fatal(err)
 		}
 		soloWrite := make(chan struct{})
-		hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
-			switch n {
-			case 2: // the solo caller's write: held until the others have queued
+		var refuse sync.Once
+		hb.writeHook = func(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
+			switch role(ctx) {
+			case "solo": // the solo caller's write: held until the others have queued
 				<-soloWrite
-			case 3: // the batch's first write: refused, not applied
-				return "", etagstore.ErrConflict, true
+			case "L": // the batch's (L first) first write: refused, not applied
+				refused := false
+				refuse.Do(func() { refused = true })
+				if refused {
+					return "", etagstore.ErrConflict, true
+				}
 			}
 			return "", nil, false
 		}
-		lctx, leave := context.WithCancel(ctx)
+		lctx, leave := context.WithCancel(as(ctx, "L"))
 		var lerr, aerr error
 		lDone := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			if _, err := s.Update(ctx, "k", func(d *logDoc) error { d.Log = append(d.Log, "solo"); return nil }); err != nil {
+			if _, err := s.Update(as(ctx, "solo"), "k", func(d *logDoc) error { d.Log = append(d.Log, "solo"); return nil }); err != nil {
 				t.Errorf("solo: %v", err)
 			}
 		})
 		synctest.Wait() // the solo caller is in its write
-		wg.Go(func() {
+		wg.Go(func() {  // L queues first: the batch's requests carry its role
 			defer close(lDone)
 			_, lerr = s.Update(lctx, "k", func(d *logDoc) error { d.Log = append(d.Log, "L"); return nil })
 		})
+		synctest.Wait()
 		wg.Go(func() {
 			_, aerr = s.Update(ctx, "k", func(d *logDoc) error { d.Log = append(d.Log, "A"); return nil })
 		})

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -49,11 +50,18 @@ func TestLeaverOfALandedBatchWriteIsUnknown(t *testing.T) {
 		lctx, lcancel := context.WithCancel(ctx)
 		var armRead sync.Once
 		armed := make(chan struct{})
-		hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
-			switch n {
-			case 2: // the solo caller's write: hold it until the batch has queued
+		var landed sync.Once
+		var fired atomic.Bool
+		hb.writeHook = func(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
+			first := false
+			switch role(ctx) {
+			case "solo": // the solo caller's write: hold it until the batch has queued
 				<-gate
-			case 3: // the batch's write: it lands, the answer is a 412 to a retry
+			case "L": // the batch's (L first) first write: it lands, the answer is a 412 to a retry
+				if landed.Do(func() { first = true }); !first {
+					break
+				}
+				fired.Store(true)
 				if _, err := hb.Backend.Write(context.Background(), key, w); err != nil {
 					t.Errorf("inner write: %v", err)
 				}
@@ -64,7 +72,7 @@ func TestLeaverOfALandedBatchWriteIsUnknown(t *testing.T) {
 			}
 			return "", nil, false
 		}
-		hb.afterRead = func(n int) {
+		hb.afterRead = func(context.Context, string, driver.Item, error) {
 			select {
 			case <-armed:
 				armRead = sync.Once{}
@@ -76,14 +84,14 @@ func TestLeaverOfALandedBatchWriteIsUnknown(t *testing.T) {
 		}
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			if _, err := s.Update(ctx, "k", func(d *logDoc) error { d.Log = append(d.Log, "solo"); return nil }); err != nil {
+			if _, err := s.Update(as(ctx, "solo"), "k", func(d *logDoc) error { d.Log = append(d.Log, "solo"); return nil }); err != nil {
 				t.Errorf("solo: %v", err)
 			}
 		})
 		synctest.Wait() // the solo caller's write is held at the gate
 		var lerr, aerr error
 		wg.Go(func() {
-			_, lerr = s.Update(lctx, "k", func(d *logDoc) error { d.Log = append(d.Log, "L"); return nil })
+			_, lerr = s.Update(as(lctx, "L"), "k", func(d *logDoc) error { d.Log = append(d.Log, "L"); return nil })
 		})
 		synctest.Wait() // L is queued, first
 		wg.Go(func() {
@@ -94,6 +102,9 @@ func TestLeaverOfALandedBatchWriteIsUnknown(t *testing.T) {
 		wg.Wait()
 		d, _ := s.Get(ctx, "k")
 		t.Logf("stored %v; L: %v; A: %v", d.Value.Log, lerr, aerr)
+		if !fired.Load() {
+			t.Fatal("the batch's write never landed with its answer lost")
+		}
 		if slices.Contains(d.Value.Log, "L") && (errors.Is(lerr, context.Canceled)) {
 			t.Errorf("L returned %v, but its mutation is stored: %v", lerr, d.Value.Log)
 		}
@@ -115,15 +126,15 @@ func membersLeavingBeforeTheSend(t *testing.T, maxAttempts, leavers int) {
 			t.Fatal(err)
 		}
 		gate := make(chan struct{})
-		hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
-			if n == 2 { // the solo caller's write
+		hb.writeHook = func(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
+			if role(ctx) == "solo" { // the solo caller's write
 				<-gate
 			}
 			return "", nil, false
 		}
 		var wg sync.WaitGroup
 		wg.Go(func() { // solo
-			if _, err := s.Update(ctx, "k", func(c *counter) error { c.N++; return nil }); err != nil {
+			if _, err := s.Update(as(ctx, "solo"), "k", func(c *counter) error { c.N++; return nil }); err != nil {
 				t.Errorf("solo: %v", err)
 			}
 		})
@@ -193,7 +204,7 @@ func TestRunnerStopsLingeringInVain(t *testing.T) {
 		start := time.Now()
 		var mu sync.Mutex
 		var began []time.Duration // when each write after the Create began
-		hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
+		hb.writeHook = func(context.Context, string, driver.Write) (etagstore.ETag, error, bool) {
 			mu.Lock()
 			began = append(began, time.Since(start))
 			mu.Unlock()

@@ -157,12 +157,11 @@ func TestTelemetryOfConflictsLostResponsesAndCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hb.writes = 0
-	hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
-		switch n {
-		case 1: // the cached copy is current; another writer comes first
+	hb.writeHook = func(_ context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
+		switch nOf(w.Data) {
+		case 1: // the first Update's write from the cached copy: another writer comes first
 			interfere(t, hb.Backend, key)
-		case 3: // committed, but the answer is lost
+		case 102: // the second Update's write: committed, but the answer is lost
 			if _, err := hb.Backend.Write(ctx, key, w); err != nil {
 				t.Fatal(err)
 			}
@@ -323,14 +322,13 @@ func debugLogsOfRetries(t *testing.T, key string, recordKeys bool) (texts, etags
 	if _, err := s.Create(ctx, key, counter{}); err != nil {
 		t.Fatal(err)
 	}
-	hb.reads, hb.writes = 0, 0
-	hb.afterRead = func(n int) {
-		if n == 1 { // the first read goes stale before its write: a 412, retried
+	hb.afterRead = func(_ context.Context, _ string, it driver.Item, _ error) {
+		if nOf(it.Data) == 0 { // the first Update's read of N 0 goes stale before its write: a 412, retried
 			interfere(t, hb.Backend, key)
 		}
 	}
-	hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
-		if n == 3 { // the second Update's write: committed, but the answer is lost
+	hb.writeHook = func(_ context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
+		if nOf(w.Data) == 102 { // the second Update's write: committed, but the answer is lost
 			if _, err := hb.Backend.Write(ctx, key, w); err != nil {
 				t.Fatal(err)
 			}

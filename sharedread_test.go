@@ -21,8 +21,8 @@ func sharedReadSetup(t *testing.T, opts *etagstore.Options) (s *etagstore.Store[
 	ctx := t.Context()
 	gate := make(chan struct{})
 	hb = &hookBackend{Backend: memstore.New(nil)}
-	hb.afterRead = func(n int) {
-		if n == 1 {
+	hb.afterRead = func(ctx context.Context, _ string, _ driver.Item, _ error) {
+		if role(ctx) == "held" {
 			<-gate
 		}
 	}
@@ -33,7 +33,7 @@ func sharedReadSetup(t *testing.T, opts *etagstore.Options) (s *etagstore.Store[
 	}
 	first := make(chan counter, 1)
 	go func() {
-		d, err := s.Get(ctx, "k")
+		d, err := s.Get(as(ctx, "held"), "k")
 		if err != nil {
 			t.Error(err)
 		}

@@ -6,6 +6,7 @@ package etagstore_test
 // others are regression tests.
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -30,17 +31,17 @@ func TestGetDoesNotWaitOutBatchBackoff(t *testing.T) {
 		ctx := t.Context()
 		readGate, writeGate := make(chan struct{}), make(chan struct{})
 		hb := &hookBackend{Backend: memstore.New(nil)}
-		hb.afterRead = func(n int) {
-			if n == 1 {
+		hb.afterRead = func(ctx context.Context, _ string, _ driver.Item, _ error) {
+			if role(ctx) == "held" {
 				<-readGate
 			}
 		}
 		foreign := 0
-		hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
-			switch {
-			case n == 2: // the solo Update's write
+		hb.writeHook = func(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
+			switch role(ctx) {
+			case "solo": // the solo Update's write
 				<-writeGate
-			case n >= 3 && n <= 12: // every write of the batch: another process wrote first
+			case "batch": // every write of the batch: another process wrote first
 				foreign++
 				data, _ := etagstore.JSON.Marshal(counter{N: 100 * foreign})
 				if _, err := hb.Backend.Write(ctx, key, driver.Write{Data: data}); err != nil {
@@ -54,10 +55,10 @@ func TestGetDoesNotWaitOutBatchBackoff(t *testing.T) {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
-		wg.Go(func() { _, _ = s.Get(ctx, "k") }) // read 1, held
+		wg.Go(func() { _, _ = s.Get(as(ctx, "held"), "k") }) // its read is held
 		synctest.Wait()
 		inc := func(c *counter) error { c.N++; return nil }
-		wg.Go(func() { _, _ = s.Update(ctx, "k", inc) }) // solo: write 2, held
+		wg.Go(func() { _, _ = s.Update(as(ctx, "solo"), "k", inc) }) // solo: its write is held
 		synctest.Wait()
 		start := time.Now()
 		var tookMu sync.Mutex
@@ -73,13 +74,13 @@ func TestGetDoesNotWaitOutBatchBackoff(t *testing.T) {
 			tookMu.Unlock()
 		})
 		synctest.Wait()
-		for range 2 { // one batch behind the solo Update: writes 3, 4 (refused), 5
-			wg.Go(func() { _, _ = s.Update(ctx, "k", inc) })
+		for range 2 { // one batch behind the solo Update: every write of it refused
+			wg.Go(func() { _, _ = s.Update(as(ctx, "batch"), "k", inc) })
 		}
 		synctest.Wait()
 		close(writeGate) // the batch captures the waiting Get, is refused twice, pauses
 		synctest.Wait()
-		close(readGate) // read 1 answered: the waiting Get can read now
+		close(readGate) // the held read answered: the waiting Get can read now
 		synctest.Wait()
 		select {
 		case <-getDone:
@@ -239,8 +240,8 @@ func TestPanickingCodecLeavesNoKeyBusy(t *testing.T) {
 		ctx := t.Context()
 		gate := make(chan struct{})
 		hb := &hookBackend{Backend: memstore.New(nil)}
-		hb.afterRead = func(n int) {
-			if n == 1 {
+		hb.afterRead = func(ctx context.Context, _ string, _ driver.Item, _ error) {
+			if role(ctx) == "held" {
 				<-gate
 			}
 		}
@@ -252,7 +253,11 @@ func TestPanickingCodecLeavesNoKeyBusy(t *testing.T) {
 		codec.armed = true
 		var wg sync.WaitGroup
 		var panics sync.WaitGroup
-		for range 4 { // one read in flight, three waiting
+		for i := range 4 { // one read in flight (held), three waiting
+			ctx := ctx
+			if i == 0 {
+				ctx = as(ctx, "held")
+			}
 			wg.Go(func() {
 				defer func() {
 					if recover() != nil {
@@ -326,8 +331,8 @@ func TestStalledReadDoesNotHoldLaterGets(t *testing.T) {
 		ctx := t.Context()
 		stall := make(chan struct{})
 		hb := &hookBackend{Backend: memstore.New(nil)}
-		hb.afterRead = func(n int) {
-			if n == 1 {
+		hb.afterRead = func(ctx context.Context, _ string, _ driver.Item, _ error) {
+			if role(ctx) == "held" {
 				<-stall // the first caller's read never comes back
 			}
 		}
@@ -335,7 +340,7 @@ func TestStalledReadDoesNotHoldLaterGets(t *testing.T) {
 		if _, err := s.Create(ctx, "k", counter{N: 1}); err != nil {
 			t.Fatal(err)
 		}
-		go func() { _, _ = s.Get(ctx, "k") }() // no deadline; its read stalls
+		go func() { _, _ = s.Get(as(ctx, "held"), "k") }() // no deadline; its read stalls
 		synctest.Wait()
 		done := make(chan error, 1)
 		go func() { _, err := s.Get(ctx, "k"); done <- err }()

@@ -2,6 +2,7 @@ package etagstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -52,25 +53,30 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 
 // hookBackend wraps memstore and lets a test act between an Update's read
 // and its write, as a concurrent writer would.
+// hookBackend counts reads and writes (for assertions) and lets a test
+// act on them. Hooks steer by behaviour: by what a request reads or
+// writes, or by the role of the caller it serves (see as), never by its
+// position in the sequence of requests.
 type hookBackend struct {
 	*memstore.Backend
-	mu        sync.Mutex
-	reads     int
-	writes    int
-	afterRead func(n int) // runs after the n-th read (1-based)
+	mu     sync.Mutex
+	reads  int
+	writes int
+	// afterRead, if set, runs after each read with what it found.
+	afterRead func(ctx context.Context, key string, it driver.Item, err error)
 	// writeHook, if set, runs instead of the write; returning handled=false
 	// forwards the write.
-	writeHook func(n int, key string, w driver.Write) (etag etagstore.ETag, err error, handled bool)
+	writeHook func(ctx context.Context, key string, w driver.Write) (etag etagstore.ETag, err error, handled bool)
 }
 
 func (h *hookBackend) Read(ctx context.Context, key string) (driver.Item, error) {
 	it, err := h.Backend.Read(ctx, key)
 	h.mu.Lock()
 	h.reads++
-	n, hook := h.reads, h.afterRead
+	hook := h.afterRead
 	h.mu.Unlock()
 	if hook != nil {
-		hook(n)
+		hook(ctx, key, it, err)
 	}
 	return it, err
 }
@@ -78,14 +84,39 @@ func (h *hookBackend) Read(ctx context.Context, key string) (driver.Item, error)
 func (h *hookBackend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	h.mu.Lock()
 	h.writes++
-	n, hook := h.writes, h.writeHook
+	hook := h.writeHook
 	h.mu.Unlock()
 	if hook != nil {
-		if etag, err, handled := hook(n, key, w); handled {
+		if etag, err, handled := hook(ctx, key, w); handled {
 			return etag, err
 		}
 	}
 	return h.Backend.Write(ctx, key, w)
+}
+
+// roleKey is the context key of a caller's role.
+type roleKey struct{}
+
+// as tags ctx with the role of its caller ("solo", "held", ...), which the
+// requests made for it carry (a group-commit batch's carry its first
+// member's), so that a hook can tell whose request it sees.
+func as(ctx context.Context, role string) context.Context {
+	return context.WithValue(ctx, roleKey{}, role)
+}
+
+// role is the role ctx was tagged with ("" for none).
+func role(ctx context.Context) string {
+	r, _ := ctx.Value(roleKey{}).(string)
+	return r
+}
+
+// nOf is the N a counter document's bytes hold (-1 when they hold none).
+func nOf(data []byte) int {
+	var c struct{ N *int }
+	if json.Unmarshal(data, &c) != nil || c.N == nil {
+		return -1
+	}
+	return *c.N
 }
 
 func newTestStore(t *testing.T, p etagstore.RetryPolicy) (*etagstore.Store[counter], *hookBackend, *fakeClock) {
@@ -111,9 +142,8 @@ func TestUpdateRetriesConflicts(t *testing.T) {
 	if _, err := s.Create(t.Context(), "k", counter{N: 1}); err != nil {
 		t.Fatal(err)
 	}
-	hb.reads = 0
-	hb.afterRead = func(n int) {
-		if n <= 2 { // the first two reads go stale before the write
+	hb.afterRead = func(_ context.Context, _ string, it driver.Item, _ error) {
+		if nOf(it.Data) < 200 { // the reads of N 1 and 101 go stale before the write
 			interfere(t, hb.Backend, "k")
 		}
 	}
@@ -139,7 +169,7 @@ func TestUpdateAttemptLimit(t *testing.T) {
 	if _, err := s.Create(t.Context(), "k", counter{}); err != nil {
 		t.Fatal(err)
 	}
-	hb.afterRead = func(int) { interfere(t, hb.Backend, "k") }
+	hb.afterRead = func(context.Context, string, driver.Item, error) { interfere(t, hb.Backend, "k") }
 	_, err := s.Update(t.Context(), "k", func(c *counter) error { c.N = -1; return nil })
 	var ce *etagstore.ConflictError[counter]
 	if !errors.As(err, &ce) || !errors.Is(err, etagstore.ErrConflict) {
@@ -162,7 +192,7 @@ func TestUpdateElapsedLimit(t *testing.T) {
 	if _, err := s.Create(t.Context(), "k", counter{}); err != nil {
 		t.Fatal(err)
 	}
-	hb.afterRead = func(int) { interfere(t, hb.Backend, "k") }
+	hb.afterRead = func(context.Context, string, driver.Item, error) { interfere(t, hb.Backend, "k") }
 	_, err := s.Update(t.Context(), "k", func(c *counter) error { c.N++; return nil })
 	if !errors.Is(err, etagstore.ErrConflict) {
 		t.Fatalf("Update = %v, want ErrConflict", err)
@@ -221,7 +251,7 @@ func TestUpdateContextCanceled(t *testing.T) {
 	if _, err := s.Create(t.Context(), "k", counter{}); err != nil {
 		t.Fatal(err)
 	}
-	hb.afterRead = func(int) { interfere(t, hb.Backend, "k") }
+	hb.afterRead = func(context.Context, string, driver.Item, error) { interfere(t, hb.Backend, "k") }
 	ctx, cancel := context.WithCancel(t.Context())
 	clock.onSleep = cancel // cancelled while backing off
 	_, err := s.Update(ctx, "k", func(c *counter) error { c.N++; return nil })
@@ -240,8 +270,8 @@ func TestUpdateContextCanceled(t *testing.T) {
 
 func TestUpdateCreateIfMissingLosesRace(t *testing.T) {
 	s, hb, _ := newTestStore(t, etagstore.RetryPolicy{})
-	hb.afterRead = func(n int) {
-		if n == 1 { // someone else creates the document after our first read
+	hb.afterRead = func(_ context.Context, _ string, _ driver.Item, err error) {
+		if errors.Is(err, etagstore.ErrNotFound) { // someone else creates the document after our read found none
 			if _, err := etagstore.New[counter](hb.Backend, nil).Create(context.Background(), "k", counter{N: 10}); err != nil {
 				t.Error(err)
 			}
@@ -267,11 +297,12 @@ func TestUpdateRecognisesOwnCommittedWrite(t *testing.T) {
 	if _, err := s.Create(t.Context(), "k", counter{N: 1}); err != nil {
 		t.Fatal(err)
 	}
-	hb.writes = 0
-	hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
-		if n != 1 {
+	landed := 0
+	hb.writeHook = func(_ context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
+		if nOf(w.Data) != 2 { // the Update's write of N 2 lands, and its answer is lost
 			return "", nil, false
 		}
+		landed++
 		if _, err := hb.Backend.Write(context.Background(), key, w); err != nil {
 			t.Fatal(err)
 		}
@@ -283,8 +314,8 @@ func TestUpdateRecognisesOwnCommittedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	stored, _ := s.Get(t.Context(), "k")
-	if d.Value.N != 2 || stored.Value.N != 2 || calls != 1 || d.ETag != stored.ETag {
-		t.Fatalf("Update = %+v (stored %+v) after %d mutate calls; want N 2 once", d, stored, calls)
+	if d.Value.N != 2 || stored.Value.N != 2 || calls != 1 || d.ETag != stored.ETag || landed != 1 {
+		t.Fatalf("Update = %+v (stored %+v) after %d mutate calls and %d landed writes answered 412; want N 2 once, one such write", d, stored, calls, landed)
 	}
 }
 
@@ -362,8 +393,9 @@ func TestSaveMergeRetriesAfterSecondConflict(t *testing.T) {
 	if _, err := other.Update(t.Context(), "p", func(p *page) error { p.Title = "T1"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	hb.afterRead = func(n int) {
-		if n == 1 { // theirs moves again between Save's read and its merged write
+	hb.afterRead = func(_ context.Context, _ string, it driver.Item, _ error) {
+		var p page
+		if json.Unmarshal(it.Data, &p) == nil && p.Title == "T1" { // theirs moves again between Save's read and its merged write
 			if _, err := other.Update(context.Background(), "p", func(p *page) error { p.Title = "T2"; return nil }); err != nil {
 				t.Error(err)
 			}
@@ -450,9 +482,12 @@ func TestBackoffAdaptsToContention(t *testing.T) {
 	firstSleepCap := func() time.Duration {
 		t.Helper()
 		clock.sleeps = nil
-		hb.reads = 0
-		hb.afterRead = func(n int) {
-			if n == 1 {
+		d, err := s.Get(t.Context(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hb.afterRead = func(_ context.Context, _ string, it driver.Item, _ error) {
+			if nOf(it.Data) == d.Value.N { // the Update's read of the current N goes stale
 				interfere(t, hb.Backend, "k")
 			}
 		}
@@ -566,9 +601,8 @@ func TestLostWriteJudgedByTheDocumentsWindow(t *testing.T) {
 	if _, err := a.Create(ctx, "k", counter{}); err != nil {
 		t.Fatal(err)
 	}
-	hb.writes = 0
-	hb.writeHook = func(n int, key string, w driver.Write) (etagstore.ETag, error, bool) {
-		if n != 1 {
+	hb.writeHook = func(_ context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
+		if nOf(w.Data) != 1 { // a's write of N 1: it lands, b writes twice, and its answer is lost
 			return "", nil, false
 		}
 		if _, err := hb.Backend.Write(ctx, key, w); err != nil {
