@@ -106,23 +106,31 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 		}
 		return etags, nil
 	}
-	if refused(err) {
-		index, err := batchFailure(err, func(j int) (string, string) {
-			if j < 0 || j >= len(sent) {
-				return "batch", ""
-			}
-			a := actions[sent[j]]
-			return fmt.Sprintf("batch action %d: %s", sent[j], actionNames[actionType(a)]), a.Key
-		})
-		if errors.Is(err, driver.ErrNotApplied) {
-			return nil, err
-		}
-		if index >= 0 && index < len(sent) {
-			index = sent[index]
-		}
-		return nil, &driver.ActionError{Index: index, Err: err}
+	return nil, commitFailure(err, actions, sent)
+}
+
+// commitFailure is the error of a transaction of actions (sent[j] is the
+// action its j-th transaction action was) that failed with err: a refusal
+// names the action the service named, in an *driver.ActionError; a
+// throttled transaction is marked driver.ErrNotApplied.
+func commitFailure(err error, actions []driver.Action, sent []int) error {
+	if !refused(err) {
+		return mapError("batch", actions[0].Key, err)
 	}
-	return nil, mapError("batch", actions[0].Key, err)
+	index, err := batchFailure(err, func(j int) (string, string) {
+		if j < 0 || j >= len(sent) {
+			return "batch", ""
+		}
+		a := actions[sent[j]]
+		return fmt.Sprintf("batch action %d: %s", sent[j], actionNames[actionType(a)]), a.Key
+	})
+	if errors.Is(err, driver.ErrNotApplied) {
+		return err
+	}
+	if index >= 0 && index < len(sent) {
+		index = sent[index]
+	}
+	return &driver.ActionError{Index: index, Err: err}
 }
 
 // batchETags reads the ETag of each change-set response of a committed
