@@ -121,8 +121,11 @@ func commitFailure(err error, actions []driver.Action, sent []int) error {
 		if j < 0 || j >= len(sent) {
 			return "batch", ""
 		}
-		a := actions[sent[j]]
-		return fmt.Sprintf("batch action %d: %s", sent[j], actionNames[actionType(a)]), a.Key
+		a, name := actions[sent[j]], "check"
+		if !a.Check {
+			name = actionNames[actionType(a)]
+		}
+		return fmt.Sprintf("batch action %d: %s", sent[j], name), a.Key
 	})
 	if errors.Is(err, driver.ErrNotApplied) {
 		return err

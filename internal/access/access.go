@@ -5,8 +5,9 @@
 //
 // A *etagstore.Store[T] embeds a Seam[T, etagstore.Doc[T], etagstore.Page[T]]
 // in an unexported field, so a backend package calls these methods on the
-// Store it was given and the compiler checks every type; a user of package
-// etagstore cannot name Write or List, and go doc does not show them.
+// Store it was given and the compiler checks every type. go doc does not
+// list them, and they are for this module's packages: a user cannot name
+// Write, so DeliverWrite is out of reach; the others read and observe only.
 package access
 
 import (

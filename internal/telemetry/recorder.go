@@ -170,7 +170,7 @@ type Span struct {
 // that the Azure SDK's own HTTP spans nest under it. opts add to the
 // span's start options (a link, say; a kind other than client).
 func (r *Recorder) Begin(ctx context.Context, op Op, subject string, opts ...trace.SpanStartOption) (context.Context, Span) {
-	if r == nil || !r.logs && !r.metering() && !r.tracing() {
+	if r == nil || op >= NumOps || !r.logs && !r.metering() && !r.tracing() {
 		return ctx, Span{} // nothing would be recorded: not even the clock is read
 	}
 	var span trace.Span
@@ -275,7 +275,7 @@ func (s *Span) annotate(oc OutcomeKind, err error) {
 // named "etagstore."+name, with the attributes of an operation's span,
 // err's outcome and, if it failed, Describe of err as its status.
 func (r *Recorder) Event(ctx context.Context, name Op, key string, err error, opts ...trace.SpanStartOption) {
-	if r == nil || !r.tracing() {
+	if r == nil || name >= NumOps || !r.tracing() {
 		return
 	}
 	_, sp := r.tracer.Start(ctx, spanNames[name], append(opts, trace.WithSpanKind(trace.SpanKindInternal))...)
