@@ -22,46 +22,21 @@ type ETag string
 // explicit last-writer-wins opt-out.
 const ETagAny ETag = "*"
 
-// Sentinel errors, re-exported by package etagstore. Every failure of a Store matches exactly one of them
-// with errors.Is, with four exceptions passed through as they are: the
-// context's error when nothing was sent (or nothing for this call is in
-// flight); the error a mutate, merge or transaction function returned; a
-// transport or service failure of a read, where nothing was written; and
-// errors.ErrUnsupported, for an ability the backend lacks (Transact on
-// blobs), before anything is sent.
+// Sentinel errors. Package etagstore re-exports them and documents what
+// each means to a user (etagstore.ErrNotFound and the rest); what each
+// means to a backend is listed under Backend. A backend wraps the one that
+// classifies a failure, so that errors.Is matches it.
 var (
-	// ErrNotFound: the key does not exist (HTTP 404).
-	ErrNotFound = errors.New("etagstore: not found")
-	// ErrExists: a create found the key already present (HTTP 409).
-	ErrExists = errors.New("etagstore: already exists")
-	// ErrConflict: the document changed since the caller read it (HTTP
-	// 412). The error is a *ConflictError[T] when it comes from a Store.
-	ErrConflict = errors.New("etagstore: conflict")
-	// ErrETagRequired: a conditional write or delete was given no ETag.
-	// Nothing was sent. Use ETagAny to overwrite deliberately.
-	ErrETagRequired = errors.New("etagstore: etag required")
-	// ErrInvalidKey: the key cannot be stored by the backend. Nothing was sent.
-	ErrInvalidKey = errors.New("etagstore: invalid key")
-	// ErrTooLarge: the document exceeds the backend's limits. Nothing was sent.
-	ErrTooLarge = errors.New("etagstore: too large")
-	// ErrInvalidInput: an argument is out of range (for example a lease
-	// duration) or a value cannot be stored: nothing was sent. A Store
-	// also reports with it a stored document that does not decode into
-	// its T.
-	ErrInvalidInput = errors.New("etagstore: invalid input")
-	// ErrFenced: the document was written under a newer fencing token than
-	// the one this write carries (see WithFence). Nothing was written.
-	ErrFenced = errors.New("etagstore: fenced")
-	// ErrLocked: another holder has the lease or lock (HTTP 409
-	// LeaseAlreadyPresent, or 412 LeaseIdMissing on a write).
-	ErrLocked = errors.New("etagstore: locked")
-	// ErrLockLost: a lease or lock this caller held is gone (expired,
-	// broken or taken over); work done under it must stop.
-	ErrLockLost = errors.New("etagstore: lock lost")
-	// ErrOutcomeUnknown: a write's response was lost and no read can tell
-	// whether it was applied (see the package documentation's
-	// "Exactly once"). The error is an *OutcomeUnknownError naming the
-	// operation, the key and the failure that lost the response.
+	ErrNotFound       = errors.New("etagstore: not found")
+	ErrExists         = errors.New("etagstore: already exists")
+	ErrConflict       = errors.New("etagstore: conflict")
+	ErrETagRequired   = errors.New("etagstore: etag required")
+	ErrInvalidKey     = errors.New("etagstore: invalid key")
+	ErrTooLarge       = errors.New("etagstore: too large")
+	ErrInvalidInput   = errors.New("etagstore: invalid input")
+	ErrFenced         = errors.New("etagstore: fenced")
+	ErrLocked         = errors.New("etagstore: locked")
+	ErrLockLost       = errors.New("etagstore: lock lost")
 	ErrOutcomeUnknown = errors.New("etagstore: outcome unknown")
 )
 

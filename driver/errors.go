@@ -6,7 +6,7 @@ import (
 )
 
 // The sentinel errors a backend returns are declared in driver.go and
-// documented, for users, in package etagstore (errors.go), which
+// documented once, for users, in package etagstore (errors.go), which
 // re-exports them. This file holds what a Store builds on them.
 
 // sentinels are the error classes; every failure of a Store matches at
