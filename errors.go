@@ -91,9 +91,9 @@ func (e *InvalidValueError) Unwrap() error { return ErrInvalidInput }
 // stack.
 var errPanicked = errors.New("etagstore: mutate panicked")
 
-// errorf returns an error that matches sentinel and says more.
+// errorf is driver.Errorf: an error that matches sentinel and says more.
 func errorf(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
+	return driver.Errorf(sentinel, format, args...)
 }
 
 // sentinelOf returns the sentinel err matches, or nil.

@@ -323,7 +323,7 @@ func (c Cond) Check() error {
 		}
 		return nil
 	}
-	return errorf(ErrInvalidInput, "unknown condition kind %d", c.Kind)
+	return Errorf(ErrInvalidInput, "unknown condition kind %d", c.Kind)
 }
 
 // Mode says how a write treats the stored document.
@@ -354,10 +354,6 @@ type Write struct {
 // property or metadata header.
 const MaxMetaLen = 1024
 
-func errorf(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
-}
-
 // CheckKey is the validation every key passes before any backend's own
 // rules (the Store applies it, then Backend.ValidateKey): it must be
 // non-empty, valid UTF-8, and free of control characters (U+0000–U+001F,
@@ -365,14 +361,14 @@ func errorf(sentinel error, format string, args ...any) error {
 // error matching ErrInvalidKey.
 func CheckKey(key string) error {
 	if key == "" {
-		return errorf(ErrInvalidKey, "empty key")
+		return Errorf(ErrInvalidKey, "empty key")
 	}
 	if !utf8.ValidString(key) {
-		return errorf(ErrInvalidKey, "key %q is not valid UTF-8", key)
+		return Errorf(ErrInvalidKey, "key %q is not valid UTF-8", key)
 	}
 	for _, r := range key {
 		if r <= 0x1f || (r >= 0x7f && r <= 0x9f) {
-			return errorf(ErrInvalidKey, "key %q contains control character %U", key, r)
+			return Errorf(ErrInvalidKey, "key %q contains control character %U", key, r)
 		}
 	}
 	return nil

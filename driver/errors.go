@@ -9,6 +9,12 @@ import (
 // documented once, for users, in package etagstore (errors.go), which
 // re-exports them. This file holds what a Store builds on them.
 
+// Errorf returns an error that matches sentinel and says more: the one
+// helper the Store and backends build their errors with.
+func Errorf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
+}
+
 // sentinels are the error classes; every failure of a Store matches at
 // most one of them.
 var sentinels = []error{ErrNotFound, ErrExists, ErrConflict, ErrETagRequired, ErrInvalidKey,

@@ -24,4 +24,4 @@ func IsSuperseded(etag ETag) bool {
 }
 
 // errSuperseded refuses a condition on a Superseded ETag, as a stale one.
-var errSuperseded = errorf(ErrConflict, "the ETag names a state later writes superseded")
+var errSuperseded = Errorf(ErrConflict, "the ETag names a state later writes superseded")
