@@ -44,20 +44,20 @@ func (c *core) delivery(ctx context.Context, op telemetry.Op, mode engine.Mode, 
 	return engine.New(c.env, op.String(), mode, keys, p, engine.Options{Start: start, Fence: fence, Fenced: fenced, Flight: f})
 }
 
-// deliver runs d and keeps in the version cache the versions it wrote.
+// deliver runs d and puts in the version cache the versions it wrote.
 func (c *core) deliver(ctx context.Context, d *engine.Delivery) (engine.Result, error) {
 	res, err := d.Run(ctx)
 	if err == nil {
-		c.keepWritten(res, false)
+		c.cacheWritten(res, false)
 	}
 	return res, err
 }
 
-// keepWritten keeps in the version cache the versions res wrote. plain
+// cacheWritten puts in the version cache the versions res wrote. plain
 // says the write holds no member T does not know (a read-modify-write over
 // a version holding none), so that a write starting from the cached copy
 // need not look for them.
-func (c *core) keepWritten(res engine.Result, plain bool) {
+func (c *core) cacheWritten(res engine.Result, plain bool) {
 	var w cache.Notes
 	if plain && len(res.Out) == 1 {
 		w.Plain = true

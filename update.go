@@ -170,7 +170,7 @@ func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, crea
 	m := &modification{create: create, changer: ch}
 	res, err := s.delivery(ctx, op, engine.Based, []string{key}, m, start, f).Run(ctx)
 	if err == nil {
-		s.keepWritten(res, m.extra == nil)
+		s.cacheWritten(res, m.extra == nil)
 		return res, Extra{raw: string(m.extra), meta: res.Out[0].Meta}, nil
 	}
 	if res.Raced && ctx.Err() == nil && (errors.Is(err, ErrConflict) || errors.Is(err, ErrExists)) {
