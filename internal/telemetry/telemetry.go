@@ -1,9 +1,8 @@
-// Package telemetry is what every package's telemetry shares: the
-// attribute keys of spans and metrics, how an operation's outcome is
-// classified, the one function that describes an error for spans and logs,
-// and a Recorder for the operations that have no Store (blobstore's leases
-// and locks). Package etagstore's observer records Store operations with
-// the same keys, outcomes and Describe.
+// Package telemetry is the one recorder of every package's operations (a
+// Store's, and blobstore's leases and locks), with what it is built on:
+// the operation names (Op), the attribute keys of spans and metrics, how
+// an operation's outcome is classified, and the one function that
+// describes an error for spans and logs.
 package telemetry
 
 import (
