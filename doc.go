@@ -75,8 +75,10 @@
 //
 // # Errors
 //
-// Failures match exactly one sentinel with errors.Is: ErrNotFound (404),
-// ErrExists (409 on create), ErrConflict (412; the error is a
+// Failures match exactly one sentinel with errors.Is: ErrNotFound (404: no
+// document under the key), ErrStorageNotFound (the table or container
+// itself does not exist: the storage is not set up), ErrExists (409 on
+// create), ErrConflict (412; the error is a
 // *ConflictError[T]), ErrETagRequired, ErrInvalidKey and ErrTooLarge
 // (refused before any request), ErrInvalidInput (an argument or value the
 // codec cannot encode, such as NaN under JSON), ErrFenced, ErrLocked,

@@ -24,7 +24,7 @@ func TestUndecodableDocumentIsInvalidInput(t *testing.T) {
 		if !errors.Is(err, etagstore.ErrInvalidInput) {
 			t.Fatalf("%s: err = %v, want ErrInvalidInput", op, err)
 		}
-		for _, other := range []error{etagstore.ErrNotFound, etagstore.ErrExists, etagstore.ErrConflict, etagstore.ErrETagRequired, etagstore.ErrInvalidKey, etagstore.ErrTooLarge, etagstore.ErrFenced, etagstore.ErrLocked, etagstore.ErrLockLost, etagstore.ErrOutcomeUnknown} {
+		for _, other := range []error{etagstore.ErrNotFound, etagstore.ErrStorageNotFound, etagstore.ErrExists, etagstore.ErrConflict, etagstore.ErrETagRequired, etagstore.ErrInvalidKey, etagstore.ErrTooLarge, etagstore.ErrFenced, etagstore.ErrLocked, etagstore.ErrLockLost, etagstore.ErrOutcomeUnknown} {
 			if errors.Is(err, other) {
 				t.Fatalf("%s: err = %v matches %v too", op, err, other)
 			}

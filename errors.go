@@ -24,6 +24,13 @@ import (
 var (
 	// ErrNotFound: the key does not exist (HTTP 404).
 	ErrNotFound = driver.ErrNotFound
+	// ErrStorageNotFound: the table or container the Store's backend
+	// keeps its documents in does not exist (Azure's TableNotFound,
+	// ContainerNotFound): the storage is not set up, which no retry
+	// changes; nothing was written. It is not ErrNotFound, which says a
+	// document is missing: an app answers it as its own failure (HTTP
+	// 500), not as a missing resource.
+	ErrStorageNotFound = driver.ErrStorageNotFound
 	// ErrExists: a create found the key already present (HTTP 409).
 	ErrExists = driver.ErrExists
 	// ErrConflict: the document changed since the caller read it (HTTP

@@ -578,7 +578,7 @@ func mapError(op string, cond driver.CondKind, key string, err error) error {
 	case bloberror.ContainerNotFound:
 		// Definite, and no retry will change it: the container must be created.
 		se.Detail = "the container does not exist"
-		sentinel = etagstore.ErrNotFound
+		sentinel = etagstore.ErrStorageNotFound
 	default:
 		if re.StatusCode == http.StatusNotModified {
 			sentinel = ErrNotModified

@@ -1,8 +1,12 @@
 package blobstore_test
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
+	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/blobstore"
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/azuritetest"
@@ -33,4 +37,23 @@ func TestMissingContainer(t *testing.T) {
 	storetest.RunMissingResource(t, func(t *testing.T) driver.Backend {
 		return blobstore.New(azuritetest.MissingContainer(t), &blobstore.Options{Prefix: "docs/"})
 	}, "container")
+	// The backend's own operations: conditional reads and the Locker.
+	c := azuritetest.MissingContainer(t)
+	s := etagstore.New[Note](blobstore.New(c, &blobstore.Options{Prefix: "docs/"}), nil)
+	ctx := t.Context()
+	errs := map[string]error{}
+	_, errs["GetIf"] = blobstore.GetIf(ctx, s, "k", blobstore.ReadConditions{})
+	l, err := blobstore.NewLocker(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errs["TryLock"] = l.TryLock(ctx, "k")
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, errs["Lock"] = l.Lock(lctx, "k")
+	for op, err := range errs {
+		if !errors.Is(err, etagstore.ErrStorageNotFound) || errors.Is(err, etagstore.ErrNotFound) {
+			t.Errorf("%s on a missing container = %v, want ErrStorageNotFound (and not ErrNotFound)", op, err)
+		}
+	}
 }

@@ -39,8 +39,8 @@ func TestErrorTextMissingContainer(t *testing.T) {
 	s := etagstore.New[Note](blobstore.New(azuritetest.MissingContainer(t), nil), nil)
 	_, err := s.Get(t.Context(), "k")
 	checkOneLine(t, "Get from a missing container", err)
-	if !errors.Is(err, etagstore.ErrNotFound) || !strings.Contains(err.Error(), "container does not exist") {
-		t.Errorf("Get from a missing container = %v, want ErrNotFound saying the container does not exist", err)
+	if !errors.Is(err, etagstore.ErrStorageNotFound) || errors.Is(err, etagstore.ErrNotFound) || !strings.Contains(err.Error(), "container does not exist") {
+		t.Errorf("Get from a missing container = %v, want ErrStorageNotFound (not ErrNotFound) saying the container does not exist", err)
 	}
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {

@@ -27,17 +27,18 @@ const ETagAny ETag = "*"
 // means to a backend is listed under Backend. A backend wraps the one that
 // classifies a failure, so that errors.Is matches it.
 var (
-	ErrNotFound       = errors.New("etagstore: not found")
-	ErrExists         = errors.New("etagstore: already exists")
-	ErrConflict       = errors.New("etagstore: conflict")
-	ErrETagRequired   = errors.New("etagstore: etag required")
-	ErrInvalidKey     = errors.New("etagstore: invalid key")
-	ErrTooLarge       = errors.New("etagstore: too large")
-	ErrInvalidInput   = errors.New("etagstore: invalid input")
-	ErrFenced         = errors.New("etagstore: fenced")
-	ErrLocked         = errors.New("etagstore: locked")
-	ErrLockLost       = errors.New("etagstore: lock lost")
-	ErrOutcomeUnknown = errors.New("etagstore: outcome unknown")
+	ErrNotFound        = errors.New("etagstore: not found")
+	ErrStorageNotFound = errors.New("etagstore: storage not found")
+	ErrExists          = errors.New("etagstore: already exists")
+	ErrConflict        = errors.New("etagstore: conflict")
+	ErrETagRequired    = errors.New("etagstore: etag required")
+	ErrInvalidKey      = errors.New("etagstore: invalid key")
+	ErrTooLarge        = errors.New("etagstore: too large")
+	ErrInvalidInput    = errors.New("etagstore: invalid input")
+	ErrFenced          = errors.New("etagstore: fenced")
+	ErrLocked          = errors.New("etagstore: locked")
+	ErrLockLost        = errors.New("etagstore: lock lost")
+	ErrOutcomeUnknown  = errors.New("etagstore: outcome unknown")
 )
 
 // Backend is the storage contract every backend implements: keys, encoded

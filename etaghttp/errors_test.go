@@ -43,7 +43,7 @@ func (broken) ListPage(context.Context, string, string, int) ([]driver.Item, boo
 type unset struct{ driver.Backend }
 
 func errUnset(key string) error {
-	return fmt.Errorf("%w: tablestore: %q: the table does not exist: %w", driver.ErrNotFound, key,
+	return fmt.Errorf("%w: tablestore: %q: the table does not exist: %w", driver.ErrStorageNotFound, key,
 		&azcore.ResponseError{ErrorCode: "TableNotFound", StatusCode: http.StatusNotFound})
 }
 

@@ -501,17 +501,19 @@ func (h *handler[T]) fail(w http.ResponseWriter, r *http.Request, key string, er
 }
 
 // misconfigured says what is wrong with the server's storage setup when
-// err shows it (Azure's answer: the table or container does not exist, or
-// the credentials are refused), and "" otherwise. Such an error is the
-// operator's to fix, never a missing document or a failed precondition.
+// err shows it (etagstore.ErrStorageNotFound: the table or container does
+// not exist; or Azure refused the credentials), and "" otherwise. Such an
+// error is the operator's to fix, never a missing document or a failed
+// precondition.
 func misconfigured(err error) string {
+	if errors.Is(err, etagstore.ErrStorageNotFound) {
+		return "storage error: the server's storage is not set up (its table or container does not exist)"
+	}
 	var re *azcore.ResponseError
 	if err == nil || !errors.As(err, &re) {
 		return ""
 	}
 	switch re.ErrorCode {
-	case "TableNotFound", "ContainerNotFound":
-		return "storage error: the server's storage is not set up (its table or container does not exist)"
 	case "AuthenticationFailed", "AuthorizationFailure", "AuthorizationPermissionMismatch", "InsufficientAccountPermissions":
 		return "storage error: the server's storage refused its credentials"
 	}

@@ -31,13 +31,27 @@ func testMalformedETag(t *testing.T, s *etagstore.Store[Page]) {
 }
 
 // RunMissingResource checks a backend whose table or container does not
-// exist: every operation fails at once with ErrNotFound (and its message
-// names what is missing), a definite answer that is not retried and never
+// exist: every operation fails at once with ErrStorageNotFound, never
+// ErrNotFound (no document is missing: the storage is), and its message
+// names what is missing; a definite answer that is not retried and never
 // an unknown outcome. newBackend returns such a backend.
 func RunMissingResource(t *testing.T, newBackend NewBackend, missing string) {
-	s := etagstore.New[Page](newBackend(t), nil)
+	b := newBackend(t)
+	s := etagstore.New[Page](b, nil)
 	ctx := t.Context()
 	errs := map[string]error{}
+	_, errs["Page"] = s.Page(ctx, "", 10, "")
+	_, errs["Save"] = s.Save(ctx, etagstore.Doc[Page]{Key: "k", ETag: etagstore.ETagAny}, Page{N: 1}, nil)
+	if b.Abilities().Commit != nil {
+		_, errs["Transact"] = s.Transact(ctx, func(tx *etagstore.Tx[Page]) error {
+			p, err := tx.Get("k")
+			if err != nil && !errors.Is(err, etagstore.ErrNotFound) {
+				return err
+			}
+			p.N++
+			return tx.Put("k", p)
+		})
+	}
 	_, errs["Get"] = s.Get(ctx, "k")
 	_, errs["Create"] = s.Create(ctx, "k", Page{})
 	_, errs["Upsert"] = s.Upsert(ctx, "k", Page{})
@@ -49,8 +63,8 @@ func RunMissingResource(t *testing.T, newBackend NewBackend, missing string) {
 		errs["List"] = err
 	}
 	for op, err := range errs {
-		if !errors.Is(err, etagstore.ErrNotFound) {
-			t.Errorf("%s on a missing %s = %v, want ErrNotFound", op, missing, err)
+		if !errors.Is(err, etagstore.ErrStorageNotFound) {
+			t.Errorf("%s on a missing %s = %v, want ErrStorageNotFound", op, missing, err)
 			continue
 		}
 		wantOneSentinel(t, err)

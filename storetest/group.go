@@ -306,7 +306,7 @@ func testOneSentinel(t *testing.T, s *etagstore.Store[Page]) {
 	}
 }
 
-var sentinels = []error{etagstore.ErrNotFound, etagstore.ErrExists, etagstore.ErrConflict, etagstore.ErrETagRequired,
+var sentinels = []error{etagstore.ErrNotFound, etagstore.ErrStorageNotFound, etagstore.ErrExists, etagstore.ErrConflict, etagstore.ErrETagRequired,
 	etagstore.ErrInvalidKey, etagstore.ErrTooLarge, etagstore.ErrInvalidInput, etagstore.ErrFenced,
 	etagstore.ErrLocked, etagstore.ErrLockLost, etagstore.ErrOutcomeUnknown}
 

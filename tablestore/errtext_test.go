@@ -39,8 +39,8 @@ func TestErrorTextMissingTable(t *testing.T) {
 	s := etagstore.New[Task](tablestore.New(azuritetest.MissingTable(t), &tablestore.Options{Partition: "docs"}), nil)
 	_, err := s.Get(t.Context(), "k")
 	checkOneLine(t, "Get from a missing table", err)
-	if !errors.Is(err, etagstore.ErrNotFound) || !strings.Contains(err.Error(), "table does not exist") {
-		t.Errorf("Get from a missing table = %v, want ErrNotFound saying the table does not exist", err)
+	if !errors.Is(err, etagstore.ErrStorageNotFound) || errors.Is(err, etagstore.ErrNotFound) || !strings.Contains(err.Error(), "table does not exist") {
+		t.Errorf("Get from a missing table = %v, want ErrStorageNotFound (not ErrNotFound) saying the table does not exist", err)
 	}
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {

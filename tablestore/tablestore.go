@@ -513,7 +513,7 @@ func mapErrorDetail(op, key, detail string, err error) error {
 	case aztables.TableNotFound:
 		// Definite, and no retry will change it: the table must be created.
 		se.Detail = "the table does not exist"
-		sentinel = etagstore.ErrNotFound
+		sentinel = etagstore.ErrStorageNotFound
 	default:
 		if sentinel = azerr.ByStatus(re.StatusCode, false); sentinel == nil {
 			return azerr.ServerBusy(re.StatusCode, re.ErrorCode, se)

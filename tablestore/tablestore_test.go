@@ -38,6 +38,22 @@ func TestMissingTable(t *testing.T) {
 	storetest.RunMissingResource(t, func(t *testing.T) driver.Backend {
 		return tablestore.New(azuritetest.MissingTable(t), &tablestore.Options{Partition: "docs"})
 	}, "table")
+	// The backend's own operations: merges, batches, queries.
+	s := etagstore.New[Task](tablestore.New(azuritetest.MissingTable(t), &tablestore.Options{Partition: "docs"}), nil)
+	ctx := t.Context()
+	errs := map[string]error{}
+	_, errs["Merge"] = tablestore.Merge(ctx, s, etagstore.Doc[Task]{Key: "k", ETag: etagstore.ETagAny, Value: Task{N: 1}}, "N")
+	_, errs["UpsertMerge"] = tablestore.UpsertMerge(ctx, s, "k", Task{N: 1}, "N")
+	_, errs["Batch"] = tablestore.NewBatch(s).Create("a", Task{}).Create("b", Task{}).Submit(ctx)
+	_, errs["QueryPage"] = tablestore.QueryPage(ctx, s, tablestore.Eq("Done", true), 10, "")
+	for _, err := range tablestore.Query(ctx, s, tablestore.Eq("Done", true)) {
+		errs["Query"] = err
+	}
+	for op, err := range errs {
+		if !errors.Is(err, etagstore.ErrStorageNotFound) || errors.Is(err, etagstore.ErrNotFound) {
+			t.Errorf("%s on a missing table = %v, want ErrStorageNotFound (and not ErrNotFound)", op, err)
+		}
+	}
 }
 
 // A 400 with no error code (Azurite's answer to a table name that is too

@@ -83,6 +83,7 @@ var bySentinel = [...]struct {
 	oc  OutcomeKind
 }{
 	{driver.ErrNotFound, NotFound},
+	{driver.ErrStorageNotFound, Error}, // the operator's to fix: a failure
 	{driver.ErrExists, Exists},
 	{driver.ErrConflict, Conflict},
 	{driver.ErrETagRequired, Invalid},

@@ -23,6 +23,7 @@ func TestOutcomeOf(t *testing.T) {
 		{fmt.Errorf("x: %w", driver.ErrConflict), "conflict"},
 		{driver.ErrNotFound, "not_found"},
 		{driver.ErrExists, "exists"},
+		{driver.ErrStorageNotFound, "error"},
 		{driver.ErrOutcomeUnknown, "unknown"},
 		{driver.ErrFenced, "fenced"},
 		{driver.ErrETagRequired, "invalid"},
