@@ -16,7 +16,7 @@ var codes = []struct {
 	code     gcerrors.ErrorCode
 }{
 	{etagstore.ErrNotFound, gcerrors.NotFound},
-	{etagstore.ErrStorageNotFound, gcerrors.FailedPrecondition}, // the collection's table or container is missing
+	{etagstore.ErrStorageNotFound, gcerrors.NotFound}, // the collection itself (its table or container) is missing
 	{etagstore.ErrExists, gcerrors.AlreadyExists},
 	{etagstore.ErrConflict, gcerrors.FailedPrecondition},
 	{etagstore.ErrFenced, gcerrors.FailedPrecondition},
