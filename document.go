@@ -17,7 +17,7 @@ const ETagAny = driver.ETagAny
 // group-commit batch (its state was committed together with the mutations
 // that followed it), or a write whose response was lost, found committed
 // with later writes after it — the ETag is a superseded one
-// (driver.Superseded): it names that state and matches no stored version,
+// (ETag.Superseded reports it): it names that state and matches no stored version,
 // so a Replace, Delete or Save with it is answered as any stale ETag is, a
 // *ConflictError holding the current document (matching ErrConflict), and
 // nothing it did not see is overwritten. Only a Doc built by hand has an

@@ -23,5 +23,12 @@ func IsSuperseded(etag ETag) bool {
 	return strings.HasPrefix(string(etag), supersededTag)
 }
 
+// Superseded reports whether e names a state that was applied but never
+// stored as a version of its own (see the function Superseded): no
+// condition with it can succeed, so a caller who holds one reads the
+// document again (Get) for the current version before its next
+// conditional write.
+func (e ETag) Superseded() bool { return IsSuperseded(e) }
+
 // errSuperseded refuses a condition on a Superseded ETag, as a stale one.
 var errSuperseded = Errorf(ErrConflict, "the ETag names a state later writes superseded")

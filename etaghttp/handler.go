@@ -403,13 +403,15 @@ func (h *handler[T]) written(w http.ResponseWriter, r *http.Request, key string,
 		h.failWrite(w, r, key, err)
 		return
 	}
-	// A write whose state was never stored as a version of its own (an
-	// Update committed with later ones in one group-commit batch, or a
-	// write whose lost response was found committed with later writes
-	// after it) has a
-	// superseded ETag: an If-Match with it is a 412 holding the current
-	// document, an If-None-Match with it a 200.
-	w.Header().Set("ETag", FormatETag(d.ETag))
+	// A write whose state was never stored as a version of its own (a
+	// PATCH committed with later ones in one group-commit batch, or a write
+	// whose lost response was found committed with later writes after it)
+	// has a superseded ETag, which no condition can ever match: the answer
+	// carries no ETag then, and the client GETs the resource for the
+	// current version and its ETag before its next conditional write.
+	if !d.ETag.Superseded() {
+		w.Header().Set("ETag", FormatETag(d.ETag))
+	}
 	writeJSON(w, status, d.Value)
 }
 
