@@ -17,10 +17,11 @@ const ETagAny = driver.ETagAny
 // group-commit batch (its state was committed together with the mutations
 // that followed it), or a write whose response was lost, found committed
 // with later writes after it — the ETag is a superseded one
-// (ETag.Superseded reports it): it names that state and matches no stored version,
-// so a Replace, Delete or Save with it is answered as any stale ETag is, a
-// *ConflictError holding the current document (matching ErrConflict), and
-// nothing it did not see is overwritten. Only a Doc built by hand has an
+// (ETag.Superseded reports it): it names that state and matches no stored
+// version, so a Replace, Delete or Save with it is answered as any stale
+// ETag is, a *ConflictError holding the current document (matching
+// ErrConflict), and nothing it did not see is overwritten; Get gives the
+// current version to go on from. Only a Doc built by hand has an
 // empty ETag, which Replace and Delete refuse with ErrETagRequired.
 //
 // Extra holds what the stored document holds beyond T: members T does not
