@@ -97,3 +97,7 @@ func (h hooks) Lost(ctx context.Context, op, key string, v outcome.Verdict) {
 func (h hooks) Retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error) {
 	h.c.obs.Retrying(ctx, op, attempt, delay, err)
 }
+
+func (h hooks) Attempted(ctx context.Context, attempt int, err error, delay time.Duration) {
+	h.c.obs.Attempt(ctx, attempt, err, delay)
+}

@@ -357,3 +357,78 @@ func debugLogsOfRetries(t *testing.T, key string, recordKeys bool) (texts, etags
 	}
 	return logs.texts(), etags
 }
+
+// A log record the Store makes under a recording span carries that span's
+// trace_id and span_id, and every attempt of a write is an event on the
+// operation's span (its number, its outcome, the delay before the next).
+// Here an Update whose first read goes stale retries once.
+func TestLogsCarryTheTraceAndAttemptsAreEvents(t *testing.T) {
+	tel := newTelemetry(t)
+	logs := &logRecords{}
+	hb := &hookBackend{Backend: memstore.New(nil)}
+	opts := tel.opts
+	opts.Logger, opts.CacheSize, opts.Clock = slog.New(logs), -1, newFakeClock()
+	s := etagstore.New[counter](hb, &opts)
+	ctx := t.Context()
+	if _, err := s.Create(ctx, "k", counter{}); err != nil {
+		t.Fatal(err)
+	}
+	hb.afterRead = func(_ context.Context, _ string, it driver.Item, _ error) {
+		if nOf(it.Data) == 0 { // the read of N 0 goes stale before its write
+			interfere(t, hb.Backend, "k")
+		}
+	}
+	if _, err := s.Update(ctx, "k", func(c *counter) error { c.N++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var update tracetest.SpanStub
+	for _, sp := range tel.spans.GetSpans() {
+		if sp.Name == "etagstore.Update" {
+			update = sp
+		}
+	}
+	if !update.SpanContext.IsValid() {
+		t.Fatal("no etagstore.Update span")
+	}
+	retried := false
+	for _, r := range logs.records {
+		if r.Message != "etagstore: retrying" {
+			continue
+		}
+		retried = true
+		got := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool { got[a.Key] = a.Value.String(); return true })
+		if got["trace_id"] != update.SpanContext.TraceID().String() || got["span_id"] != update.SpanContext.SpanID().String() {
+			t.Errorf("the retry record carries trace_id %q span_id %q, want the Update span's %s %s",
+				got["trace_id"], got["span_id"], update.SpanContext.TraceID(), update.SpanContext.SpanID())
+		}
+	}
+	if !retried {
+		t.Fatal("no retry was logged")
+	}
+	var attempts []string
+	for _, ev := range update.Events {
+		if ev.Name != "etagstore.attempt" {
+			continue
+		}
+		var n, oc string
+		delayed := false
+		for _, kv := range ev.Attributes {
+			switch kv.Key {
+			case "etagstore.attempt":
+				n = kv.Value.Emit()
+			case "etagstore.outcome":
+				oc = kv.Value.AsString()
+			case "etagstore.delay_ms":
+				delayed = kv.Value.AsFloat64() >= 0
+			}
+		}
+		if !delayed {
+			t.Errorf("attempt event %s has no delay", n)
+		}
+		attempts = append(attempts, n+":"+oc)
+	}
+	if diff := cmp.Diff([]string{"1:conflict", "2:ok"}, attempts); diff != "" {
+		t.Errorf("attempt events (-want +got):\n%s", diff)
+	}
+}

@@ -118,6 +118,10 @@ type Hooks interface {
 	Lost(ctx context.Context, op, key string, v outcome.Verdict)
 	// Retrying reports the pause before attempt+1, after err.
 	Retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error)
+	// Attempted reports every attempt that counts, as it ends: its number,
+	// its error (nil: it succeeded) and the delay before the next (0: at
+	// once, or none).
+	Attempted(ctx context.Context, attempt int, err error, delay time.Duration)
 }
 
 // Env is what a Store's writes are delivered with: one per Store, shared

@@ -69,16 +69,20 @@ func (env *Env) retry(ctx context.Context, attempt step, warm int, op string) (i
 			continue
 		}
 		if then == stop || n >= p.MaxAttempts {
+			env.Hooks.Attempted(ctx, n, err, 0)
 			return n, err
 		}
 		if then == now {
+			env.Hooks.Attempted(ctx, n, err, 0)
 			continue
 		}
 		limit := b.NextBackOff()
 		if limit == backoff.Stop {
+			env.Hooks.Attempted(ctx, n, err, 0)
 			return n, err
 		}
 		delay := fullJitter(limit)
+		env.Hooks.Attempted(ctx, n, err, delay)
 		env.Hooks.Retrying(ctx, op, n, delay, err)
 		if err := env.Clock.Sleep(ctx, delay); err != nil {
 			return n, err

@@ -73,6 +73,8 @@ func NewRecorder(scope, backend string, p Providers) *Recorder {
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	} else {
+		log = slog.New(traced{log.Handler()})
 	}
 	m := mp.Meter(scope)
 	r := &Recorder{
@@ -328,4 +330,33 @@ func (r *Recorder) Retrying(ctx context.Context, op string, attempt int, delay t
 	if r.log.Enabled(ctx, slog.LevelDebug) {
 		r.log.DebugContext(ctx, "etagstore: retrying", "operation", op, "attempt", attempt+1, "delay", delay, "after", Describe(err, OutcomeOf(err), r.keys))
 	}
+}
+
+// traced is the handler of a Recorder's logger: every record made under a
+// recording span carries that span's trace_id and span_id, so that an
+// operator can go from a log line to its trace.
+type traced struct{ slog.Handler }
+
+func (h traced) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h traced) WithAttrs(as []slog.Attr) slog.Handler { return traced{h.Handler.WithAttrs(as)} }
+func (h traced) WithGroup(name string) slog.Handler    { return traced{h.Handler.WithGroup(name)} }
+
+// Attempt records one attempt of a write as an event of the operation's
+// span (etagstore.attempt): its number, its outcome, and the delay before
+// the next attempt (0 when the next runs at once or none follows).
+func (r *Recorder) Attempt(ctx context.Context, n int, err error, delay time.Duration) {
+	sp := trace.SpanFromContext(ctx)
+	if !sp.IsRecording() {
+		return
+	}
+	sp.AddEvent("etagstore.attempt", trace.WithAttributes(
+		attribute.Int("etagstore.attempt", n),
+		Outcome.String(OutcomeOf(err).String()),
+		attribute.Float64("etagstore.delay_ms", float64(delay)/float64(time.Millisecond))))
 }
