@@ -131,6 +131,9 @@ func (b *batchRun[T]) commit(create bool, last []version) []version {
 		last = b.s.cached(ctx, b.key, "") // as an Update on its own starts
 	}
 	res, extra, err := b.s.modify(ctx, telemetry.OpUpdate, b.key, create, last, &mine, b, b)
+	if err == nil && len(res.Sent) > 0 {
+		b.s.obs.Committed(ctx, len(b.applied)) // once per batch, not per caller
+	}
 	b.finish(res, extra, err)
 	if err != nil || res.Out[0].Data == nil || driver.IsSuperseded(res.Out[0].ETag) {
 		return nil // no version to chain from

@@ -71,6 +71,9 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *t
 		return nil, err
 	}
 	st.Batch = len(res.Out)
+	if len(res.Sent) > 0 {
+		s.obs.Committed(ctx, len(res.Out))
+	}
 	return tx.written(res.Out), nil
 }
 

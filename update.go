@@ -96,6 +96,9 @@ func (s *Store[T]) updateUngrouped(ctx context.Context, key string, create bool,
 	if err != nil {
 		return Doc[T]{}, err
 	}
+	if len(res.Sent) > 0 {
+		s.obs.Committed(ctx, 1)
+	}
 	return Doc[T]{Key: key, Value: mut.mine, ETag: res.Out[0].ETag, Extra: extra}, nil
 }
 

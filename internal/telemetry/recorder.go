@@ -92,7 +92,7 @@ func NewRecorder(scope, backend string, p Providers) *Recorder {
 		metric.WithDescription("Writes an Update (or its group-commit batch) tried before it ended."),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100))
 	r.batchSize, _ = m.Int64Histogram("etagstore.batch.size", metric.WithUnit("{update}"),
-		metric.WithDescription("Updates committed by one conditional write (group commit); 1 for an ungrouped Update."),
+		metric.WithDescription("Updates committed by one conditional write (group commit), recorded once per write; 1 for an ungrouped Update."),
 		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128))
 	r.conflicts, _ = m.Int64Counter("etagstore.conflicts", metric.WithUnit("{conflict}"),
 		metric.WithDescription("Writes refused because another writer came first (HTTP 412): absorbed by a retry, or returned to the caller."))
@@ -238,9 +238,6 @@ func (s *Span) record(oc OutcomeKind, err error) {
 	if s.Stats.Attempts > 0 {
 		r.attempts.Record(s.ctx, int64(s.Stats.Attempts), r.updateOnly...)
 	}
-	if s.Stats.Batch > 0 {
-		r.batchSize.Record(s.ctx, int64(s.Stats.Batch), r.updateOnly...)
-	}
 	switch {
 	case oc == Conflict && s.op.Writes():
 		r.conflicts.Add(s.ctx, 1, r.returned...)
@@ -346,6 +343,15 @@ func (h traced) Handle(ctx context.Context, r slog.Record) error {
 
 func (h traced) WithAttrs(as []slog.Attr) slog.Handler { return traced{h.Handler.WithAttrs(as)} }
 func (h traced) WithGroup(name string) slog.Handler    { return traced{h.Handler.WithGroup(name)} }
+
+// Committed records the size of a write that committed: how many Updates
+// (or, for a transaction, documents) one conditional write committed. It
+// is called once per write, never per caller of a group-commit batch.
+func (r *Recorder) Committed(ctx context.Context, n int) {
+	if r.metering() {
+		r.batchSize.Record(ctx, int64(n), r.updateOnly...)
+	}
+}
 
 // Attempt records one attempt of a write as an event of the operation's
 // span (etagstore.attempt): its number, its outcome, and the delay before
