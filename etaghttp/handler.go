@@ -446,6 +446,11 @@ func (h *handler[T]) failWrite(w http.ResponseWriter, r *http.Request, key strin
 // version theirs; mine is what the write would have stored (nil for a
 // DELETE) and skip the members the server sets, left out of the diff.
 func (h *handler[T]) conflict(w http.ResponseWriter, key string, im condition, theirs etagstore.Doc[T], mine *T, skip []string) {
+	writeConflict(w, key, im, theirs, mine, skip)
+}
+
+// writeConflict writes conflict's answer, naming the resource name.
+func writeConflict[T any](w http.ResponseWriter, name string, im condition, theirs etagstore.Doc[T], mine *T, skip []string) {
 	tag := FormatETag(theirs.ETag)
 	detail := fmt.Sprintf("If-Match failed: the document changed since the version you name. Its current entity tag is %s: GET it (or take this body's current document), apply your change to it and send If-Match: %s", tag, tag)
 	if mine == nil {
@@ -460,7 +465,7 @@ func (h *handler[T]) conflict(w http.ResponseWriter, key string, im condition, t
 	}
 	WriteProblem(w, Problem{
 		Type: "https://etagstore.dev/problems/conflict", Title: "The document changed since you read it",
-		Status: http.StatusPreconditionFailed, Key: key, Detail: detail,
+		Status: http.StatusPreconditionFailed, Key: name, Detail: detail,
 		CurrentETag: tag, Current: theirs.Value, Changes: cs, Diff: diffText(cs),
 	})
 }

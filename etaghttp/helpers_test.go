@@ -1,0 +1,136 @@
+package etaghttp_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/etaghttp"
+	"github.com/etagstore/etagstore/memstore"
+)
+
+// kanbanItem is a card or a board (one Store: one type per transaction).
+type kanbanItem struct {
+	Title string
+	Count int // a board's cards
+}
+
+// deleteCard is a hand-written DELETE of /cards/{id}: it removes the card
+// and decrements its board's count in one transaction, keeping the
+// Handler's rules with the helpers: If-Match required (428), a stale one
+// answered 412 with the current card.
+func deleteCard(s *etagstore.Store[kanbanItem]) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		held, ok := etaghttp.IfMatch(w, r)
+		if !ok {
+			return
+		}
+		key := "card." + strings.TrimPrefix(r.URL.Path, "/cards/")
+		_, err := s.Transact(r.Context(), func(tx *etagstore.Tx[kanbanItem]) error {
+			card, err := tx.Get(key)
+			if err != nil {
+				return err
+			}
+			if cur, _ := tx.ETag(key); held != etagstore.ETagAny && cur != held {
+				return &etagstore.ConflictError[kanbanItem]{Key: key, ETag: held, Theirs: etagstore.Doc[kanbanItem]{Key: key, Value: card, ETag: cur}, Attempts: 1}
+			}
+			board, err := tx.Get("board")
+			if err != nil {
+				return err
+			}
+			board.Count--
+			return errors.Join(tx.Delete(key), tx.Put("board", board))
+		})
+		var ce *etagstore.ConflictError[kanbanItem]
+		switch {
+		case errors.As(err, &ce):
+			etaghttp.WriteConflict(w, r, ce)
+		case err != nil:
+			http.Error(w, "storage error", http.StatusInternalServerError)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}
+}
+
+func TestHandWrittenDeleteKeepsTheRules(t *testing.T) {
+	ctx := t.Context()
+	s := etagstore.New[kanbanItem](memstore.New(nil), nil)
+	if _, err := s.Create(ctx, "board", kanbanItem{Title: "todo", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.Create(ctx, "card.1", kanbanItem{Title: "write tests"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := s.Update(ctx, "card.1", func(c *kanbanItem) error { c.Title = "write more tests"; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := deleteCard(s)
+
+	resp, body := serve(h, "DELETE", "/cards/1", "", nil)
+	if resp.StatusCode != http.StatusPreconditionRequired {
+		t.Errorf("DELETE without If-Match: %d %s, want 428", resp.StatusCode, body)
+	}
+	resp, body = serve(h, "DELETE", "/cards/1", "", map[string]string{"If-Match": `"a", "b"`})
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("DELETE with two tags: %d %s, want 400", resp.StatusCode, body)
+	}
+	for _, stale := range []string{etaghttp.FormatETag(old.ETag), `W/` + etaghttp.FormatETag(cur.ETag), `"never-made"`} {
+		resp, body = serve(h, "DELETE", "/cards/1", "", map[string]string{"If-Match": stale})
+		var p struct {
+			Status      int
+			Key         string
+			CurrentETag string
+			Current     kanbanItem
+			Changes     []any
+		}
+		_ = json.Unmarshal([]byte(body), &p)
+		if resp.StatusCode != http.StatusPreconditionFailed || p.CurrentETag != etaghttp.FormatETag(cur.ETag) ||
+			p.Current.Title != "write more tests" || len(p.Changes) != 0 || p.Key != "/cards/1" || strings.Contains(body, "card.1") {
+			t.Errorf("DELETE with If-Match %s: %d %s; want 412 holding the current card, naming the path, not the key", stale, resp.StatusCode, body)
+		}
+	}
+	if b, _ := s.Get(ctx, "board"); b.Value.Count != 1 {
+		t.Fatalf("after refused deletes the board counts %d, want 1", b.Value.Count)
+	}
+	resp, body = serve(h, "DELETE", "/cards/1", "", map[string]string{"If-Match": etaghttp.FormatETag(cur.ETag)})
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE with the current tag: %d %s, want 204", resp.StatusCode, body)
+	}
+	if b, _ := s.Get(ctx, "board"); b.Value.Count != 0 {
+		t.Errorf("after the delete the board counts %d, want 0", b.Value.Count)
+	}
+	if _, err := s.Get(ctx, "card.1"); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Errorf("the card after its delete: %v, want ErrNotFound", err)
+	}
+}
+
+// WriteConflict answers a write's lost race with what changed between the
+// current document and the request's.
+func TestWriteConflictShowsChanges(t *testing.T) {
+	ctx := t.Context()
+	s := etagstore.New[kanbanItem](memstore.New(nil), nil)
+	old, err := s.Create(ctx, "card.2", kanbanItem{Title: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, "card.2", func(c *kanbanItem) error { c.Title = "b"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	old.Value.Title = "c"
+	_, err = s.Replace(ctx, old)
+	var ce *etagstore.ConflictError[kanbanItem]
+	if !errors.As(err, &ce) {
+		t.Fatalf("stale Replace: %v, want a *ConflictError", err)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { etaghttp.WriteConflict(w, r, ce) })
+	resp, body := serve(h, "PUT", "/cards/2", "", nil)
+	if resp.StatusCode != http.StatusPreconditionFailed || !strings.Contains(body, `"changes":[{"path":"/Title","theirs":"b","mine":"c"}]`) || !strings.Contains(body, `"diff":`) {
+		t.Errorf("WriteConflict: %d %s; want 412 with the Title change and its diff", resp.StatusCode, body)
+	}
+}
