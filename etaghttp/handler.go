@@ -31,6 +31,13 @@ type HandlerOptions[T any] struct {
 	// text and nothing is written. Under If-Match: * it runs inside
 	// Store.Update and may run more than once. Default: none.
 	Prepare func(r *http.Request, key string, old, v *T) error
+	// Key, when set, maps a request to the key of its document (a route
+	// /boards/b1/cards/c7 to "b1.c7", say); "" means the collection, which
+	// a GET lists. An error is answered 400 with its text. A mapped key
+	// never appears in a response: problem bodies name the request's path
+	// instead. Default: the request path without its leading '/' (mount the
+	// Handler with http.StripPrefix).
+	Key func(r *http.Request) (string, error)
 	// Logger, when set, gets one record at level Error for every 5xx
 	// answer (a storage failure, or a write whose outcome is unknown), with
 	// the request's method, the status and the Store's error: the client
@@ -65,6 +72,16 @@ type Problem struct {
 
 // WriteProblem writes p as application/problem+json with status p.Status.
 func WriteProblem(w http.ResponseWriter, p Problem) {
+	if m, ok := w.(mapped); ok {
+		// A mapped key stays the server's: the problem names the path,
+		// also where a Store error's text quotes the key.
+		if p.Key != "" {
+			p.Key = m.path
+		}
+		if m.key != "" {
+			p.Detail = strings.ReplaceAll(p.Detail, strconv.Quote(m.key), strconv.Quote(m.path))
+		}
+	}
 	if p.Type == "" {
 		p.Type = "about:blank"
 	}
@@ -110,7 +127,7 @@ func Handler[T any](s *etagstore.Store[T], opts *HandlerOptions[T]) http.Handler
 		if opts.MaxBodyBytes > 0 {
 			h.max = opts.MaxBodyBytes
 		}
-		h.checkKey, h.prepare, h.log = opts.CheckKey, opts.Prepare, opts.Logger
+		h.checkKey, h.prepare, h.log, h.key = opts.CheckKey, opts.Prepare, opts.Logger, opts.Key
 	}
 	return h
 }
@@ -121,6 +138,14 @@ type handler[T any] struct {
 	checkKey func(string) error
 	prepare  func(r *http.Request, key string, old, v *T) error
 	log      *slog.Logger
+	key      func(r *http.Request) (string, error)
+}
+
+// mapped is the ResponseWriter of a request whose key HandlerOptions.Key
+// mapped: the problems written to it name path, the request's path.
+type mapped struct {
+	http.ResponseWriter
+	path, key string
 }
 
 // serverError writes p, a 5xx answer, and logs err, its cause, at the
@@ -135,6 +160,14 @@ func (h *handler[T]) serverError(w http.ResponseWriter, r *http.Request, p Probl
 
 func (h *handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimPrefix(r.URL.Path, "/")
+	if h.key != nil {
+		var err error
+		if key, err = h.key(r); err != nil {
+			WriteProblem(w, Problem{Status: http.StatusBadRequest, Key: r.URL.Path, Detail: err.Error()})
+			return
+		}
+		w = mapped{ResponseWriter: w, path: r.URL.Path, key: key}
+	}
 	if key == "" {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -132,5 +133,45 @@ func TestWriteConflictShowsChanges(t *testing.T) {
 	resp, body := serve(h, "PUT", "/cards/2", "", nil)
 	if resp.StatusCode != http.StatusPreconditionFailed || !strings.Contains(body, `"changes":[{"path":"/Title","theirs":"b","mine":"c"}]`) || !strings.Contains(body, `"diff":`) {
 		t.Errorf("WriteConflict: %d %s; want 412 with the Title change and its diff", resp.StatusCode, body)
+	}
+}
+
+// HandlerOptions.Key maps a route to a key; no answer names the key: a
+// problem names the request's path.
+func TestHandlerKeyMapping(t *testing.T) {
+	ctx := t.Context()
+	s := etagstore.New[kanbanItem](memstore.New(nil), nil)
+	d, err := s.Create(ctx, "b1.c7", kanbanItem{Title: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := etaghttp.Handler(s, &etaghttp.HandlerOptions[kanbanItem]{Key: func(r *http.Request) (string, error) {
+		board, card, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/boards/"), "/cards/")
+		if !ok || board == "" || card == "" {
+			return "", errors.New("not a card's path")
+		}
+		return board + "." + card, nil
+	}})
+	if resp, body := serve(h, "GET", "/boards/b1/cards/c7", "", nil); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"Title":"a"`) {
+		t.Errorf("GET a mapped card: %d %s", resp.StatusCode, body)
+	}
+	for _, tc := range []struct {
+		method, path, body string
+		hdr                map[string]string
+		status             int
+	}{
+		{"GET", "/boards/b1/cards/c9", "", nil, http.StatusNotFound},
+		{"PUT", "/boards/b1/cards/c7", `{"Title":"b"}`, map[string]string{"If-Match": `"stale"`}, http.StatusPreconditionFailed},
+		{"PUT", "/boards/b1/cards/c7", `{"Title":"b"}`, nil, http.StatusPreconditionRequired},
+		{"DELETE", "/boards/b1/cards/c7", "", map[string]string{"If-Match": etaghttp.FormatETag("x")}, http.StatusPreconditionFailed},
+		{"GET", "/boards/b1", "", nil, http.StatusBadRequest},
+	} {
+		resp, body := serve(h, tc.method, tc.path, tc.body, tc.hdr)
+		if resp.StatusCode != tc.status || strings.Contains(body, "b1.c") || !strings.Contains(body, strconv.Quote(tc.path)) {
+			t.Errorf("%s %s: %d %s; want %d naming the path, not the key", tc.method, tc.path, resp.StatusCode, body, tc.status)
+		}
+	}
+	if cur, _ := s.Get(ctx, "b1.c7"); cur.ETag != d.ETag {
+		t.Error("a refused write changed the card")
 	}
 }
