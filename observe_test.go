@@ -145,7 +145,8 @@ func TestTelemetryOfGroupCommit(t *testing.T) {
 }
 
 // A lost response found committed, a conflict absorbed by a retry, a
-// conflict returned, and the version cache: each counted once.
+// conflict returned, the version cache, and the requests sent: each
+// counted once.
 func TestTelemetryOfConflictsLostResponsesAndCache(t *testing.T) {
 	tel := newTelemetry(t)
 	ctx := t.Context()
@@ -158,12 +159,12 @@ func TestTelemetryOfConflictsLostResponsesAndCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hb.writeHook = func(_ context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
+	hb.writeHook = func(wctx context.Context, key string, w driver.Write) (etagstore.ETag, error, bool) {
 		switch nOf(w.Data) {
 		case 1: // the first Update's write from the cached copy: another writer comes first
 			interfere(t, hb.Backend, key)
 		case 102: // the second Update's write: committed, but the answer is lost
-			if _, err := hb.Backend.Write(ctx, key, w); err != nil {
+			if _, err := hb.Backend.Write(wctx, key, w); err != nil {
 				t.Fatal(err)
 			}
 			return "", errors.New("connection reset"), true
@@ -185,6 +186,20 @@ func TestTelemetryOfConflictsLostResponsesAndCache(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int64{"etagstore.verdict=committed": 1}, tel.sums(t, "etagstore.lost_responses")); diff != "" {
 		t.Errorf("etagstore.lost_responses (-want +got):\n%s", diff)
+	}
+	// Every request to the backend, by the operation that sent it: the
+	// first Update's write refused, its read and write; the second's
+	// read, its write whose answer was lost, the read that found it
+	// committed; the stale Replace's write and the read that tells a
+	// conflict from a deletion.
+	if diff := cmp.Diff(map[string]int64{
+		"etagstore.operation=Create,etagstore.outcome=ok":        1,
+		"etagstore.operation=Update,etagstore.outcome=conflict":  1,
+		"etagstore.operation=Update,etagstore.outcome=ok":        5,
+		"etagstore.operation=Replace,etagstore.outcome=conflict": 1,
+		"etagstore.operation=Replace,etagstore.outcome=ok":       1,
+	}, tel.sums(t, "etagstore.requests")); diff != "" {
+		t.Errorf("etagstore.requests (-want +got):\n%s", diff)
 	}
 	// The first Update found Create's copy, stale by then: the key is
 	// marked shared, and the second Update reads first (a miss).

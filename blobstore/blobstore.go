@@ -221,8 +221,8 @@ func (b *Backend) read(ctx context.Context, key string, mac *blob.ModifiedAccess
 	resp, err := b.blob(key).DownloadStream(ctx, &blob.DownloadStreamOptions{
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: mac, LeaseAccessConditions: leaseConditions(ctx)},
 	})
-	if err != nil {
-		return driver.Item{}, mapError("read", driver.CondNone, key, err)
+	if err := driver.Sent(ctx, mapError("read", driver.CondNone, key, err)); err != nil {
+		return driver.Item{}, err
 	}
 	if resp.ETag == nil || resp.Body == nil {
 		// The SDK answers 304 Not Modified with no error and an empty response.
@@ -352,8 +352,8 @@ func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (etagst
 	}
 	ctx = azretry.NoRetry(ctx)
 	resp, err := b.blob(key).Upload(ctx, nopCloser{bytes.NewReader(w.Data)}, opts)
-	if err != nil {
-		return "", mapError("write", w.Cond.Kind, key, err)
+	if err := driver.Sent(ctx, mapError("write", w.Cond.Kind, key, err)); err != nil {
+		return "", err
 	}
 	if resp.ETag == nil {
 		return "", fmt.Errorf("blobstore: write %q: no ETag in the response", key)
@@ -390,10 +390,7 @@ func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) erro
 	_, err := b.blob(key).Delete(ctx, &blob.DeleteOptions{
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(cond), LeaseAccessConditions: leaseConditions(ctx)},
 	})
-	if err != nil {
-		return mapError("delete", cond.Kind, key, err)
-	}
-	return nil
+	return driver.Sent(ctx, mapError("delete", cond.Kind, key, err))
 }
 
 // List yields the documents whose key starts with prefix, in key order
@@ -410,8 +407,8 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item
 		pager := b.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full, Include: container.ListBlobsInclude{Metadata: true}})
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
-			if err != nil {
-				yield(driver.Item{}, mapError("list", driver.CondNone, prefix, err))
+			if err := driver.Sent(ctx, mapError("list", driver.CondNone, prefix, err)); err != nil {
+				yield(driver.Item{}, err)
 				return
 			}
 			for _, bi := range page.Segment.BlobItems {
@@ -460,8 +457,8 @@ func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int)
 		need := limit - len(items)
 		for len(keys) <= need && pager.More() {
 			page, err := pager.NextPage(ctx)
-			if err != nil {
-				return nil, false, mapError("list", driver.CondNone, prefix, err)
+			if err := driver.Sent(ctx, mapError("list", driver.CondNone, prefix, err)); err != nil {
+				return nil, false, err
 			}
 			keys = b.appendPageKeys(keys, page.Segment.BlobItems, prefix, after)
 		}
@@ -548,8 +545,11 @@ func (b *Backend) readMany(ctx context.Context, keys []string) ([]driver.Item, e
 
 // mapError is the one place where Blob service errors become etagstore's
 // sentinels, by ErrorCode (falling back on the HTTP status). cond says what
-// the request was: a 412 on a create means the blob exists.
+// the request was: a 412 on a create means the blob exists. nil stays nil.
 func mapError(op string, cond driver.CondKind, key string, err error) error {
+	if err == nil {
+		return nil
+	}
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

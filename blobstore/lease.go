@@ -106,7 +106,7 @@ func (l *Lease) Acquire(ctx context.Context, d time.Duration) error {
 		if err != nil {
 			return err
 		}
-		return l.wrap("acquire", l.ops.acquire(ctx, seconds))
+		return l.wrap(ctx, "acquire", l.ops.acquire(ctx, seconds))
 	})
 }
 
@@ -135,14 +135,14 @@ func (l *Lease) Renew(ctx context.Context) error { return l.renew(ctx) }
 // renew is Renew; opts add to its span's start options.
 func (l *Lease) renew(ctx context.Context, opts ...trace.SpanStartOption) error {
 	return l.observe(ctx, telemetry.OpRenewLease, func(ctx context.Context) error {
-		return l.wrap("renew", l.ops.renew(ctx))
+		return l.wrap(ctx, "renew", l.ops.renew(ctx))
 	}, opts...)
 }
 
 // Change replaces the lease id with newID (a UUID) while keeping the lease.
 func (l *Lease) Change(ctx context.Context, newID string) error {
 	return l.observe(ctx, telemetry.OpChangeLease, func(ctx context.Context) error {
-		return l.wrap("change", l.ops.change(ctx, newID))
+		return l.wrap(ctx, "change", l.ops.change(ctx, newID))
 	})
 }
 
@@ -150,7 +150,7 @@ func (l *Lease) Change(ctx context.Context, newID string) error {
 // a lease that is no longer this handle's matches etagstore.ErrLockLost.
 func (l *Lease) Release(ctx context.Context) error {
 	return l.observe(ctx, telemetry.OpReleaseLease, func(ctx context.Context) error {
-		return l.wrap("release", l.ops.release(ctx))
+		return l.wrap(ctx, "release", l.ops.release(ctx))
 	})
 }
 
@@ -169,16 +169,15 @@ func (l *Lease) Break(ctx context.Context, period time.Duration) (time.Duration,
 		}
 		var err error
 		left, err = l.ops.brk(ctx, p)
-		return l.wrap("break", err)
+		return l.wrap(ctx, "break", err)
 	})
 	return left, err
 }
 
-func (l *Lease) wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return mapError(op+" lease", driver.CondNone, l.name, err)
+// wrap is the error of the lease request op that ended with err, counted
+// as one request sent.
+func (l *Lease) wrap(ctx context.Context, op string, err error) error {
+	return driver.Sent(ctx, mapError(op+" lease", driver.CondNone, l.name, err))
 }
 
 type blobLease struct{ c *lease.BlobClient }

@@ -363,10 +363,7 @@ func createLockBlob(ctx context.Context, bc *blockblob.Client, name string) erro
 		Metadata:         map[string]*string{tokenKey: &zero},
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(driver.Cond{Kind: driver.CondCreate})},
 	})
-	if err == nil {
-		return nil
-	}
-	if err = mapError("create lock", driver.CondCreate, name, err); errors.Is(err, etagstore.ErrExists) {
+	if err = driver.Sent(ctx, mapError("create lock", driver.CondCreate, name, err)); errors.Is(err, etagstore.ErrExists) {
 		return nil // another creator won: fine
 	}
 	return err

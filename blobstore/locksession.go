@@ -78,8 +78,8 @@ func (s *session) lac() *blob.LeaseAccessConditions {
 // acquired, then writes the next one (see bump).
 func (s *session) firstToken(ctx context.Context) error {
 	props, err := s.bc.GetProperties(ctx, &blob.GetPropertiesOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: s.lac()}})
-	if err != nil {
-		return mapError("read lock token", driver.CondNone, s.name, err)
+	if err := driver.Sent(ctx, mapError("read lock token", driver.CondNone, s.name, err)); err != nil {
+		return err
 	}
 	s.token, s.etag, s.date = storedToken(props.Metadata), *props.ETag, props.Date
 	return s.bump(ctx)
@@ -102,17 +102,18 @@ func (s *session) bump(ctx context.Context) error {
 		},
 	})
 	etag, date := resp.ETag, resp.Date
+	err = driver.Sent(ctx, mapError("write lock token", driver.CondIfMatch, s.name, err))
 	var re *azcore.ResponseError
 	if err != nil && !errors.As(err, &re) {
 		// The answer was lost. Only the lease holder can change the
 		// metadata, so reading it back tells whether the write landed.
 		props, rerr := s.bc.GetProperties(ctx, &blob.GetPropertiesOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: s.lac()}})
-		if rerr == nil && storedToken(props.Metadata) == token {
+		if driver.Sent(ctx, mapError("read lock token", driver.CondNone, s.name, rerr)) == nil && storedToken(props.Metadata) == token {
 			err, etag, date = nil, props.ETag, props.Date
 		}
 	}
 	if err != nil {
-		return mapError("write lock token", driver.CondIfMatch, s.name, err)
+		return err
 	}
 	s.token, s.date = token, date
 	if etag != nil {
@@ -125,7 +126,7 @@ func (s *session) bump(ctx context.Context) error {
 // others (see freeKey); false if the lock blob does not say.
 func (l *Locker) freeAt(ctx context.Context, key string) (time.Time, bool) {
 	props, err := l.c.NewBlockBlobClient(l.opts.Prefix+key).GetProperties(ctx, nil)
-	if err != nil {
+	if driver.Sent(ctx, mapError("read lock", driver.CondNone, key, err)) != nil {
 		return time.Time{}, false
 	}
 	for k, v := range props.Metadata {

@@ -68,6 +68,10 @@ var (
 // 409 or 404 answered a retry of a request whose earlier try got no
 // response marks the error with ErrAmbiguous as well: that answer may be to
 // its own success.
+//
+// A backend calls Sent once for every request it sends to its service,
+// with the error it made of the answer, so that etagstore.requests counts
+// them (see Sent).
 type Backend interface {
 	// ValidateKey reports whether key can be stored by this backend, by its
 	// own rules beyond CheckKey's (which the Store has applied); it returns

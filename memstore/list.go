@@ -27,6 +27,7 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item
 				return
 			}
 			items, more := b.page(prefix, after, listChunk)
+			driver.Sent(ctx, nil)
 			for _, it := range items {
 				if !yield(it, nil) {
 					return
@@ -48,6 +49,7 @@ func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int)
 		return nil, false, err
 	}
 	items, more := b.page(prefix, after, limit)
+	driver.Sent(ctx, nil)
 	return items, more, nil
 }
 

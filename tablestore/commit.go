@@ -99,6 +99,7 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 	var resp *http.Response
 	_, err := b.client.SubmitTransaction(policy.WithCaptureResponse(azretry.NoRetry(ctx), &resp), tx, nil)
 	if err == nil {
+		driver.Sent(ctx, nil)
 		for j, etag := range batchETags(resp) {
 			if j < len(sent) && !actions[sent[j]].Delete {
 				etags[sent[j]] = etag
@@ -106,7 +107,7 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 		}
 		return etags, nil
 	}
-	return nil, commitFailure(err, actions, sent)
+	return nil, driver.Sent(ctx, commitFailure(err, actions, sent))
 }
 
 // commitFailure is the error of a transaction of actions (sent[j] is the

@@ -32,12 +32,13 @@ type trackedTask struct {
 	Tags     []string // held as JSON in an Edm.String
 }
 
-// countingTransport counts the requests sent through it.
+// countingTransport counts the requests the SDK hands to the transport:
+// what a packet capture would see.
 type countingTransport struct{ n atomic.Int64 }
 
 func (c *countingTransport) Do(req *http.Request) (*http.Response, error) {
 	c.n.Add(1)
-	return http.DefaultClient.Do(req)
+	return azuritetest.Transport.Do(req)
 }
 
 // newCountedTable creates a fresh table and returns a client for it whose

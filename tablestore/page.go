@@ -104,8 +104,8 @@ func (b *Backend) page(ctx context.Context, filter Filter, limit int) ([]driver.
 			opts.Filter = &f
 		}
 		resp, err := b.client.NewListEntitiesPager(opts).NextPage(ctx)
-		if err != nil {
-			return nil, false, mapError("list", "", err)
+		if err := driver.Sent(ctx, mapError("list", "", err)); err != nil {
+			return nil, false, err
 		}
 		for _, e := range resp.Entities {
 			it, err := b.item(e)

@@ -182,8 +182,8 @@ func (b *Backend) Read(ctx context.Context, key string) (driver.Item, error) {
 		return driver.Item{}, err
 	}
 	resp, err := b.client.GetEntity(ctx, pk, rk, nil)
-	if err != nil {
-		return driver.Item{}, mapError("read", key, err)
+	if err := driver.Sent(ctx, mapError("read", key, err)); err != nil {
+		return driver.Item{}, err
 	}
 	it, err := b.item(resp.Value)
 	if err != nil {
@@ -328,8 +328,8 @@ func (b *Backend) write(ctx context.Context, key string, w driver.Write, mode az
 		resp, err = b.client.UpsertEntity(ctx, body, &aztables.UpsertEntityOptions{UpdateMode: mode})
 		etag = resp.ETag
 	}
-	if err != nil {
-		return "", mapError("write", key, err)
+	if err := driver.Sent(ctx, mapError("write", key, err)); err != nil {
+		return "", err
 	}
 	return etagstore.ETag(etag), nil
 }
@@ -351,10 +351,8 @@ func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) erro
 	}
 	ifMatch := azcore.ETag(etag) // never nil: nil would mean "*"
 	ctx = azretry.NoRetry(ctx)
-	if _, err := b.client.DeleteEntity(ctx, pk, rk, &aztables.DeleteEntityOptions{IfMatch: &ifMatch}); err != nil {
-		return mapError("delete", key, err)
-	}
-	return nil
+	_, err = b.client.DeleteEntity(ctx, pk, rk, &aztables.DeleteEntityOptions{IfMatch: &ifMatch})
+	return driver.Sent(ctx, mapError("delete", key, err))
 }
 
 // List yields the entities whose key starts with prefix in the table's
@@ -441,8 +439,8 @@ func (b *Backend) query(ctx context.Context, filter Filter) iter.Seq2[driver.Ite
 		pager := b.client.NewListEntitiesPager(opts)
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
-			if err != nil {
-				yield(driver.Item{}, mapError("list", "", err))
+			if err := driver.Sent(ctx, mapError("list", "", err)); err != nil {
+				yield(driver.Item{}, err)
 				return
 			}
 			for _, e := range page.Entities {
@@ -483,8 +481,11 @@ func checkETag(etag etagstore.ETag) error {
 
 // mapError is the one place where Table service errors become etagstore's
 // sentinels, by ErrorCode (falling back on the HTTP status for codes this
-// list does not name). The result wraps the original error.
+// list does not name). The result wraps the original error; nil stays nil.
 func mapError(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
 	return mapErrorDetail(op, key, "", err)
 }
 

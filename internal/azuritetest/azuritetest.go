@@ -150,13 +150,19 @@ var Options = azcore.ClientOptions{Transport: Transport}
 // endpoint) instead of Azurite itself.
 func NewTableVia(t testing.TB, via string) *aztables.Client {
 	t.Helper()
+	return NewTableWith(t, via, FastRetries)
+}
+
+// NewTableWith is NewTableVia with the SDK client options opts.
+func NewTableWith(t testing.TB, via string, opts azcore.ClientOptions) *aztables.Client {
+	t.Helper()
 	_, name := createTable(t)
 	acct, key := accountKey(t)
 	cred, err := aztables.NewSharedKeyCredential(acct, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := aztables.NewClientWithSharedKey(strings.TrimRight(via, "/")+"/"+acct+"/"+name, cred, &aztables.ClientOptions{ClientOptions: FastRetries})
+	c, err := aztables.NewClientWithSharedKey(strings.TrimRight(via, "/")+"/"+acct+"/"+name, cred, &aztables.ClientOptions{ClientOptions: opts})
 	if err != nil {
 		t.Fatal(err)
 	}

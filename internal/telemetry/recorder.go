@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/outcome"
 )
 
@@ -49,8 +50,11 @@ type Recorder struct {
 	lost      metric.Int64Counter
 	cache     metric.Int64Counter
 	fenced    metric.Int64Counter
+	requests  metric.Int64Counter
 
 	opOutcome        [NumOps][NumOutcomes][]metric.RecordOption
+	opOutcomeAdd     [NumOps][NumOutcomes][]metric.AddOption
+	counters         [NumOps]requestCounter
 	absorbed         []metric.AddOption
 	returned         []metric.AddOption
 	verdicts         [4][]metric.AddOption // by outcome.Verdict
@@ -102,10 +106,14 @@ func NewRecorder(scope, backend string, p Providers) *Recorder {
 		metric.WithDescription("Version cache lookups (Options.CacheSize): hit, miss, or revalidated (a 304 answered a conditional read)."))
 	r.fenced, _ = m.Int64Counter("etagstore.fenced_writes", metric.WithUnit("{write}"),
 		metric.WithDescription("Writes refused because the document holds a newer fencing token (ErrFenced)."))
+	r.requests, _ = m.Int64Counter("etagstore.requests", metric.WithUnit("{request}"),
+		metric.WithDescription("Storage requests sent, by the operation that sent them and how each ended (a request the Azure SDK retried on its own counts once)."))
 	for op := range NumOps {
+		r.counters[op] = requestCounter{r: r, op: op}
 		for oc := range NumOutcomes {
-			r.opOutcome[op][oc] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(r.backend,
-				Operation.String(op.String()), Outcome.String(oc.String())))}
+			set := metric.WithAttributeSet(attribute.NewSet(r.backend, Operation.String(op.String()), Outcome.String(oc.String())))
+			r.opOutcome[op][oc] = []metric.RecordOption{set}
+			r.opOutcomeAdd[op][oc] = []metric.AddOption{set}
 		}
 	}
 	add := func(kv ...attribute.KeyValue) []metric.AddOption {
@@ -169,11 +177,16 @@ type Span struct {
 
 // Begin starts observing op on subject (a key, a listing's prefix, a
 // query's filter; "" for none). The returned context carries the span, so
-// that the Azure SDK's own HTTP spans nest under it. opts add to the
+// that the Azure SDK's own HTTP spans nest under it, and counts the
+// storage requests sent under it (etagstore.requests, see
+// driver.Sent) as op's. opts add to the
 // span's start options (a link, say; a kind other than client).
 func (r *Recorder) Begin(ctx context.Context, op Op, subject string, opts ...trace.SpanStartOption) (context.Context, Span) {
 	if r == nil || op >= NumOps || !r.logs && !r.metering() && !r.tracing() {
 		return ctx, Span{} // nothing would be recorded: not even the clock is read
+	}
+	if r.metering() {
+		ctx = driver.CountRequests(ctx, &r.counters[op])
 	}
 	var span trace.Span
 	if r.tracing() {
@@ -365,4 +378,15 @@ func (r *Recorder) Attempt(ctx context.Context, n int, err error, delay time.Dur
 		attribute.Int("etagstore.attempt", n),
 		Outcome.String(OutcomeOf(err).String()),
 		attribute.Float64("etagstore.delay_ms", float64(delay)/float64(time.Millisecond))))
+}
+
+// requestCounter counts the storage requests of one operation of one
+// Recorder in etagstore.requests.
+type requestCounter struct {
+	r  *Recorder
+	op Op
+}
+
+func (c *requestCounter) Sent(ctx context.Context, err error) {
+	c.r.requests.Add(ctx, 1, c.r.opOutcomeAdd[c.op][OutcomeOf(err)]...)
 }
