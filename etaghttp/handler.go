@@ -38,6 +38,31 @@ type HandlerOptions[T any] struct {
 	// instead. Default: the request path without its leading '/' (mount the
 	// Handler with http.StripPrefix).
 	Key func(r *http.Request) (string, error)
+	// Transact, when set, runs every PUT, PATCH and DELETE inside the
+	// app's own transaction, so that the app can write more documents in
+	// the same commit (a card's delete and its board's count, say). It
+	// calls Store.Transact and, in its fn, write with fn's tx, and returns
+	// what Transact returned:
+	//
+	//	Transact: func(r *http.Request, key string, write func(*etagstore.Tx[Item]) error) ([]etagstore.Doc[Item], error) {
+	//		return items.Transact(r.Context(), func(tx *etagstore.Tx[Item]) error {
+	//			if err := write(tx); err != nil {
+	//				return err
+	//			}
+	//			return adjustBoard(tx, r.Method, key) // the app's own writes
+	//		})
+	//	},
+	//
+	// write is the Handler's part: it reads key's document in tx, checks
+	// If-Match (or If-None-Match: *) against the version tx read, applies
+	// the body and Prepare, and puts or deletes it. Its error must be
+	// returned from fn: the Handler answers it as it answers its own
+	// writes (412 with the current document and the changes, 400 for a
+	// body Prepare refused, …), and any other error of the transaction by
+	// its sentinel. fn may run more than once (the Store reruns it on a
+	// conflict), and so may Prepare. Default: none; the Handler writes
+	// with the Store's single-document operations.
+	Transact func(r *http.Request, key string, write func(tx *etagstore.Tx[T]) error) ([]etagstore.Doc[T], error)
 	// Logger, when set, gets one record at level Error for every 5xx
 	// answer (a storage failure, or a write whose outcome is unknown), with
 	// the request's method, the status and the Store's error: the client
@@ -118,7 +143,9 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 // Problem saying so: GET the document to see. Any other storage failure
 // is 500, "storage error" (a missing table or container, or refused
 // credentials, says the storage is not set up: never 404 or 412); every
-// 5xx's cause goes to HandlerOptions.Logger. Every 2xx answer to PUT or
+// 5xx's cause goes to HandlerOptions.Logger. With HandlerOptions.Transact
+// the writes run inside the app's transaction under the same rules. Every
+// 2xx answer to PUT or
 // PATCH carries the ETag of the document it returns. Bodies are limited to
 // MaxBodyBytes (413 beyond). A Handler is safe for concurrent use.
 func Handler[T any](s *etagstore.Store[T], opts *HandlerOptions[T]) http.Handler {
@@ -127,7 +154,7 @@ func Handler[T any](s *etagstore.Store[T], opts *HandlerOptions[T]) http.Handler
 		if opts.MaxBodyBytes > 0 {
 			h.max = opts.MaxBodyBytes
 		}
-		h.checkKey, h.prepare, h.log, h.key = opts.CheckKey, opts.Prepare, opts.Logger, opts.Key
+		h.checkKey, h.prepare, h.log, h.key, h.transact = opts.CheckKey, opts.Prepare, opts.Logger, opts.Key, opts.Transact
 	}
 	return h
 }
@@ -139,6 +166,7 @@ type handler[T any] struct {
 	prepare  func(r *http.Request, key string, old, v *T) error
 	log      *slog.Logger
 	key      func(r *http.Request) (string, error)
+	transact func(r *http.Request, key string, write func(tx *etagstore.Tx[T]) error) ([]etagstore.Doc[T], error)
 }
 
 // mapped is the ResponseWriter of a request whose key HandlerOptions.Key
@@ -279,11 +307,14 @@ func (h *handler[T]) put(w http.ResponseWriter, r *http.Request, key string) {
 		badRequest(w, key, fmt.Errorf("body: %w", err))
 		return
 	}
-	if inm.any {
+	switch {
+	case h.transact != nil:
+		h.inTx(w, r, key, im, inm.any, func(T) (T, error) { return v, nil })
+	case inm.any:
 		h.create(w, r, key, v)
-		return
+	default:
+		h.write(w, r, key, im, func(T) (T, error) { return v, nil })
 	}
-	h.write(w, r, key, im, func(T) (T, error) { return v, nil })
 }
 
 func (h *handler[T]) patch(w http.ResponseWriter, r *http.Request, key string) {
@@ -299,7 +330,12 @@ func (h *handler[T]) patch(w http.ResponseWriter, r *http.Request, key string) {
 		badRequest(w, key, errors.New("patch: invalid JSON"))
 		return
 	}
-	h.write(w, r, key, im, func(cur T) (T, error) { return patched(cur, patch) })
+	change := func(cur T) (T, error) { return patched(cur, patch) }
+	if h.transact != nil {
+		h.inTx(w, r, key, im, false, change)
+		return
+	}
+	h.write(w, r, key, im, change)
 }
 
 func (h *handler[T]) create(w http.ResponseWriter, r *http.Request, key string, v T) {
@@ -403,6 +439,9 @@ func (h *handler[T]) delete(w http.ResponseWriter, r *http.Request, key string) 
 		return
 	case !im.present:
 		preconditionRequired(w, key)
+		return
+	case h.transact != nil:
+		h.inTx(w, r, key, im, false, nil)
 		return
 	}
 	held := etagstore.ETagAny

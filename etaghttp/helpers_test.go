@@ -16,7 +16,8 @@ import (
 // kanbanItem is a card or a board (one Store: one type per transaction).
 type kanbanItem struct {
 	Title string
-	Count int // a board's cards
+	Count int    `json:",omitempty"` // a board's cards
+	Board string `json:",omitempty"` // a card's board
 }
 
 // deleteCard is a hand-written DELETE of /cards/{id}: it removes the card
