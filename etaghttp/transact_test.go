@@ -1,13 +1,19 @@
 package etaghttp_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/etaghttp"
@@ -201,5 +207,71 @@ func TestHandlerTransactionsKeepCountsUnderRaces(t *testing.T) {
 	}
 	if on["todo"]+on["done"] != 17 {
 		t.Errorf("%v cards, want 17", on)
+	}
+}
+
+// The kanban DELETE whose transaction lost a race (the board changed after
+// the transaction read it) is retried by the Store, and the Store's log
+// record of that retry carries the trace id and span id of the
+// etagstore.Transact span the DELETE ran in.
+func TestKanbanDeleteLogsCarryTheTrace(t *testing.T) {
+	ctx := t.Context()
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	var logs bytes.Buffer
+	s := etagstore.New[kanbanItem](memstore.New(nil), &etagstore.Options{
+		TracerProvider: tp,
+		Logger:         slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if _, err := s.Create(ctx, "board.todo", kanbanItem{Title: "todo", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	card, err := s.Create(ctx, "card.1", kanbanItem{Title: "t", Board: "todo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := etagstore.New[kanbanItem](s.Backend(), nil)
+	raced := false
+	h := etaghttp.Handler(s, &etaghttp.HandlerOptions[kanbanItem]{
+		Key: func(r *http.Request) (string, error) { return "card." + strings.TrimPrefix(r.URL.Path, "/cards/"), nil },
+		Transact: func(r *http.Request, key string, write func(*etagstore.Tx[kanbanItem]) error) ([]etagstore.Doc[kanbanItem], error) {
+			return s.Transact(r.Context(), func(tx *etagstore.Tx[kanbanItem]) error {
+				if err := write(tx); err != nil {
+					return err
+				}
+				b, err := tx.Get("board.todo")
+				if err != nil {
+					return err
+				}
+				if !raced { // another writer changes the board after this read
+					raced = true
+					if _, err := other.Update(context.Background(), "board.todo", func(b *kanbanItem) error { b.Title = "To do"; return nil }); err != nil {
+						return err
+					}
+				}
+				b.Count--
+				return tx.Put("board.todo", b)
+			})
+		},
+	})
+	resp, body := serve(h, "DELETE", "/cards/1", "", map[string]string{"If-Match": etaghttp.FormatETag(card.ETag)})
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s, want 204", resp.StatusCode, body)
+	}
+	if b, _ := s.Get(ctx, "board.todo"); b.Value.Count != 0 || b.Value.Title != "To do" {
+		t.Fatalf("board after the delete: %+v, want count 0 and the other writer's title", b.Value)
+	}
+	var tx tracetest.SpanStub
+	for _, sp := range spans.GetSpans() {
+		if sp.Name == "etagstore.Transact" {
+			tx = sp
+		}
+	}
+	line, _, _ := strings.Cut(logs.String(), "\n")
+	t.Logf("log line: %s", line)
+	want := "trace_id=" + tx.SpanContext.TraceID().String() + " span_id=" + tx.SpanContext.SpanID().String()
+	if !tx.SpanContext.IsValid() || !strings.Contains(line, "etagstore: retrying") || !strings.Contains(line, want) {
+		t.Errorf("the retry's log line %q does not carry the Transact span's %s", line, want)
 	}
 }
