@@ -18,8 +18,10 @@
 // caller's edit with the stored version (MergeFields by default) and reports
 // overlapping edits with all three versions so no one's text is lost.
 // Transact commits several documents at once: fn reads and writes through
-// a Tx, every document it read is checked at commit (serializable), and on
-// a conflict fn runs again on fresh reads.
+// a Tx, every document it read is checked at commit (serializable; on
+// tables, keys fn found missing and did not write are not checked), and on
+// a conflict fn runs again on fresh reads. An error of fn is returned only
+// when the reads it saw were current together.
 //
 // Every write — these, group-commit batches, table merges and batches —
 // goes through one delivery engine, which owns retries, backoff, throttling,
@@ -67,7 +69,8 @@
 // write has left the window of ids the document holds. A write is never
 // sent again unless a read proved the earlier try had not landed; a write
 // the service refused unapplied (503 ServerBusy, its throttling answer) is
-// sent again after a pause. A write found committed after later writes
+// sent again after a pause, and fails with ErrUnavailable when throttled
+// until the retry policy's time ran out. A write found committed after later writes
 // returns its own value with a superseded ETag (see Doc).
 //
 // Store, the backends and Codecs are safe for concurrent use by multiple
@@ -82,7 +85,8 @@
 // *ConflictError[T]), ErrETagRequired, ErrInvalidKey and ErrTooLarge
 // (refused before any request), ErrInvalidInput (an argument or value the
 // codec cannot encode, such as NaN under JSON), ErrFenced, ErrLocked,
-// ErrLockLost and ErrOutcomeUnknown (an *OutcomeUnknownError); a stored
+// ErrLockLost, ErrOutcomeUnknown (an *OutcomeUnknownError) and
+// ErrUnavailable (throttled on every attempt, nothing written); a stored
 // document that does not decode into T matches ErrInvalidInput. A context
 // that ended before anything was sent returns ctx.Err() unchanged; a
 // mutate's, merge's or transaction function's own error is returned as is;

@@ -62,6 +62,10 @@ var (
 	// "Exactly once"). The error is an *OutcomeUnknownError naming the
 	// operation, the key and the failure that lost the response.
 	ErrOutcomeUnknown = driver.ErrOutcomeUnknown
+	// ErrUnavailable: the storage service refused the request without
+	// applying it (Azure's 503 ServerBusy: throttling), on every attempt
+	// the caller's time allowed. Nothing was written. Try again later.
+	ErrUnavailable = driver.ErrUnavailable
 )
 
 // OutcomeUnknownError reports a write or delete whose response was lost

@@ -5,9 +5,12 @@ import (
 	"time"
 )
 
-// RetryPolicy bounds how often, and for how long, a Store's writes are
-// tried (every write: Update, Save, Create, Replace, Upsert, Delete, table
-// merges and batches). A write is tried again when it lost a race (HTTP
+// RetryPolicy bounds for how long (and, if asked, how often) a Store's
+// writes are tried (every write: Update, Save, Create, Replace, Upsert,
+// Delete, Transact, table merges and batches). By default a write is
+// bounded by time only: contention is not failure, and while
+// MaxElapsedTime and the caller's ctx allow, a write that lost its race is
+// tried again. A write is tried again when it lost a race (HTTP
 // 412, or a lost create race) and is built again on the new version
 // (Update, Save, fenced writes, Merge); when the service refused it
 // unapplied (503 ServerBusy); and when its answer was lost and a read
@@ -20,21 +23,22 @@ import (
 // (the engine's contention heat). A zero field takes its default. The
 // loop itself is the engine's (internal/engine, retry.go).
 type RetryPolicy struct {
-	// MaxAttempts is the number of attempts before giving up (with a
-	// *ConflictError after lost races). Default: 10. 1 disables retries.
+	// MaxAttempts, if positive, is the number of attempts before giving
+	// up (with a *ConflictError after lost races) even though time
+	// remains. 1 disables retries. Default: 0, no count: the write is
+	// bounded by MaxElapsedTime and ctx.
 	MaxAttempts int
 	// InitialInterval is the first backoff cap. Default: 4ms.
 	InitialInterval time.Duration
 	// MaxInterval is the largest backoff cap. Default: 250ms.
 	MaxInterval time.Duration
 	// MaxElapsedTime stops retrying once this much time has passed since
-	// the first attempt. Default: 15s. Negative: no limit.
+	// the first attempt. Default: 15s. Negative: no limit but ctx's.
 	MaxElapsedTime time.Duration
 }
 
 // defaultRetryPolicy is the policy used when Options.Retry is nil.
 var defaultRetryPolicy = RetryPolicy{
-	MaxAttempts:     10,
 	InitialInterval: 4 * time.Millisecond,
 	MaxInterval:     250 * time.Millisecond,
 	MaxElapsedTime:  15 * time.Second,

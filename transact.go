@@ -15,24 +15,35 @@ import (
 // most 100 entities; memstore: any keys). It returns the documents fn put,
 // in the order fn first touched their keys, with their new ETags.
 //
-// Transactions are serializable. Every document fn read is checked at
-// commit, whether fn wrote it or not, so no two transactions can both
-// commit on reads the other invalidated (no write skew): a document fn
-// read and did not write is sent as a check of its ETag (on tables, a
-// Merge Entity without properties, which gives it a new ETag). A Put or
-// Delete of a key fn did not read is conditioned on the version tx reads
-// for it first. A transaction that writes nothing is checked by reading
-// its documents again: unchanged, its reads were all current at one
-// instant. On tables a key fn found missing and did not write cannot be
-// checked without creating it, and is not checked.
+// Transactions are serializable, with one exception on tables. Every
+// document fn read is checked at commit, whether fn wrote it or not, so
+// no two transactions can both commit on reads the other invalidated (no
+// write skew): a document fn read and did not write is sent as a check of
+// its ETag (on tables, a Merge Entity without properties, which gives it
+// a new ETag). A Put or Delete of a key fn did not read is conditioned on
+// the version tx reads for it first. A transaction that writes nothing is
+// checked at one instant on a backend with pure checks (memstore), and
+// otherwise by reading its documents again. The exception: on tables a
+// key fn found missing and did not write cannot be checked without
+// creating it, and is not checked, so two transactions that read the same
+// missing keys and each create a different one can both commit (write
+// skew over absent keys; make them write one document in common).
 //
 // When a document changed before the commit, fn runs again on fresh reads,
 // after the Store's backoff, within its RetryPolicy; fn must therefore be
-// free of side effects outside tx. Failures:
+// free of side effects outside tx. An error Transact returns from fn was
+// made on reads that were all current together: when fn returns an error
+// or panics, its reads are checked first, and if one changed fn runs
+// again instead. An error of fn that matches ErrConflict runs it again
+// too; a refusal another run cannot change (a caller's stale version)
+// must be an error of fn's own that does not match ErrConflict. Failures:
 //
 //   - fn's error aborts with nothing written and is returned as is; a
 //     panic in fn goes on up the caller's stack, with nothing written.
-//   - every attempt lost its race: an error matching ErrConflict.
+//   - every attempt lost its race, while the policy's time lasted: an
+//     error matching ErrConflict (never ErrExists or ErrNotFound of the
+//     last refusal).
+//   - every attempt was throttled: ErrUnavailable.
 //   - a backend that cannot commit several documents atomically (blobs):
 //     errors.ErrUnsupported, before anything is read.
 //   - keys in more than one partition, or more documents than the backend
@@ -58,7 +69,7 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *t
 	var tx *Tx[T]
 	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
 		tx = &Tx[T]{s: s, ctx: ctx, reads: map[string]version{}, writes: map[string]txWrite[T]{}}
-		if err := fn(tx); err != nil {
+		if err := tx.run(fn); err != nil {
 			return nil, err
 		}
 		req, err := tx.request(d)
@@ -75,6 +86,33 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *t
 		s.obs.Committed(ctx, len(res.Out))
 	}
 	return tx.written(res.Out), nil
+}
+
+// run runs fn on tx. An error or a panic of fn counts only when the reads
+// fn saw were current together: they are read again first, and if one
+// changed fn acted on a torn view and runs again (engine.ErrStale). An
+// error matching ErrConflict runs fn again too, within the policy.
+func (tx *Tx[T]) run(fn func(tx *Tx[T]) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if tx.revalidate() != nil {
+				err = engine.ErrStale // a panic on a torn view: run again
+				return
+			}
+			panic(p)
+		}
+	}()
+	err = fn(tx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrConflict):
+		return engine.Rerun(err)
+	}
+	if stale := tx.revalidate(); stale != nil {
+		return stale
+	}
+	return err
 }
 
 // Tx is one attempt of a transaction: what fn read and what it wrote. It is
@@ -219,9 +257,27 @@ func (tx *Tx[T]) request(d *engine.Delivery) (request, error) {
 	return req, nil
 }
 
-// revalidate reads every key again: if none changed, all the reads were
-// current at the instant of the last first read.
+// revalidate checks that every read of tx is still current (engine.ErrStale
+// when one is not). On a backend with PureChecks it commits checks of
+// them all, which write nothing: all were current at that instant,
+// absences included. Otherwise it reads every key again: a document
+// whose ETag did not change was current throughout, but a key missing
+// at both reads may have existed between them.
 func (tx *Tx[T]) revalidate() error {
+	if a := tx.s.abilities; a.PureChecks && a.Commit != nil {
+		if len(tx.order) == 0 {
+			return nil
+		}
+		checks := make([]driver.Action, len(tx.order))
+		for i, key := range tx.order {
+			checks[i] = engine.Check(tx.reads[key]).Action
+		}
+		_, err := a.Commit(tx.ctx, checks)
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
+			return engine.ErrStale
+		}
+		return err
+	}
 	for _, key := range tx.order {
 		it, err := tx.s.b.Read(tx.ctx, key)
 		if err != nil && !errors.Is(err, ErrNotFound) {

@@ -397,11 +397,14 @@ func (c *collection) runAtomic(ctx context.Context, actions []*driver.Action) er
 	docs, err := c.store.Transact(ctx, func(tx *etagstore.Tx[raw]) error {
 		for _, p := range ps {
 			if err := c.txAction(tx, p.a, p.key, p.rev); err != nil {
-				return err
+				return refused{err}
 			}
 		}
 		return nil
 	})
+	if r, ok := errors.AsType[refused](err); ok {
+		return r.err
+	}
 	if err != nil {
 		return err
 	}
@@ -418,6 +421,14 @@ func (c *collection) runAtomic(ctx context.Context, actions []*driver.Action) er
 	}
 	return nil
 }
+
+// refused carries an action's refusal (a stale revision: ErrConflict) out
+// of the transaction function without matching ErrConflict there, which
+// would make Transact run the function again: the revision is the
+// caller's, and another run would find it just as stale.
+type refused struct{ err error }
+
+func (r refused) Error() string { return r.err.Error() }
 
 // txAction buffers one atomic write in tx, checking its revision against
 // the version tx read.

@@ -39,6 +39,7 @@ var (
 	ErrLocked          = errors.New("etagstore: locked")
 	ErrLockLost        = errors.New("etagstore: lock lost")
 	ErrOutcomeUnknown  = errors.New("etagstore: outcome unknown")
+	ErrUnavailable     = errors.New("etagstore: unavailable")
 )
 
 // Backend is the storage contract every backend implements: keys, encoded
@@ -147,8 +148,9 @@ var ErrAmbiguous = errors.New("etagstore: the request may have been applied")
 // applied and may be sent again as it is: the service refused it before
 // processing it (Azure's 503 ServerBusy, its throttling answer). The Store
 // retries such a write with backoff instead of treating it as a possibly
-// applied one.
-var ErrNotApplied = errors.New("etagstore: the service refused the request without applying it; retry it")
+// applied one. It matches ErrUnavailable: a request refused so until the
+// caller's time ran out fails with that sentinel.
+var ErrNotApplied = fmt.Errorf("%w: the service refused the request without applying it (throttled)", ErrUnavailable)
 
 // Abilities is what a backend can do beyond the contract, declared by its
 // Abilities method: a wrapper that embeds a Backend forwards it, so no
@@ -182,6 +184,14 @@ type Abilities struct {
 	// naming the action whose condition failed, wrapping its sentinel.
 	// Errors that may hide an applied request are classified as for Write.
 	Commit func(ctx context.Context, actions []Action) ([]ETag, error)
+	// PureChecks: Commit's Check actions write nothing, and a Check of a
+	// key found missing (Cond CondCreate) requires it to be missing at the
+	// commit (memstore). A transaction's reads, absences included, are
+	// then validated at one instant, by a Commit of checks alone; without
+	// it they are read again, which cannot prove that a key missing at two
+	// instants was missing between them, and on tables a missing key is
+	// not checked at commit at all.
+	PureChecks bool
 	// CheckCommit reports, sending nothing, whether actions may go in one
 	// Commit (one partition, at most so many actions); a refusal matches
 	// ErrInvalidInput, in an *ActionError when one action is at fault. The

@@ -18,7 +18,7 @@ func Errorf(sentinel error, format string, args ...any) error {
 // sentinels are the error classes; every failure of a Store matches at
 // most one of them.
 var sentinels = []error{ErrNotFound, ErrStorageNotFound, ErrExists, ErrConflict, ErrETagRequired, ErrInvalidKey,
-	ErrTooLarge, ErrInvalidInput, ErrFenced, ErrLocked, ErrLockLost, ErrOutcomeUnknown}
+	ErrTooLarge, ErrInvalidInput, ErrFenced, ErrLocked, ErrLockLost, ErrOutcomeUnknown, ErrUnavailable}
 
 // SentinelOf returns the sentinel error err matches, or nil.
 func SentinelOf(err error) error {

@@ -140,14 +140,15 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 // A body must decode into T: a member T has no field for, a null body or
 // data after the document is 400, naming what is wrong. A write that may
 // or may not have been applied (etagstore.ErrOutcomeUnknown) is 503 with a
-// Problem saying so: GET the document to see. Any other storage failure
-// is 500, "storage error" (a missing table or container, or refused
-// credentials, says the storage is not set up: never 404 or 412); every
-// 5xx's cause goes to HandlerOptions.Logger. With HandlerOptions.Transact
-// the writes run inside the app's transaction under the same rules. Every
-// 2xx answer to PUT or
-// PATCH carries the ETag of the document it returns. Bodies are limited to
-// MaxBodyBytes (413 beyond). A Handler is safe for concurrent use.
+// Problem saying so: GET the document to see. A throttled storage service
+// (etagstore.ErrUnavailable: nothing was written) is 503 with Retry-After.
+// Any other storage failure is 500, "storage error" (a missing table or
+// container, or refused credentials, says the storage is not set up:
+// never 404 or 412); every 5xx's cause goes to HandlerOptions.Logger. With
+// HandlerOptions.Transact the writes run inside the app's transaction
+// under the same rules. Every 2xx answer to PUT or PATCH carries the ETag
+// of the document it returns. Bodies are limited to MaxBodyBytes (413
+// beyond). A Handler is safe for concurrent use.
 func Handler[T any](s *etagstore.Store[T], opts *HandlerOptions[T]) http.Handler {
 	h := &handler[T]{s: s, max: 1 << 20}
 	if opts != nil {
@@ -572,6 +573,10 @@ func (h *handler[T]) fail(w http.ResponseWriter, r *http.Request, key string, er
 		WriteProblem(w, Problem{Status: http.StatusRequestEntityTooLarge, Key: key, Detail: err.Error()})
 	case errors.Is(err, etagstore.ErrETagRequired):
 		preconditionRequired(w, key)
+	case errors.Is(err, etagstore.ErrUnavailable):
+		w.Header().Set("Retry-After", "1")
+		h.serverError(w, r, Problem{Status: http.StatusServiceUnavailable, Key: key,
+			Detail: "the storage service is busy (throttling) and nothing was written: try again shortly"}, err)
 	case errors.Is(err, etagstore.ErrLocked):
 		WriteProblem(w, Problem{Status: http.StatusLocked, Key: key, Detail: "the document is locked by another writer"})
 	default:

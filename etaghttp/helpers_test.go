@@ -20,10 +20,14 @@ type kanbanItem struct {
 	Board string `json:",omitempty"` // a card's board
 }
 
+var errStaleTag = errors.New("If-Match names an older version")
+
 // deleteCard is a hand-written DELETE of /cards/{id}: it removes the card
 // and decrements its board's count in one transaction, keeping the
 // Handler's rules with the helpers: If-Match required (428), a stale one
-// answered 412 with the current card.
+// answered 412 with the current card. The client's stale tag is not an
+// error matching ErrConflict inside fn (that would run fn again, to no
+// end): fn keeps the conflict and returns errStaleTag.
 func deleteCard(s *etagstore.Store[kanbanItem]) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		held, ok := etaghttp.IfMatch(w, r)
@@ -31,13 +35,15 @@ func deleteCard(s *etagstore.Store[kanbanItem]) http.HandlerFunc {
 			return
 		}
 		key := "card." + strings.TrimPrefix(r.URL.Path, "/cards/")
+		var stale *etagstore.ConflictError[kanbanItem]
 		_, err := s.Transact(r.Context(), func(tx *etagstore.Tx[kanbanItem]) error {
 			card, err := tx.Get(key)
 			if err != nil {
 				return err
 			}
 			if cur, _ := tx.ETag(key); held != etagstore.ETagAny && cur != held {
-				return &etagstore.ConflictError[kanbanItem]{Key: key, ETag: held, Theirs: etagstore.Doc[kanbanItem]{Key: key, Value: card, ETag: cur}, Attempts: 1}
+				stale = &etagstore.ConflictError[kanbanItem]{Key: key, ETag: held, Theirs: etagstore.Doc[kanbanItem]{Key: key, Value: card, ETag: cur}, Attempts: 1}
+				return errStaleTag
 			}
 			board, err := tx.Get("board")
 			if err != nil {
@@ -46,10 +52,9 @@ func deleteCard(s *etagstore.Store[kanbanItem]) http.HandlerFunc {
 			board.Count--
 			return errors.Join(tx.Delete(key), tx.Put("board", board))
 		})
-		var ce *etagstore.ConflictError[kanbanItem]
 		switch {
-		case errors.As(err, &ce):
-			etaghttp.WriteConflict(w, r, ce)
+		case errors.Is(err, errStaleTag):
+			etaghttp.WriteConflict(w, r, stale)
 		case err != nil:
 			http.Error(w, "storage error", http.StatusInternalServerError)
 		default:

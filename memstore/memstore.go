@@ -70,10 +70,11 @@ func New(opts *Options) *Backend {
 }
 
 // Abilities reports that Read returns documents byte for byte as written,
-// and that several writes over any keys can be committed atomically.
+// and that several writes over any keys can be committed atomically, with
+// checks that write nothing and check absence exactly (PureChecks).
 // memstore cannot merge (driver.ModeMerge).
 func (b *Backend) Abilities() driver.Abilities {
-	return driver.Abilities{Verbatim: true, Commit: b.commit, MaxKeyLen: b.opts.MaxKeyLen}
+	return driver.Abilities{Verbatim: true, Commit: b.commit, PureChecks: true, MaxKeyLen: b.opts.MaxKeyLen}
 }
 
 // As sets a **memstore.Backend target to b.

@@ -40,7 +40,7 @@ func RunFaults(t *testing.T, newBackend NewFaultyBackendFunc) {
 	store := func(t *testing.T, f Faults) (*etagstore.Store[Page], func() map[string]int) {
 		b, counts := newBackend(t, f)
 		t.Cleanup(func() { t.Logf("faults injected: %v", counts()) })
-		return etagstore.New[Page](b, withErrorLines(t, etagstore.Options{Retry: &contended})), counts
+		return etagstore.New[Page](b, withErrorLines(t, etagstore.Options{})), counts
 	}
 	t.Run("CounterExact", func(t *testing.T) {
 		s, _ := store(t, DefaultFaults)
@@ -50,7 +50,7 @@ func RunFaults(t *testing.T, newBackend NewFaultyBackendFunc) {
 		// Every Update its own write: many more lost responses to resolve.
 		b, counts := newBackend(t, DefaultFaults)
 		t.Cleanup(func() { t.Logf("faults injected: %v", counts()) })
-		faultyCounter(t, etagstore.New[Page](b, withErrorLines(t, etagstore.Options{Retry: &contended, DisableGroupCommit: true})), writers, each)
+		faultyCounter(t, etagstore.New[Page](b, withErrorLines(t, etagstore.Options{DisableGroupCommit: true})), writers, each)
 	})
 	t.Run("CounterExactMixedFaults", func(t *testing.T) {
 		// Every kind of fault the proxy knows, at lower rates.
@@ -83,7 +83,7 @@ func RunFaults(t *testing.T, newBackend NewFaultyBackendFunc) {
 	t.Run("LinearizableUngrouped", func(t *testing.T) {
 		b, counts := newBackend(t, DefaultFaults)
 		t.Cleanup(func() { t.Logf("faults injected: %v", counts()) })
-		s := etagstore.New[Page](b, withErrorLines(t, etagstore.Options{Retry: &contended, DisableGroupCommit: true}))
+		s := etagstore.New[Page](b, withErrorLines(t, etagstore.Options{DisableGroupCommit: true}))
 		checkLinearizable(t, s, linClients, linOps, true)
 	})
 }

@@ -39,7 +39,7 @@ func RunPaging(t *testing.T, newBackend NewBackend) {
 	t.Helper()
 	for _, tc := range pagingTests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, etagstore.New[Page](newBackend(t), &etagstore.Options{Retry: &contended}))
+			tc.fn(t, etagstore.New[Page](newBackend(t), nil))
 		})
 	}
 }
@@ -421,7 +421,7 @@ func testPageAtMaxKeyLength(t *testing.T, s *etagstore.Store[Page]) {
 func RunKeyOrder(t *testing.T, newBackend NewBackend) {
 	t.Helper()
 	t.Run("PageKeyOrder", func(t *testing.T) {
-		testPageKeyOrder(t, etagstore.New[Page](newBackend(t), &etagstore.Options{Retry: &contended}))
+		testPageKeyOrder(t, etagstore.New[Page](newBackend(t), nil))
 	})
 }
 

@@ -26,8 +26,8 @@ func TestServiceErrorOneLine(t *testing.T) {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 	busy := ServerBusy(503, "ServerBusy", &ServiceError{Backend: "blobstore", Op: "write", Key: "k", Status: 503, Code: "ServerBusy", Err: re})
-	if got, want := busy.Error(), `etagstore: the service refused the request without applying it; retry it: blobstore: write "k" (503 ServerBusy)`; got != want || !errors.Is(busy, driver.ErrNotApplied) {
-		t.Errorf("Error() = %q, want %q matching ErrNotApplied", got, want)
+	if got, want := busy.Error(), `etagstore: unavailable: the service refused the request without applying it (throttled): blobstore: write "k" (503 ServerBusy)`; got != want || !errors.Is(busy, driver.ErrNotApplied) || driver.SentinelOf(busy) != driver.ErrUnavailable {
+		t.Errorf("Error() = %q, want %q matching ErrNotApplied and ErrUnavailable", got, want)
 	}
 	if got, want := Plain("blobstore", "list", "", errors.New("dial tcp: refused\nretrying")).Error(), "blobstore: list: dial tcp: refused; retrying"; got != want {
 		t.Errorf("Plain = %q, want %q", got, want)

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
@@ -159,8 +160,20 @@ type Result struct {
 
 // ErrStale is what a SelfReading plan reports when a version it read
 // changed before it could send: the engine builds it again after a pause,
-// as after a lost race.
+// as after a lost race. Out of time, the write fails with an error
+// matching driver.ErrConflict: the plan's own (see Rerun) or one made of
+// ErrStale's text.
 var ErrStale = errors.New("a document read has changed")
+
+// Rerun is err, an error of a SelfReading plan that asks to be built again
+// (a transaction function's ErrConflict), marked so that it matches
+// ErrStale; out of time, err is what the write fails with.
+func Rerun(err error) error { return rerun{err} }
+
+type rerun struct{ error }
+
+func (e rerun) Unwrap() error        { return e.error }
+func (e rerun) Is(target error) bool { return target == ErrStale }
 
 // Delivery carries one write to the backend until its fate is known. It is
 // used by one goroutine.
@@ -249,6 +262,11 @@ func (d *Delivery) Run(ctx context.Context) (Result, error) {
 		return d.res, nil
 	case d.unsettled != nil && !errors.Is(err, driver.ErrOutcomeUnknown):
 		return d.res, d.unknown(errors.Join(d.unsettled, err))
+	case d.then.raced && !errors.Is(err, driver.ErrConflict) && (errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound)):
+		// Out of time after a lost race whose last refusal was a create
+		// beaten to it, or a document deleted under it: the write lost
+		// its races, which is a conflict, whatever the last one was.
+		return d.res, driver.Errorf(driver.ErrConflict, "%s %q lost every race, the last to %s", d.op, d.name(), strings.TrimPrefix(err.Error(), "etagstore: "))
 	}
 	return d.res, err
 }
@@ -289,7 +307,10 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	req, err := d.plan.Build(d, base)
 	if errors.Is(err, ErrStale) && d.mode == SelfReading {
 		d.then = carry{raced: true} // a read changed: run the plan again
-		return afterPause, fmt.Errorf("%w: %v", driver.ErrConflict, err)
+		if !errors.Is(err, driver.ErrConflict) {
+			err = driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
+		}
+		return afterPause, err
 	}
 	if err != nil {
 		return stop, err

@@ -11,7 +11,7 @@ import (
 // Policy bounds a write's attempts: the Store's RetryPolicy with its
 // defaults filled in.
 type Policy struct {
-	MaxAttempts     int
+	MaxAttempts     int           // 0: no count, time only
 	InitialInterval time.Duration // the first backoff cap
 	MaxInterval     time.Duration // the largest backoff cap
 	MaxElapsedTime  time.Duration // negative: no limit
@@ -68,7 +68,7 @@ func (env *Env) retry(ctx context.Context, attempt step, warm int, op string) (i
 			n--
 			continue
 		}
-		if then == stop || n >= p.MaxAttempts {
+		if then == stop || p.MaxAttempts > 0 && n >= p.MaxAttempts {
 			env.Hooks.Attempted(ctx, n, err, 0)
 			return n, err
 		}

@@ -95,11 +95,21 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 		}
 		d.then = carry{check: req}
 		return now, err
-	case conflict || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound) && req[0].Write.Cond.Kind != driver.CondCreate:
+	case conflict || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound) && refused(req, err).Write.Cond.Kind != driver.CondCreate:
 		d.then = carry{check: req, raced: true}
 		return afterPause, err
 	}
 	return stop, err
+}
+
+// refused is the write of req that err, its refusal, names: the action a
+// Commit's *driver.ActionError points at, otherwise the first.
+func refused(req Request, err error) KeyWrite {
+	var ae *driver.ActionError
+	if errors.As(err, &ae) && ae.Index >= 0 && ae.Index < len(req) {
+		return req[ae.Index]
+	}
+	return req[0]
 }
 
 // settle reads after req's answer was lost and acts on the verdict:

@@ -55,10 +55,11 @@ const (
 	Canceled
 	Error       // anything else: the caller's own error, a transport failure
 	NotModified // a conditional read answered 304 (blobstore.GetIf)
+	Unavailable // ErrUnavailable: throttled
 	NumOutcomes
 )
 
-var outcomeNames = [NumOutcomes]string{"ok", "conflict", "not_found", "exists", "unknown", "fenced", "invalid", "locked", "canceled", "error", "not_modified"}
+var outcomeNames = [NumOutcomes]string{"ok", "conflict", "not_found", "exists", "unknown", "fenced", "invalid", "locked", "canceled", "error", "not_modified", "unavailable"}
 
 // String is the outcome's name, the value of the etagstore.outcome
 // attribute.
@@ -94,6 +95,7 @@ var bySentinel = [...]struct {
 	{driver.ErrLocked, Locked},
 	{driver.ErrLockLost, Locked},
 	{driver.ErrOutcomeUnknown, Unknown},
+	{driver.ErrUnavailable, Unavailable},
 	{ErrNotModified, NotModified},
 }
 
