@@ -125,3 +125,42 @@ func ExampleStore_Save() {
 	// {Title:Start Body:Welcome, everyone} <nil>
 	// [Body] base: Welcome, everyone mine: Hello theirs: Hi there
 }
+
+// Cards and boards are two document types in one backend: moving a card
+// changes the card and both boards' counts in one atomic commit.
+func ExampleTransact() {
+	type Card struct{ Board string }
+	type Board struct{ Cards int }
+	ctx := context.Background()
+	backend := memstore.New(nil)
+	cards := etagstore.New[Card](backend, nil)
+	boards := etagstore.New[Board](backend, nil)
+	_, _ = boards.Create(ctx, "todo", Board{Cards: 1})
+	_, _ = boards.Create(ctx, "done", Board{})
+	_, _ = cards.Create(ctx, "c1", Card{Board: "todo"})
+
+	err := etagstore.Transact(ctx, func(tx *etagstore.Txn) error {
+		c, err := cards.In(tx).Get("c1")
+		if err != nil {
+			return err
+		}
+		from, err := boards.In(tx).Get(c.Board)
+		if err != nil {
+			return err
+		}
+		to, err := boards.In(tx).Get("done")
+		if err != nil {
+			return err
+		}
+		from.Cards, to.Cards = from.Cards-1, to.Cards+1
+		if err := boards.In(tx).Put(c.Board, from); err != nil {
+			return err
+		}
+		c.Board = "done"
+		return errors.Join(boards.In(tx).Put("done", to), cards.In(tx).Put("c1", c))
+	})
+	todo, _ := boards.Get(ctx, "todo")
+	done, _ := boards.Get(ctx, "done")
+	fmt.Println(err, todo.Value.Cards, done.Value.Cards)
+	// Output: <nil> 0 1
+}

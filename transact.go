@@ -66,69 +66,86 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *t
 	if s.abilities.Commit == nil {
 		return nil, errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(s.b))
 	}
-	var tx *Tx[T]
-	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
-		tx = &Tx[T]{s: s, ctx: ctx, reads: map[string]version{}, writes: map[string]txWrite[T]{}}
-		if err := tx.run(fn); err != nil {
-			return nil, err
-		}
-		req, err := tx.request(d)
-		d.SetKeys(tx.order)
-		return req, err
-	})
-	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpTransact, engine.SelfReading, nil, p, nil, nil))
+	t := &Txn{base: ctx, ctx: ctx, lead: &s.core}
+	res, err := t.deliver(ctx, func(t *Txn) error { return fn(s.In(t)) })
 	st.Attempts = res.Attempts
 	if err != nil {
 		return nil, err
 	}
 	st.Batch = len(res.Out)
-	if len(res.Sent) > 0 {
-		s.obs.Committed(ctx, len(res.Out))
-	}
-	return tx.written(res.Out), nil
+	return s.In(t).docs(), nil
 }
 
-// run runs fn on tx. An error or a panic of fn counts only when the reads
-// fn saw were current together: they are read again first, and if one
-// changed fn acted on a torn view and runs again (engine.ErrStale). An
-// error matching ErrConflict runs fn again too, within the policy.
-func (tx *Tx[T]) run(fn func(tx *Tx[T]) error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			if tx.revalidate() != nil {
-				err = engine.ErrStale // a panic on a torn view: run again
-				return
-			}
-			panic(p)
-		}
-	}()
-	err = fn(tx)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, ErrConflict):
-		return engine.Rerun(err)
-	}
-	if stale := tx.revalidate(); stale != nil {
-		return stale
-	}
-	return err
-}
-
-// Tx is one attempt of a transaction: what fn read and what it wrote. It is
-// valid only during fn and, like fn, not safe for concurrent use.
+// Tx is a Store's typed view of a transaction (see Store.Transact and
+// Transact): what fn read and wrote of the Store's documents. It is valid
+// during fn and, like fn, not safe for concurrent use. After the commit,
+// ETag reports the new ETag of each document written, and Put and Delete
+// fail with ErrInvalidInput.
 type Tx[T any] struct {
 	s      *Store[T]
-	ctx    context.Context
-	reads  map[string]version // the version read of every key touched (missing ones too)
-	order  []string           // the keys touched, in order
+	txn    *Txn
+	reads  map[string]version // the version read of every key touched (missing ones too); after the commit, the version made
 	writes map[string]txWrite[T]
+	made   map[string]driver.Item // after the commit: the version each write made
 }
 
 type txWrite[T any] struct {
 	del   bool
 	value T
 	data  []byte
+}
+
+func (tx *Tx[T]) core() *core { return &tx.s.core }
+
+func (tx *Tx[T]) read(key string) version { return tx.reads[key] }
+
+func (tx *Tx[T]) action(d *engine.Delivery, key string) (engine.KeyWrite, bool) {
+	b := tx.reads[key]
+	w, written := tx.writes[key]
+	switch {
+	case !written:
+		return engine.Check(b), false
+	case w.del:
+		return engine.DeleteOf(key, b.ETag), true
+	}
+	return d.Over(b, withExtra(b, w.data)), true
+}
+
+// committed records it, the version the commit made of key (a check's:
+// its ETag only, where the backend gave one a new one), and keeps it in
+// the Store's version cache.
+func (tx *Tx[T]) committed(key string, it driver.Item) {
+	w, written := tx.writes[key]
+	b := tx.reads[key]
+	switch {
+	case written && w.del:
+		b = version{Item: driver.Item{Key: key}, Verified: true, MetaKnown: true, Missing: errorf(ErrNotFound, "%q was deleted by the transaction", key)}
+	case written:
+		b = tx.s.stored(it, false)
+	case it.ETag != "":
+		b.ETag = it.ETag
+	}
+	tx.reads[key] = b
+	if tx.made == nil {
+		tx.made = map[string]driver.Item{}
+	}
+	tx.made[key] = it
+	tx.s.cacheWritten(engine.Result{Out: []driver.Item{it}}, false)
+}
+
+// docs is the documents the transaction put through tx, in the order it
+// first touched their keys, with the versions the commit made.
+func (tx *Tx[T]) docs() []Doc[T] {
+	var docs []Doc[T]
+	for _, tc := range tx.txn.order {
+		w, ok := tx.writes[tc.key]
+		if tc.view != txView(tx) || !ok || w.del {
+			continue
+		}
+		it := tx.made[tc.key]
+		docs = append(docs, Doc[T]{Key: tc.key, Value: w.value, ETag: it.ETag, Extra: extraOf(it, tx.s.known)})
+	}
+	return docs
 }
 
 // Get returns the document under key as the transaction sees it: its own
@@ -157,6 +174,9 @@ func (tx *Tx[T]) Get(key string) (T, error) {
 // missing, otherwise a replace conditioned on the version it read. An
 // invalid key or a value that cannot be stored is returned now.
 func (tx *Tx[T]) Put(key string, v T) error {
+	if err := tx.open(); err != nil {
+		return err
+	}
 	if _, err := tx.version(key); err != nil {
 		return err
 	}
@@ -173,6 +193,9 @@ func (tx *Tx[T]) Put(key string, v T) error {
 // deleted) matches ErrNotFound now; deleting a key this transaction created
 // cancels its Put.
 func (tx *Tx[T]) Delete(key string) error {
+	if err := tx.open(); err != nil {
+		return err
+	}
 	b, err := tx.version(key)
 	if err != nil {
 		return err
@@ -202,6 +225,14 @@ func (tx *Tx[T]) ETag(key string) (ETag, error) {
 	return b.ETag, nil
 }
 
+// open refuses a write after the commit.
+func (tx *Tx[T]) open() error {
+	if tx.txn.done {
+		return errorf(ErrInvalidInput, "Transact: the transaction has ended")
+	}
+	return nil
+}
+
 // version returns the version of key the transaction read, reading it the
 // first time.
 func (tx *Tx[T]) version(key string) (version, error) {
@@ -211,99 +242,16 @@ func (tx *Tx[T]) version(key string) (version, error) {
 	if err := tx.s.checkKey(key); err != nil {
 		return version{}, err
 	}
-	if err := tx.ctx.Err(); err != nil {
+	if err := tx.txn.join(&tx.s.core, key); err != nil {
 		return version{}, err
 	}
-	b, err := hooks{&tx.s.core}.Read(tx.ctx, key)
+	if err := tx.txn.ctx.Err(); err != nil {
+		return version{}, err
+	}
+	b, err := hooks{&tx.s.core}.Read(tx.txn.ctx, key)
 	if err != nil {
 		return version{}, err
 	}
-	tx.reads[key], tx.order = b, append(tx.order, key)
+	tx.reads[key], tx.txn.order = b, append(tx.txn.order, touch{tx, key})
 	return b, nil
-}
-
-// request is the commit of the transaction: every key it touched, in
-// order — its write, or a check of the version it read. A transaction
-// that writes nothing has nothing to send: its reads are checked by
-// reading again (engine.ErrStale when one changed).
-func (tx *Tx[T]) request(d *engine.Delivery) (request, error) {
-	_, fenced := FenceFrom(tx.ctx)
-	req := make(request, 0, len(tx.order))
-	for _, key := range tx.order {
-		b := tx.reads[key]
-		if fenced {
-			if err := engine.CheckFence(key, b.Meta, d.Fence()); err != nil {
-				return nil, err
-			}
-		}
-		w, written := tx.writes[key]
-		switch {
-		case !written:
-			req = append(req, engine.Check(b))
-		case w.del:
-			req = append(req, engine.DeleteOf(key, b.ETag))
-		default:
-			req = append(req, d.Over(b, withExtra(b, w.data)))
-		}
-	}
-	if len(tx.writes) == 0 {
-		return nil, tx.revalidate()
-	}
-	if chk := tx.s.abilities.CheckCommit; chk != nil {
-		if err := chk(req.Actions()); err != nil {
-			return nil, err
-		}
-	}
-	return req, nil
-}
-
-// revalidate checks that every read of tx is still current (engine.ErrStale
-// when one is not). On a backend with PureChecks it commits checks of
-// them all, which write nothing: all were current at that instant,
-// absences included. Otherwise it reads every key again: a document
-// whose ETag did not change was current throughout, but a key missing
-// at both reads may have existed between them.
-func (tx *Tx[T]) revalidate() error {
-	if a := tx.s.abilities; a.PureChecks && a.Commit != nil {
-		if len(tx.order) == 0 {
-			return nil
-		}
-		checks := make([]driver.Action, len(tx.order))
-		for i, key := range tx.order {
-			checks[i] = engine.Check(tx.reads[key]).Action
-		}
-		_, err := a.Commit(tx.ctx, checks)
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
-			return engine.ErrStale
-		}
-		return err
-	}
-	for _, key := range tx.order {
-		it, err := tx.s.b.Read(tx.ctx, key)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		if b := tx.reads[key]; b.Exists != (err == nil) || b.ETag != it.ETag {
-			return engine.ErrStale
-		}
-	}
-	return nil
-}
-
-// written is the documents the transaction put, with the versions out
-// (the engine's, in request order) says they have.
-func (tx *Tx[T]) written(out []driver.Item) []Doc[T] {
-	var docs []Doc[T]
-	for i, key := range tx.order {
-		w, ok := tx.writes[key]
-		if !ok || w.del {
-			continue
-		}
-		d := Doc[T]{Key: key, Value: w.value}
-		if i < len(out) {
-			d.ETag, d.Extra = out[i].ETag, extraOf(out[i], tx.s.known)
-		}
-		docs = append(docs, d)
-	}
-	return docs
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/memstore"
 )
 
 // sentinels are the Store's sentinel errors: a failure matches exactly one.
@@ -350,5 +351,61 @@ func TestTransactAbsencesCheckedAtOneInstant(t *testing.T) {
 	})
 	if err != nil || runs != 2 {
 		t.Errorf("a read-only transaction across renames = %v after %d runs; want nil after 2", err, runs)
+	}
+}
+
+// noCommit is a backend that cannot commit atomically (as blobs).
+type noCommit struct{ *memstore.Backend }
+
+func (b noCommit) Abilities() driver.Abilities {
+	a := b.Backend.Abilities()
+	a.Commit = nil
+	return a
+}
+
+// Stores that cannot commit together fail at their first use in fn, and
+// Transact fails with that error with nothing written, even when fn
+// ignores it: another backend (ErrInvalidInput), a backend that cannot
+// commit (errors.ErrUnsupported), one key through two Stores
+// (ErrInvalidInput).
+func TestTransactRefusesStoresThatCannotCommitTogether(t *testing.T) {
+	ctx := t.Context()
+	one := memstore.New(nil)
+	a := etagstore.New[counter](one, nil)
+	b := etagstore.New[counter](memstore.New(nil), nil)
+	a2 := etagstore.New[struct{ Name string }](one, nil)
+	blobs := etagstore.New[counter](noCommit{memstore.New(nil)}, nil)
+	for _, tc := range []struct {
+		name  string
+		other func(tx *etagstore.Txn) error
+		want  error
+	}{
+		{"another backend", func(tx *etagstore.Txn) error { return b.In(tx).Put("y", counter{}) }, etagstore.ErrInvalidInput},
+		{"no commit", func(tx *etagstore.Txn) error { return blobs.In(tx).Put("y", counter{}) }, errors.ErrUnsupported},
+		{"one key, two Stores", func(tx *etagstore.Txn) error { return a2.In(tx).Put("x", struct{ Name string }{}) }, etagstore.ErrInvalidInput},
+	} {
+		var inFn error
+		err := etagstore.Transact(ctx, func(tx *etagstore.Txn) error {
+			if err := a.In(tx).Put("x", counter{N: 1}); err != nil {
+				return err
+			}
+			inFn = tc.other(tx)
+			return nil // ignores it
+		})
+		if !errors.Is(inFn, tc.want) || !errors.Is(err, tc.want) {
+			t.Errorf("%s: in fn %v, Transact %v; want %v", tc.name, inFn, err, tc.want)
+		}
+		if _, err := a.Get(ctx, "x"); !errors.Is(err, etagstore.ErrNotFound) {
+			t.Errorf("%s: x was written (%v)", tc.name, err)
+		}
+	}
+	// Over one backend, two types commit together.
+	if err := etagstore.Transact(ctx, func(tx *etagstore.Txn) error {
+		return errors.Join(a.In(tx).Put("x", counter{N: 1}), a2.In(tx).Put("y", struct{ Name string }{"y"}))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := a2.Get(ctx, "y"); err != nil || d.Value.Name != "y" {
+		t.Errorf("y = %+v, %v", d, err)
 	}
 }

@@ -184,6 +184,13 @@ type Abilities struct {
 	// naming the action whose condition failed, wrapping its sentinel.
 	// Errors that may hide an applied request are classified as for Write.
 	Commit func(ctx context.Context, actions []Action) ([]ETag, error)
+	// CommitScope names what the backend commits in: backends whose
+	// CommitScope is the same non-empty string read every key as the same
+	// document and accept each other's actions in Commit, so that Stores
+	// over them share one transaction (etagstore.Transact). tablestore:
+	// the table's URL and Options.Partition. "" means the backend
+	// instance alone (a Store over the same instance always joins).
+	CommitScope string
 	// PureChecks: Commit's Check actions write nothing, and a Check of a
 	// key found missing (Cond CondCreate) requires it to be missing at the
 	// commit (memstore). A transaction's reads, absences included, are

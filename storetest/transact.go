@@ -22,6 +22,7 @@ var transactCases = []struct {
 	{"Transact", testTransact},
 	{"TransactWriteSkew", testTransactWriteSkew},
 	{"TransactAbsentWriteSkew", testTransactAbsentWriteSkew},
+	{"TransactSeveralTypes", testTransactSeveralTypes},
 	{"TransactAbort", testTransactAbort},
 	{"TransactTransfers", testTransactTransfers},
 	{"TransactTornReadAudit", testTransactTornReadAudit},
@@ -437,4 +438,105 @@ func testThreeStoresOneKey(t *testing.T, s *etagstore.Store[Page]) {
 	if d, err := s.Get(ctx, "three-stores"); err != nil || d.Value.N != 3*4*each {
 		t.Errorf("counter = %+v, %v; want %d", d.Value, err, 3*4*each)
 	}
+}
+
+// Card and Board are the documents of the multi-type transaction case: a
+// card is on one board, and a board counts its cards.
+type (
+	Card struct {
+		Title string
+		Board string
+	}
+	Board struct {
+		Name  string
+		Count int
+	}
+)
+
+// testTransactSeveralTypes: Stores of two document types over one backend
+// share a transaction (etagstore.Transact). Sixteen concurrent moves of
+// cards between two boards, each moving the card and both boards' counts
+// in one commit, leave the counts equal to the cards on each board; after
+// a commit, each view reports the new ETags.
+func testTransactSeveralTypes(t *testing.T, s *etagstore.Store[Page]) {
+	if !transacts(t, s) {
+		return
+	}
+	ctx := t.Context()
+	cards := etagstore.New[Card](s.Backend(), nil)
+	boards := etagstore.New[Board](s.Backend(), nil)
+	for _, b := range []Board{{Name: "todo", Count: 4}, {Name: "done"}} {
+		if _, err := boards.Create(ctx, "board-"+b.Name, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		if _, err := cards.Create(ctx, fmt.Sprintf("card-%d", i), Card{Title: "c", Board: "todo"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	move := func(card, to string) func(tx *etagstore.Txn) error {
+		return func(tx *etagstore.Txn) error {
+			c, err := cards.In(tx).Get(card)
+			if err != nil || c.Board == to {
+				return err
+			}
+			from, err := boards.In(tx).Get("board-" + c.Board)
+			if err != nil {
+				return err
+			}
+			dest, err := boards.In(tx).Get("board-" + to)
+			if err != nil {
+				return err
+			}
+			from.Count, dest.Count, c.Board = from.Count-1, dest.Count+1, to
+			return errors.Join(cards.In(tx).Put(card, c), boards.In(tx).Put("board-"+from.Name, from), boards.In(tx).Put("board-"+to, dest))
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			if err := etagstore.Transact(ctx, move(fmt.Sprintf("card-%d", g%4), []string{"todo", "done"}[g%2])); err != nil {
+				t.Errorf("move: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	on := map[string]int{}
+	for i := range 4 {
+		c, err := cards.Get(ctx, fmt.Sprintf("card-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		on[c.Value.Board]++
+	}
+	for _, name := range []string{"todo", "done"} {
+		b, err := boards.Get(ctx, "board-"+name)
+		if err != nil || b.Value.Count != on[name] {
+			t.Errorf("board %s counts %d (%v); %d cards are on it", name, b.Value.Count, err, on[name])
+		}
+	}
+	var txn *etagstore.Txn
+	if err := etagstore.Transact(ctx, func(tx *etagstore.Txn) error {
+		txn = tx
+		return move("card-0", map[string]string{"todo": "done", "done": "todo"}[mustGetCard(t, cards, "card-0").Board])(tx)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cards.In(txn).ETag("card-0")
+	if d, gerr := cards.Get(ctx, "card-0"); err != nil || gerr != nil || got != d.ETag {
+		t.Errorf("after the commit In(tx).ETag = %q, %v; Get has %q", got, err, d.ETag)
+	}
+	if err := cards.In(txn).Put("card-0", Card{}); !errors.Is(err, etagstore.ErrInvalidInput) {
+		t.Errorf("Put after the commit = %v, want ErrInvalidInput", err)
+	}
+}
+
+func mustGetCard(t *testing.T, cards *etagstore.Store[Card], key string) Card {
+	t.Helper()
+	d, err := cards.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Value
 }

@@ -63,6 +63,7 @@ type Options struct {
 type Backend struct {
 	client *aztables.Client
 	opts   Options
+	scope  string // Abilities.CommitScope: the client and the partition rule
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -77,6 +78,9 @@ func New(client *aztables.Client, opts *Options) *Backend {
 	if b.opts.PageSize <= 0 || b.opts.PageSize > 1000 {
 		b.opts.PageSize = 1000
 	}
+	// Backends over one client with one partition rule read every key as
+	// the same entity: their Stores share transactions (etagstore.Transact).
+	b.scope = fmt.Sprintf("tablestore %p %q", client, b.opts.Partition)
 	return b
 }
 
@@ -96,7 +100,8 @@ func (b *Backend) Client() *aztables.Client { return b.client }
 // Options.Partition, the table's key order (by PartitionKey, then RowKey;
 // see List).
 func (b *Backend) Abilities() driver.Abilities {
-	return driver.Abilities{Codec: EntityCodec{}, Merge: true, Commit: b.commit, CheckCommit: b.checkCommit, CompareKeys: b.keyOrder()}
+	return driver.Abilities{Codec: EntityCodec{}, Merge: true, Commit: b.commit, CheckCommit: b.checkCommit, CompareKeys: b.keyOrder(),
+		CommitScope: b.scope}
 }
 
 // As sets a **tablestore.Backend target to b: how Query, Merge, Batch and

@@ -97,3 +97,50 @@ func TestBatchKeepsPropertiesTheStoreDoesNotKnow(t *testing.T) {
 		}
 	}
 }
+
+// Two repositories an app builds over one table client, each with its own
+// tablestore Backend and document type, share a transaction when their
+// partition rules agree (driver.Abilities.CommitScope); a Backend of
+// another partition is refused at its first use, with nothing written.
+func TestTransactAcrossBackendsOfOneTable(t *testing.T) {
+	ctx := t.Context()
+	client := azuritetest.NewTable(t)
+	type Board struct{ Count int }
+	tasks := tablestore.NewStore[Task](client, &tablestore.Options{Partition: "p"}, nil)
+	boards := tablestore.NewStore[Board](client, &tablestore.Options{Partition: "p"}, nil)
+	elsewhere := tablestore.NewStore[Board](client, &tablestore.Options{Partition: "q"}, nil)
+	if _, err := boards.Create(ctx, "board", Board{}); err != nil {
+		t.Fatal(err)
+	}
+	var txn *etagstore.Txn
+	if err := etagstore.Transact(ctx, func(tx *etagstore.Txn) error {
+		txn = tx
+		b, err := boards.In(tx).Get("board")
+		if err != nil {
+			return err
+		}
+		b.Count++
+		return errors.Join(tasks.In(tx).Put("t1", Task{Title: "one"}), boards.In(tx).Put("board", b))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := boards.Get(ctx, "board")
+	if err != nil || b.Value.Count != 1 {
+		t.Fatalf("board after the transaction: %+v, %v", b, err)
+	}
+	if etag, err := boards.In(txn).ETag("board"); err != nil || etag != b.ETag {
+		t.Errorf("In(tx).ETag after the commit = %q, %v; Get has %q", etag, err, b.ETag)
+	}
+	err = etagstore.Transact(ctx, func(tx *etagstore.Txn) error {
+		if err := tasks.In(tx).Put("t2", Task{Title: "two"}); err != nil {
+			return err
+		}
+		return elsewhere.In(tx).Put("board", Board{Count: 9})
+	})
+	if !errors.Is(err, etagstore.ErrInvalidInput) {
+		t.Errorf("another partition's Backend: Transact = %v, want ErrInvalidInput", err)
+	}
+	if _, err := tasks.Get(ctx, "t2"); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Errorf("t2 after the refused transaction: %v, want nothing written", err)
+	}
+}

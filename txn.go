@@ -1,0 +1,308 @@
+package etagstore
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"time"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/outcome"
+	"github.com/etagstore/etagstore/internal/telemetry"
+)
+
+// This file is the transaction shared by Stores of several document types
+// (Txn, Transact, Store.In); transact.go is its typed view (Tx[T]) and
+// Store.Transact, a transaction of one Store.
+
+// Txn is one transaction over one or more Stores whose backends commit
+// together (see Transact). Each Store reads and writes in it through its
+// typed view, s.In(tx). It is valid during fn and, like fn, not safe for
+// concurrent use; after a commit, s.In(tx).ETag(key) reports the new ETag
+// of each document written.
+type Txn struct {
+	base  context.Context // the caller's
+	ctx   context.Context // fn's reads': the caller's, under the span once begun
+	lead  *core           // the Store whose backend commits: the first used
+	span  *telemetry.Span // of a package-level Transact, begun at first use
+	env   *engine.Env     // of a package-level Transact, filled in at first use
+	views map[*core]txView
+	order []touch // every key touched, in order, by its view
+	owner map[string]*core
+	err   error // sticky for the attempt: a Store that cannot join
+	done  bool  // committed: nothing more may be read or written
+}
+
+// touch is a key a view touched.
+type touch struct {
+	view txView
+	key  string
+}
+
+// txView is a Store's typed view of a Txn (a *Tx[T]), as the Txn uses it.
+type txView interface {
+	core() *core
+	// action is key's part of the commit: its write, or a check of the
+	// version read; written says it is a write.
+	action(d *engine.Delivery, key string) (w engine.KeyWrite, written bool)
+	read(key string) version
+	// committed records the version it made of key.
+	committed(key string, it driver.Item)
+}
+
+// Transact runs fn, which reads and writes documents of any types through
+// the typed views of tx (s.In(tx) for each Store s), and commits every
+// write fn made, over all of them, in one atomic, conditional request. It
+// is Store.Transact for several Stores, with the same rules (see there):
+// serializable (on tables, keys found missing and not written excepted),
+// fn run again on a conflict and on its own ErrConflict, an error of fn
+// returned only when its reads were current together.
+//
+// The Stores must commit together: Stores over one backend, or over
+// backends that declare the same driver.Abilities.CommitScope (tables: two
+// tablestore Backends over one table, with the same Options.Partition).
+// The first Store fn uses leads: it commits, and its telemetry records
+// the transaction (etagstore.Transact). A Store that cannot join it
+// (another table or partition) fails at its first use in fn with
+// ErrInvalidInput, and a backend that cannot commit atomically (blobs)
+// with errors.ErrUnsupported; either way Transact fails with that error
+// and nothing is written. One key is written through one Store. The
+// retry policy and clock are the defaults (RetryPolicy's), bounded by
+// ctx; Store.Transact uses its Store's.
+func Transact(ctx context.Context, fn func(tx *Txn) error) error {
+	t := &Txn{base: ctx, ctx: ctx}
+	t.env = &engine.Env{Policy: engine.Policy(defaultRetryPolicy), Clock: systemClock{}, Heat: &engine.Heat{}, Hooks: quietHooks{}}
+	defer func() {
+		if t.span != nil {
+			t.span.EndOnPanic()
+		}
+	}()
+	res, err := t.deliver(txnCtx{ctx, t}, fn)
+	if t.span != nil {
+		t.span.Stats.Attempts = res.Attempts
+		t.span.Stats.Batch = len(res.Out)
+		t.span.End(err)
+	}
+	return err
+}
+
+// In returns s's typed view of tx: its Get, Put, Delete and ETag read and
+// write s's documents in tx. The first use checks that s can commit with
+// the Stores tx already holds.
+func (s *Store[T]) In(tx *Txn) *Tx[T] {
+	if v, ok := tx.views[&s.core]; ok {
+		return v.(*Tx[T])
+	}
+	v := &Tx[T]{s: s, txn: tx, reads: map[string]version{}, writes: map[string]txWrite[T]{}}
+	if tx.views == nil {
+		tx.views = map[*core]txView{}
+	}
+	tx.views[&s.core] = v
+	return v
+}
+
+// deliver runs the transaction's attempts through the engine, each a run
+// of fn, and records what the commit made in the views.
+func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error) (engine.Result, error) {
+	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
+		t.reset()
+		if err := t.run(fn); err != nil {
+			return nil, err
+		}
+		req, err := t.request(d)
+		keys := make([]string, len(t.order))
+		for i, tc := range t.order {
+			keys[i] = tc.key
+		}
+		d.SetKeys(keys)
+		return req, err
+	})
+	env := t.env // a package-level Transact's
+	if env == nil {
+		env = t.lead.env // Store.Transact's: its Store's
+	}
+	fence, fenced := FenceFrom(ctx)
+	res, err := engine.New(env, telemetry.OpTransact.String(), engine.SelfReading, nil, p,
+		engine.Options{Fence: fence, Fenced: fenced}).Run(ctx)
+	if err != nil {
+		return res, err
+	}
+	t.done = true
+	for i, tc := range t.order {
+		if i < len(res.Out) {
+			tc.view.committed(tc.key, res.Out[i])
+		}
+	}
+	if len(res.Sent) > 0 && t.lead != nil {
+		t.lead.obs.Committed(ctx, len(res.Out))
+	}
+	return res, nil
+}
+
+func (t *Txn) reset() {
+	t.views, t.order, t.owner, t.err = nil, nil, map[string]*core{}, nil
+}
+
+// join admits c's first touch of key: c must commit with the lead (the
+// first Store used, which it becomes if there is none), and key must be
+// no other Store's in this transaction. A refusal fails the attempt,
+// whatever fn does with it.
+func (t *Txn) join(c *core, key string) error {
+	switch {
+	case t.err != nil:
+		return t.err
+	case t.done:
+		return errorf(ErrInvalidInput, "Transact: the transaction has ended")
+	case c.abilities.Commit == nil:
+		t.err = errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(c.b))
+	case t.lead == nil:
+		t.begin(c)
+	case !commitTogether(t.lead, c):
+		t.err = errorf(ErrInvalidInput, "Transact: %s cannot commit together with the %s the transaction began with (another table, partition or backend)", backendName(c.b), backendName(t.lead.b))
+	}
+	if o, ok := t.owner[key]; t.err == nil && ok && o != c {
+		t.err = errorf(ErrInvalidInput, "Transact: %q is used by two Stores in one transaction", key)
+	}
+	if t.err != nil {
+		return t.err
+	}
+	t.owner[key] = c
+	return nil
+}
+
+// begin makes c, the first Store a package-level Transact used, its lead:
+// c's backend commits and c's telemetry records it.
+func (t *Txn) begin(c *core) {
+	t.lead = c
+	ctx, sp := c.obs.Begin(t.base, telemetry.OpTransact, "")
+	t.ctx, t.span = ctx, &sp
+	t.env.Backend, t.env.Commit, t.env.KeepIDs, t.env.Heat, t.env.Hooks = c.b, c.abilities.Commit, c.keepIDs, &c.heat, hooks{c}
+}
+
+// commitTogether reports whether the backends of a and b commit together:
+// one backend, or the same declared CommitScope.
+func commitTogether(a, b *core) bool {
+	if a == b || a.abilities.CommitScope != "" && a.abilities.CommitScope == b.abilities.CommitScope {
+		return true
+	}
+	x, y := reflect.ValueOf(a.b), reflect.ValueOf(b.b) // one backend: equal values (a wrapper's too)
+	return x.Type() == y.Type() && x.Comparable() && y.Comparable() && x.Equal(y)
+}
+
+// run runs fn on t. An error or a panic of fn counts only when the reads
+// fn saw were current together: they are checked first, and if one
+// changed fn acted on a torn view and runs again (engine.ErrStale). An
+// error matching ErrConflict runs fn again too, within the policy. A
+// Store that could not join fails the attempt, whatever fn returned.
+func (t *Txn) run(fn func(tx *Txn) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if t.revalidate() != nil {
+				err = engine.ErrStale // a panic on a torn view: run again
+				return
+			}
+			panic(p)
+		}
+	}()
+	err = fn(t)
+	switch {
+	case t.err != nil:
+		return t.err
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrConflict):
+		return engine.Rerun(err)
+	}
+	if stale := t.revalidate(); stale != nil {
+		return stale
+	}
+	return err
+}
+
+// request is the commit: every key touched, in order — its write, or a
+// check of the version read. A transaction that writes nothing has
+// nothing to send: its reads are checked instead (engine.ErrStale when
+// one changed).
+func (t *Txn) request(d *engine.Delivery) (request, error) {
+	_, fenced := FenceFrom(t.ctx)
+	req := make(request, 0, len(t.order))
+	writes := 0
+	for _, tc := range t.order {
+		if fenced {
+			if err := engine.CheckFence(tc.key, tc.view.read(tc.key).Meta, d.Fence()); err != nil {
+				return nil, err
+			}
+		}
+		w, written := tc.view.action(d, tc.key)
+		if written {
+			writes++
+		}
+		req = append(req, w)
+	}
+	if writes == 0 {
+		return nil, t.revalidate()
+	}
+	if chk := t.lead.abilities.CheckCommit; chk != nil {
+		if err := chk(req.Actions()); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// revalidate checks that every read is still current (engine.ErrStale
+// when one is not). On a backend with PureChecks it commits checks of
+// them all, which write nothing: all were current at that instant,
+// absences included. Otherwise it reads every key again: a document
+// whose ETag did not change was current throughout, but a key missing
+// at both reads may have existed between them.
+func (t *Txn) revalidate() error {
+	if len(t.order) == 0 {
+		return nil
+	}
+	if a := t.lead.abilities; a.PureChecks {
+		checks := make([]driver.Action, len(t.order))
+		for i, tc := range t.order {
+			checks[i] = engine.Check(tc.view.read(tc.key)).Action
+		}
+		_, err := a.Commit(t.ctx, checks)
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
+			return engine.ErrStale
+		}
+		return err
+	}
+	for _, tc := range t.order {
+		it, err := tc.view.core().b.Read(t.ctx, tc.key)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if b := tc.view.read(tc.key); b.Exists != (err == nil) || b.ETag != it.ETag {
+			return engine.ErrStale
+		}
+	}
+	return nil
+}
+
+// txnCtx is the context a package-level Transact runs the engine under:
+// the caller's, whose values (the span, the request counter) are those of
+// fn's reads once the first Store used has begun the span.
+type txnCtx struct {
+	context.Context
+	t *Txn
+}
+
+func (c txnCtx) Value(key any) any { return c.t.ctx.Value(key) }
+
+// quietHooks are the engine hooks of a package-level Transact before its
+// first Store is used: nothing to report yet.
+type quietHooks struct{}
+
+func (quietHooks) Read(context.Context, string) (version, error) {
+	return version{}, errors.New("etagstore: Transact read before any Store was used")
+}
+func (quietHooks) StaleCopy(string, ETag)                                      {}
+func (quietHooks) Conflict(context.Context)                                    {}
+func (quietHooks) Lost(context.Context, string, string, outcome.Verdict)       {}
+func (quietHooks) Retrying(context.Context, string, int, time.Duration, error) {}
+func (quietHooks) Attempted(context.Context, int, error, time.Duration)        {}
