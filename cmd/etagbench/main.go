@@ -398,8 +398,11 @@ func open(backend, conn, resource string) (*env, error) {
 	return e, nil
 }
 
+// storeOptions are the library modes' Store options: the defaults (the
+// retry policy too: bounded by time, never by a count of attempts) but
+// for what the mode names.
 func storeOptions(mode string) *etagstore.Options {
-	o := &etagstore.Options{DisableGroupCommit: mode == "library-nogroup", Retry: &etagstore.RetryPolicy{MaxAttempts: 1 << 20, MaxElapsedTime: -1}}
+	o := &etagstore.Options{DisableGroupCommit: mode == "library-nogroup"}
 	if cellMetrics != nil {
 		o.MeterProvider = cellMetrics.provider
 	}
