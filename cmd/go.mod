@@ -9,6 +9,7 @@ require (
 	github.com/etagstore/etagstore v0.0.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
+	golang.org/x/mod v0.42.0
 )
 
 require (
