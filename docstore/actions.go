@@ -179,6 +179,12 @@ func project(m map[string]any, fps [][]string) map[string]any {
 func getAt(m map[string]any, fp []string) (any, bool) {
 	var v any = m
 	for _, k := range fp {
+		if s, ok := v.(rawString); ok {
+			// A path into a member a tablestore.Store[T] holds as a
+			// string of JSON (a nested struct, a map): its shape says
+			// it is an object.
+			v, _ = parseJSON([]byte(s))
+		}
 		mm, ok := v.(map[string]any)
 		if !ok {
 			return nil, false

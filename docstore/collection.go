@@ -36,7 +36,14 @@
 // and nil), so that a tablestore.Store[T] of a matching struct reads and
 // writes the same entities; elsewhere a document is a JSON object, as
 // etagstore.JSON stores a struct, with an annotation beside members
-// holding bytes or times. The key field is a member like any other.
+// holding bytes or times. The key field is a member like any other; a
+// document a Store[T] wrote has none, and a query's row gets it (and the
+// partition field) from the entity's key. A string, bytes or JSON value
+// too large for one table property is stored across properties as
+// tablestore stores a field tagged `table:"split"` (the property holds
+// the number of parts, F‿1 … F‿n the pieces), and such values, a
+// Store[T]'s or docstore's, are joined on every read: documents, mods and
+// filters see the whole value.
 //
 // # Queries
 //
@@ -44,7 +51,9 @@
 // filter in memory as the page comes in. What the backend is asked for
 // (Query.Plan says it): on tables, equality and range filters on
 // top-level members holding strings, booleans (equality) and times become
-// the query's $filter ("in" an OR of equalities); number filters are not
+// the query's $filter ("in" an OR of equalities; a string comparison also
+// lets through documents whose member holds a number, as a value stored
+// in parts does, to be checked in memory once joined); number filters are not
 // sent, as a property's EDM type (Int32, Int64, Double) is not known
 // before reading. An equality on the key field lists that key's prefix,
 // and "<" or "<=" on it ends the listing at the bound (not with

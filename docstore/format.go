@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/etagstore/etagstore/internal/parts"
 	"github.com/etagstore/etagstore/tablestore"
 )
 
@@ -328,8 +329,14 @@ func writeProperty(buf *bytes.Buffer, k string, v any) (bool, error) {
 		if !utf8.ValidString(x) {
 			return false, invalidf("property %s is not valid UTF-8", k)
 		}
+		if splitText(buf, k, x) {
+			return false, nil
+		}
 		text, _ = json.Marshal(x)
 	case rawString:
+		if splitText(buf, k, string(x)) {
+			return false, nil
+		}
 		text, _ = json.Marshal(string(x))
 	case bool:
 		text = strconv.AppendBool(nil, x)
@@ -347,11 +354,17 @@ func writeProperty(buf *bytes.Buffer, k string, v any) (bool, error) {
 		}
 		text, edm = strconv.AppendQuote(nil, x.Format("2006-01-02T15:04:05.0000000Z")), "Edm.DateTime"
 	case []byte:
+		if splitBinary(buf, k, x) {
+			return false, nil
+		}
 		text, edm = strconv.AppendQuote(nil, base64.StdEncoding.EncodeToString(x)), "Edm.Binary"
 	default:
 		var j bytes.Buffer
 		if err := writeJSON(&j, v); err != nil {
 			return false, err
+		}
+		if splitText(buf, k, j.String()) {
+			return true, nil
 		}
 		comma(buf)
 		_ = writeJSONString(buf, k)
@@ -370,6 +383,113 @@ func writeProperty(buf *bytes.Buffer, k string, v any) (bool, error) {
 		_ = writeJSONString(buf, edm)
 	}
 	return false, nil
+}
+
+// splitText writes s as the parts of property k when one property cannot
+// hold it (more than parts.PropertySize bytes as UTF-16), as tablestore's
+// EntityCodec writes a field tagged `table:"split"` (see package parts):
+// k holds the number of parts, k‿1 … k‿n the pieces. It reports whether
+// it did.
+func splitText(buf *bytes.Buffer, k, s string) bool {
+	if 2*parts.UnitsOf(s) <= parts.PropertySize {
+		return false
+	}
+	n := 0
+	for len(s) > 0 {
+		cut := parts.CutUnits(s, parts.Units)
+		n++
+		comma(buf)
+		_ = writeJSONString(buf, parts.Name(k, n))
+		buf.WriteByte(':')
+		_ = writeJSONString(buf, s[:cut])
+		s = s[cut:]
+	}
+	writeCount(buf, k, n)
+	return true
+}
+
+// splitBinary is splitText for bytes: parts of parts.PropertySize bytes,
+// each an Edm.Binary.
+func splitBinary(buf *bytes.Buffer, k string, b []byte) bool {
+	if len(b) <= parts.PropertySize {
+		return false
+	}
+	n := 0
+	for len(b) > 0 {
+		cut := min(len(b), parts.PropertySize)
+		n++
+		name := parts.Name(k, n)
+		comma(buf)
+		_ = writeJSONString(buf, name)
+		buf.WriteByte(':')
+		buf.Write(strconv.AppendQuote(nil, base64.StdEncoding.EncodeToString(b[:cut])))
+		buf.WriteByte(',')
+		_ = writeJSONString(buf, name+annotation)
+		buf.WriteString(`:"Edm.Binary"`)
+		b = b[cut:]
+	}
+	writeCount(buf, k, n)
+	return true
+}
+
+// writeCount writes property k holding n, the number of its parts (an
+// Edm.Int32, as the service takes a JSON integer).
+func writeCount(buf *bytes.Buffer, k string, n int) {
+	comma(buf)
+	_ = writeJSONString(buf, k)
+	buf.WriteByte(':')
+	buf.WriteString(strconv.Itoa(n))
+}
+
+// joinSplit replaces the parts of every value in doc that was stored
+// across properties (by splitText, or by a tablestore.Store[T]'s field
+// tagged `table:"split"`) with the value: bytes from Edm.Binary parts,
+// otherwise the text, parsed as JSON when held names the property.
+func joinSplit(doc map[string]any, held map[string]bool) error {
+	split := map[string]bool{}
+	for k := range doc {
+		if f, _, ok := parts.Of([]byte(k)); ok {
+			split[string(f)] = true
+		}
+	}
+	for f := range split {
+		n, ok := doc[f].(int64)
+		if !ok || n < 1 || n > parts.Max {
+			return invalidf("property %s: parts %s1… are stored, but %s does not hold their number", f, f+parts.Sep, f)
+		}
+		var text strings.Builder
+		var bin []byte
+		binary := false
+		for i := 1; i <= int(n); i++ {
+			name := parts.Name(f, i)
+			switch x := doc[name].(type) {
+			case []byte:
+				bin, binary = append(bin, x...), true
+			case rawString:
+				text.WriteString(string(x))
+			case string:
+				text.WriteString(x)
+			case nil:
+				return invalidf("property %s: split into %d parts, part %s is missing", f, n, name)
+			default:
+				return invalidf("property %s: part %s holds a %T", f, name, x)
+			}
+			delete(doc, name)
+		}
+		switch {
+		case binary:
+			doc[f] = bin
+		case held[f]:
+			v, err := parseJSON([]byte(text.String()))
+			if err != nil {
+				return invalidf("property %s: %v", f, err)
+			}
+			doc[f] = v
+		default:
+			doc[f] = rawString(text.String())
+		}
+	}
+	return nil
 }
 
 func doubleText(f float64) []byte {
@@ -409,6 +529,9 @@ func (tableFormat) unmarshal(data []byte) (map[string]any, error) {
 			return nil, invalidf("property %s: %v", k, err)
 		}
 		doc[k] = v
+	}
+	if err := joinSplit(doc, held); err != nil {
+		return nil, err
 	}
 	return doc, nil
 }

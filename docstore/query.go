@@ -95,22 +95,42 @@ func (c *collection) pushFilter(f driver.Filter) (tablestore.Filter, bool) {
 		return tablestore.Filter{}, false
 	}
 	name := f.FieldPath[0]
+	var tf tablestore.Filter
+	text := false // a string comparison
 	if f.Op == "in" {
 		rv := reflect.ValueOf(f.Value)
 		if rv.Kind() != reflect.Slice || rv.Len() == 0 || rv.Len() > 15 {
 			return tablestore.Filter{}, false
 		}
-		var or tablestore.Filter
 		for i := range rv.Len() {
-			tf, ok := compareFilter(driver.EqualOp, name, rv.Index(i).Interface())
+			eq, ok := compareFilter(driver.EqualOp, name, rv.Index(i).Interface())
 			if !ok {
 				return tablestore.Filter{}, false
 			}
-			or = orFilter(or, tf)
+			tf, text = orFilter(tf, eq), text || isText(rv.Index(i).Interface())
 		}
-		return or, true
+	} else {
+		var ok bool
+		if tf, ok = compareFilter(f.Op, name, f.Value); !ok {
+			return tablestore.Filter{}, false
+		}
+		text = isText(f.Value)
 	}
-	return compareFilter(f.Op, name, f.Value)
+	if text && name != c.keyField {
+		// A string too large for one property is stored in parts, and the
+		// property itself holds their number (see package parts): the
+		// documents whose member holds a number are let through, to be
+		// checked in memory with the value joined.
+		tf = tf.Or(tablestore.Ge(name, int32(0)))
+	}
+	return tf, true
+}
+
+// isText reports whether v encodes as a string.
+func isText(v any) bool {
+	e, err := encodeValue(v)
+	_, ok := e.(string)
+	return err == nil && ok
 }
 
 func orFilter(f, g tablestore.Filter) tablestore.Filter {
@@ -252,11 +272,34 @@ func (it *iterator) fetch(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		it.c.keyed(m, d.Key)
 		if filtersMatch(it.q.Filters, m) {
 			it.buf = append(it.buf, match{m, d.ETag})
 		}
 	}
 	return nil
+}
+
+// keyed sets, in m, a document stored under key, its key field (and
+// partition field) when it does not hold them: a document a
+// tablestore.Store[T] wrote has its key only as the entity's keys.
+func (c *collection) keyed(m map[string]any, key string) {
+	if c.keyField == "" {
+		return
+	}
+	if c.opts.PartitionField != "" {
+		p, k, ok := strings.Cut(key, "/")
+		if !ok {
+			return
+		}
+		if _, has := m[c.opts.PartitionField]; !has {
+			m[c.opts.PartitionField] = p
+		}
+		key = k
+	}
+	if _, has := m[c.keyField]; !has {
+		m[c.keyField] = key
+	}
 }
 
 // Next decodes the next match into doc, or returns io.EOF.

@@ -20,6 +20,7 @@ import (
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/fields"
+	"github.com/etagstore/etagstore/internal/parts"
 )
 
 // Azure Table limits (Understanding the Table service data model).
@@ -29,9 +30,9 @@ const (
 	// bookkeeping (recent write ids) in one of them.
 	MaxProperties = 251
 	// MaxPropertySize is the largest string (as UTF-16) or binary property.
-	MaxPropertySize = 64 << 10
+	MaxPropertySize = parts.PropertySize
 	// MaxEntitySize is Azure's limit for a whole entity.
-	MaxEntitySize = 1 << 20
+	MaxEntitySize = parts.EntitySize
 	// reserveForKeys is kept free of MaxEntitySize for the PartitionKey and
 	// RowKey (at most 1 KiB each) and the bookkeeping property.
 	reserveForKeys = 4 + 2*maxKeyBytes + 8 + 2*len(MetaProperty) + 4 + 2*driver.MaxMetaLen

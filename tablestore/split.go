@@ -11,53 +11,24 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/parts"
 )
 
-// partSep joins a split field's name and a part's number: U+203F
-// UNDERTIE, a connector that Azure's property names (C# identifiers) may
-// hold but that no Go identifier and no json tag name can (a tag name
-// holding it is ignored by encoding/json), so a part's name never collides
-// with a field's.
-const partSep = "‿"
-
-// partUnits is the most UTF-16 code units a string part holds: one less
-// than a property's 64 KiB, which Azurite refuses for a string of
-// non-ASCII characters.
-const partUnits = MaxPropertySize/2 - 1
-
-// maxParts is the most parts a split value can need: every part but the
-// last fills a property (at least MaxPropertySize-2 bytes), and an entity
-// holds MaxEntitySize.
-const maxParts = MaxEntitySize / (MaxPropertySize - 2)
+// The layout's names and sizes are package parts' (internal/parts), which
+// the docstore driver shares.
+const (
+	partUnits = parts.Units
+	maxParts  = parts.Max
+)
 
 // splittable reports whether a field of kind k may be split.
 func splittable(k edmKind) bool { return k == edmString || k == edmBinary || k == edmJSON }
 
-// partName is the name of part i (from 1) of field name.
-func partName(name string, i int) string { return name + partSep + strconv.Itoa(i) }
+func partName(name string, i int) string { return parts.Name(name, i) }
 
-// partOf parses a part's name into its field's name and number (1 to
-// maxParts); ok is false for any other name.
-func partOf(name []byte) (field []byte, i int, ok bool) {
-	at := strings.LastIndex(string(name), partSep)
-	if at <= 0 {
-		return nil, 0, false
-	}
-	digits := name[at+len(partSep):]
-	if len(digits) == 0 || len(digits) > 2 || digits[0] == '0' {
-		return nil, 0, false
-	}
-	for _, d := range digits {
-		if d < '0' || d > '9' {
-			return nil, 0, false
-		}
-		i = 10*i + int(d-'0')
-	}
-	return name[:at], i, i <= maxParts
-}
+func partOf(name []byte) (field []byte, i int, ok bool) { return parts.Of(name) }
 
 // tooLarge is the error for field f's value of size bytes, which one
 // property cannot hold.
@@ -65,28 +36,7 @@ func tooLarge(f *fieldPlan, size int, what string) error {
 	return fmt.Errorf("%w: tablestore: field %s is %d bytes%s, a property holds %d (tag it `table:\"split\"` to store it across properties)", driver.ErrTooLarge, f.name, size, what, MaxPropertySize)
 }
 
-// cutUnits is the length in bytes of the longest prefix of s (valid UTF-8)
-// holding at most max UTF-16 code units that ends between two characters:
-// a character outside the BMP (a surrogate pair) is never cut in two.
-func cutUnits(s string, max int) int {
-	units := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		n, u := 1, 1
-		if c >= utf8.RuneSelf {
-			_, n = utf8.DecodeRuneInString(s[i:])
-			if n == 4 {
-				u = 2
-			}
-		}
-		if units+u > max {
-			return i
-		}
-		units += u
-		i += n
-	}
-	return len(s)
-}
+func cutUnits(s string, max int) int { return parts.CutUnits(s, max) }
 
 // splitText writes s, too large for one property, as the parts of field f:
 // properties f‿1 … f‿k holding its pieces in order, and f holding k (an
