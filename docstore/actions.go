@@ -111,16 +111,24 @@ func (c *collection) setRevision(doc driver.Document, etag etagstore.ETag, store
 	return nil
 }
 
-// encode is the stored form of doc: its members, the revision field kept
-// as an empty marker that says the document has a revision.
+// encode is the stored form of doc: its members, the revision field
+// left out of a struct's (see marshal).
 func (c *collection) encode(doc driver.Document) (raw, error) {
 	m, err := encodeDoc(doc)
 	if err != nil {
 		return nil, err
 	}
+	if _, isMap := doc.Origin.(map[string]any); !isMap {
+		// A struct with the revision field gets its revision on every
+		// read: nothing need be stored for it.
+		delete(m, c.opts.RevisionField)
+	}
 	return c.marshal(m)
 }
 
+// marshal is m stored. The revision is the ETag: a map written with the
+// revision field keeps it as an empty marker, so that a read into a map
+// gives it the revision (and one written without, none).
 func (c *collection) marshal(m map[string]any) (raw, error) {
 	if _, ok := m[c.opts.RevisionField]; ok {
 		m[c.opts.RevisionField] = ""
@@ -375,7 +383,15 @@ func (c *collection) target(a *driver.Action) (string, etagstore.ETag, error) {
 		}
 	}
 	if a.Key == nil {
-		return "", "", invalidf("missing document key")
+		if c.keyField != "" {
+			return "", "", invalidf("missing document key: the key field %q is absent or empty", c.keyField)
+		}
+		return "", "", invalidf("missing document key: the key function gave none")
+	}
+	if a.Kind == driver.Update {
+		if err := c.checkMods(a.Mods); err != nil {
+			return "", "", err
+		}
 	}
 	key, err := c.storeKey(a.Doc, a.Key)
 	if err != nil {
@@ -383,6 +399,21 @@ func (c *collection) target(a *driver.Action) (string, etagstore.ETag, error) {
 	}
 	rev, err := c.revision(a.Doc)
 	return key, rev, err
+}
+
+// checkMods refuses, before anything is read or sent, mods that would
+// change where the document is stored: its key field or partition field
+// (the document would stay under its old key, or in its old partition).
+func (c *collection) checkMods(mods []driver.Mod) error {
+	for _, m := range mods {
+		switch f := m.FieldPath[0]; {
+		case f == c.keyField && c.keyField != "":
+			return invalidf("Update cannot change the key field %q: delete the document and create it under the new key", f)
+		case f == c.opts.PartitionField && f != "":
+			return invalidf("Update cannot change the partition field %q: delete the document and create it in the new partition", f)
+		}
+	}
+	return nil
 }
 
 // runAtomic runs atomic writes as one Store.Transact.

@@ -45,6 +45,19 @@
 // Store[T]'s or docstore's, are joined on every read: documents, mods and
 // filters see the whole value.
 //
+// Values keep their kinds as memdocstore keeps them: a float64 reads back
+// as a float64, whole or not (on tables an Edm.Double, listed in
+// DoubleProperty when whole, since the service answers 2.0 as 2), an
+// integer as an int64, and an Increment keeps the member's kind. Times on
+// tables are stored in UTC, to 100 ns (Edm.DateTime): one reads back in
+// UTC, truncated, and a filter's time is compared as it would be stored
+// (truncated, in the $filter and in memory), so that a document is found
+// by the time it was written with. Elsewhere a time keeps its zone and
+// every nanosecond. An Update that would change the key field or the
+// partition field (moving the document) is refused with InvalidArgument,
+// nothing sent. A struct's revision field is not stored: the revision is
+// the ETag.
+//
 // # Queries
 //
 // A query streams a page at a time (Options.PageSize) and checks every
@@ -73,13 +86,18 @@
 package docstore
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"gocloud.dev/docstore"
 	"gocloud.dev/docstore/driver"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/blobstore"
 	edriver "github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/tablestore"
 )
@@ -103,6 +121,12 @@ type Options struct {
 	MaxOutstandingActions int
 	// PageSize is how many documents a query reads per page. Default: 1000.
 	PageSize int
+	// Create, when set, creates the backend's table or container, if it
+	// does not exist, as the collection is opened (one request, within
+	// 30 s; the URL parameter create=true). Default: false, the storage
+	// must exist (a missing one fails every action with
+	// etagstore.ErrStorageNotFound).
+	Create bool
 }
 
 // raw is a stored document as the driver's format encodes it.
@@ -181,14 +205,49 @@ func newCollection(b edriver.Backend, keyField string, keyFunc func(docstore.Doc
 	if b.As(&c.table) {
 		c.format = tableFormat{}
 	}
+	if c.opts.Create {
+		if err := createStorage(b); err != nil {
+			return nil, err
+		}
+	}
 	c.store = etagstore.New[raw](b, &so)
 	return c, nil
+}
+
+// createStorage creates b's table or container unless it exists.
+func createStorage(b edriver.Backend) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var (
+		tb   *tablestore.Backend
+		bb   *blobstore.Backend
+		err  error
+		code string
+	)
+	switch {
+	case b.As(&tb):
+		_, err = tb.Client().CreateTable(ctx, nil)
+		code = "TableAlreadyExists"
+	case b.As(&bb):
+		_, err = bb.Container().Create(ctx, nil)
+		code = "ContainerAlreadyExists"
+	default:
+		return nil // memory: nothing to create
+	}
+	var re *azcore.ResponseError
+	if err == nil || errors.As(err, &re) && re.ErrorCode == code {
+		return nil
+	}
+	return fmt.Errorf("docstore: create the storage: %w", err)
 }
 
 // Key returns the document's key: the key field's value (nil when empty,
 // for Create to fill in) or what the key function makes of it.
 func (c *collection) Key(doc driver.Document) (any, error) {
 	if c.keyField != "" {
+		if _, isMap := doc.Origin.(map[string]any); !isMap && !doc.HasField(c.keyField) {
+			return nil, invalidf("the document has no key field %q (the collection's key field: OpenCollection's keyField, or key= in a URL)", c.keyField)
+		}
 		key, _ := doc.GetField(c.keyField)
 		if key == nil || driver.IsEmptyValue(reflect.ValueOf(key)) {
 			return nil, nil

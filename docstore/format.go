@@ -40,6 +40,14 @@ const annotation = "@odata.type"
 // T does not know).
 const JSONProperty = "docstoreJSON"
 
+// DoubleProperty is the table property listing, comma-separated, the
+// properties a docstore write stored as an Edm.Double whose value is a
+// whole number (or not finite). The Table service answers an Edm.Double
+// without its type, and a whole one as an integer ("2" for 2.0), which
+// reads as an Edm.Int32 would: the list makes it read back as a float64,
+// as it was written.
+const DoubleProperty = "docstoreDouble"
+
 ////////////////////////////////////////////////////////////////
 // JSON documents (memstore, blobs).
 
@@ -283,14 +291,14 @@ func (tableFormat) name() string { return "table" }
 
 var (
 	identifier    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
-	reservedNames = map[string]bool{"PartitionKey": true, "RowKey": true, "Timestamp": true, tablestore.MetaProperty: true, JSONProperty: true}
+	reservedNames = map[string]bool{"PartitionKey": true, "RowKey": true, "Timestamp": true, tablestore.MetaProperty: true, JSONProperty: true, DoubleProperty: true}
 	minDateTime   = time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
 func (tableFormat) marshal(doc map[string]any) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteByte('{')
-	var held []string
+	var held, doubles []string
 	for _, k := range slices.Sorted(maps.Keys(doc)) {
 		if reservedNames[k] || !identifier.MatchString(k) || strings.HasPrefix(strings.ToLower(k), "odata.") {
 			return nil, invalidf("%q cannot name a table property (letters, digits and _, not a reserved name)", k)
@@ -302,12 +310,20 @@ func (tableFormat) marshal(doc map[string]any) ([]byte, error) {
 		if isHeld {
 			held = append(held, k)
 		}
+		if f, ok := doc[k].(float64); ok && (f == math.Trunc(f) || math.IsNaN(f)) {
+			doubles = append(doubles, k) // whole, or not finite
+		}
 	}
-	if len(held) > 0 {
-		comma(&buf)
-		_ = writeJSONString(&buf, JSONProperty)
-		buf.WriteByte(':')
-		_ = writeJSONString(&buf, strings.Join(held, ","))
+	for _, list := range []struct {
+		name  string
+		names []string
+	}{{JSONProperty, held}, {DoubleProperty, doubles}} {
+		if len(list.names) > 0 {
+			comma(&buf)
+			_ = writeJSONString(&buf, list.name)
+			buf.WriteByte(':')
+			_ = writeJSONString(&buf, strings.Join(list.names, ","))
+		}
 	}
 	buf.WriteByte('}')
 	return buf.Bytes(), nil
@@ -511,19 +527,17 @@ func (tableFormat) unmarshal(data []byte) (map[string]any, error) {
 	if err := dec.Decode(&props); err != nil {
 		return nil, invalidf("stored entity is not a JSON object: %v", err)
 	}
-	var marked string
-	_ = json.Unmarshal(props[JSONProperty], &marked)
-	held := map[string]bool{}
-	for _, n := range strings.Split(marked, ",") {
-		held[n] = true
-	}
+	held, doubles := listed(props[JSONProperty]), listed(props[DoubleProperty])
 	doc := make(map[string]any, len(props))
 	for k, raw := range props {
-		if strings.HasSuffix(k, annotation) || k == JSONProperty {
+		if strings.HasSuffix(k, annotation) || k == JSONProperty || k == DoubleProperty {
 			continue
 		}
 		var edm string
 		_ = json.Unmarshal(props[k+annotation], &edm)
+		if doubles[k] && edm == "" {
+			edm = "Edm.Double" // as written: the service leaves it out
+		}
 		v, err := readProperty(raw, edm, held[k])
 		if err != nil {
 			return nil, invalidf("property %s: %v", k, err)
@@ -534,6 +548,18 @@ func (tableFormat) unmarshal(data []byte) (map[string]any, error) {
 		return nil, err
 	}
 	return doc, nil
+}
+
+// listed is the set of names a list property (JSONProperty,
+// DoubleProperty) holds.
+func listed(raw json.RawMessage) map[string]bool {
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	set := map[string]bool{}
+	for _, n := range strings.Split(s, ",") {
+		set[n] = true
+	}
+	return set
 }
 
 // readProperty is one property's value, of type edm ("" when the JSON

@@ -24,11 +24,15 @@ type queryPlan struct {
 	upper  string            // the listing ends after this key ("" none)
 	sort   bool              // OrderBy needs a sort in memory
 	fps    [][]string
+	// filters are the query's, with times as the backend stores them
+	// (tables: UTC, to 100 ns), so that the $filter and the check in
+	// memory compare what is stored with what it can equal.
+	filters []driver.Filter
 }
 
 func (c *collection) plan(q *driver.Query) queryPlan {
-	var p queryPlan
-	for _, f := range q.Filters {
+	p := queryPlan{filters: c.storedFilters(q.Filters)}
+	for _, f := range p.filters {
 		c.planKey(&p, f)
 		if c.table == nil {
 			continue
@@ -46,6 +50,34 @@ func (c *collection) plan(q *driver.Query) queryPlan {
 		p.fps = append([][]string{{c.keyField}}, p.fps...)
 	}
 	return p
+}
+
+// storedFilters is fs with every time in a value as the backend stores
+// it: on tables in UTC, truncated to 100 ns (Edm.DateTime's precision).
+func (c *collection) storedFilters(fs []driver.Filter) []driver.Filter {
+	if c.table == nil {
+		return fs
+	}
+	out := slices.Clone(fs)
+	for i := range out {
+		out[i].Value = storedTime(out[i].Value)
+	}
+	return out
+}
+
+func storedTime(v any) any {
+	if t, ok := v.(time.Time); ok {
+		return t.UTC().Truncate(100 * time.Nanosecond)
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Slice || rv.Type().Elem() != timeType {
+		return v
+	}
+	ts := make([]any, rv.Len())
+	for i := range ts {
+		ts[i] = storedTime(rv.Index(i).Interface())
+	}
+	return ts
 }
 
 // planKey narrows the listing by a filter on the key field: "=" lists
@@ -273,7 +305,7 @@ func (it *iterator) fetch(ctx context.Context) error {
 			return err
 		}
 		it.c.keyed(m, d.Key)
-		if filtersMatch(it.q.Filters, m) {
+		if filtersMatch(it.p.filters, m) {
 			it.buf = append(it.buf, match{m, d.ETag})
 		}
 	}

@@ -38,7 +38,8 @@ func init() {
 // name in the process. Query parameters:
 //
 //   - key: the key field (default "name"); revision_field and
-//     partition_field: Options.RevisionField and Options.PartitionField.
+//     partition_field: Options.RevisionField and Options.PartitionField;
+//     create=true: Options.Create.
 //   - azuretable: partition, a fixed PartitionKey for every document
 //     (tablestore.Options.Partition); without it keys are
 //     "PartitionKey/RowKey" (give partition_field).
@@ -52,7 +53,7 @@ func init() {
 // AZURE_STORAGE_CONNECTION_STRING, else azidentity's default credential;
 // AZURE_STORAGE_DOMAIN, AZURE_STORAGE_PROTOCOL and
 // AZURE_STORAGE_IS_LOCAL_EMULATOR shape the service URL. The table or
-// container must exist.
+// container must exist, unless create=true (Options.Create) creates it.
 type URLOpener struct {
 	// Options are the collection's options; the URL's parameters override
 	// RevisionField and PartitionField.
@@ -71,6 +72,13 @@ func (o *URLOpener) OpenCollectionURL(_ context.Context, u *url.URL) (*docstore.
 	key := take(q, "key", "name")
 	opts.RevisionField = take(q, "revision_field", opts.RevisionField)
 	opts.PartitionField = take(q, "partition_field", opts.PartitionField)
+	switch create := take(q, "create", ""); create {
+	case "true":
+		opts.Create = true
+	case "", "false":
+	default:
+		return nil, invalidf("open %s: create=%q: give true or false", u.Redacted(), create)
+	}
 	var b edriver.Backend
 	var err error
 	switch u.Scheme {
