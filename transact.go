@@ -91,6 +91,7 @@ type Tx[T any] struct {
 
 type txWrite[T any] struct {
 	del   bool
+	blind bool // Upsert of a key not read: no condition, nothing checked
 	value T
 	data  []byte
 }
@@ -98,6 +99,11 @@ type txWrite[T any] struct {
 func (tx *Tx[T]) core() *core { return &tx.s.core }
 
 func (tx *Tx[T]) read(key string) version { return tx.reads[key] }
+
+func (tx *Tx[T]) wasRead(key string) bool {
+	_, ok := tx.reads[key]
+	return ok
+}
 
 func (tx *Tx[T]) action(d *engine.Delivery, key string) (engine.KeyWrite, bool) {
 	b := tx.reads[key]
@@ -107,6 +113,8 @@ func (tx *Tx[T]) action(d *engine.Delivery, key string) (engine.KeyWrite, bool) 
 		return engine.Check(b), false
 	case w.del:
 		return engine.DeleteOf(key, b.ETag), true
+	case w.blind:
+		return engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, w.data, 0), true
 	}
 	return d.Over(b, withExtra(b, w.data)), true
 }
@@ -188,6 +196,36 @@ func (tx *Tx[T]) Put(key string, v T) error {
 	return nil
 }
 
+// Upsert buffers a write of v under key with no condition, as
+// Store.Upsert writes: nothing is read for it and nothing is checked at
+// commit for it (the documented bypass: it overwrites whatever is
+// stored), and it writes T alone. A key the transaction has read, or a
+// transaction under a fence (WithFence), is written as Put writes it,
+// conditioned on the version read.
+func (tx *Tx[T]) Upsert(key string, v T) error {
+	if err := tx.open(); err != nil {
+		return err
+	}
+	_, read := tx.reads[key]
+	_, wrote := tx.writes[key]
+	if _, fenced := FenceFrom(tx.txn.ctx); read || wrote || fenced {
+		return tx.Put(key, v)
+	}
+	if err := tx.s.checkKey(key); err != nil {
+		return err
+	}
+	if err := tx.txn.join(&tx.s.core, key); err != nil {
+		return err
+	}
+	data, err := tx.s.encode(key, v)
+	if err != nil {
+		return err
+	}
+	tx.writes[key] = txWrite[T]{value: v, data: data, blind: true}
+	tx.txn.order = append(tx.txn.order, touch{tx, key})
+	return nil
+}
+
 // Delete buffers the delete of key, conditioned on the version the
 // transaction read. A key that is missing (or that this transaction
 // deleted) matches ErrNotFound now; deleting a key this transaction created
@@ -252,6 +290,9 @@ func (tx *Tx[T]) version(key string) (version, error) {
 	if err != nil {
 		return version{}, err
 	}
-	tx.reads[key], tx.txn.order = b, append(tx.txn.order, touch{tx, key})
+	tx.reads[key] = b
+	if _, upserted := tx.writes[key]; !upserted { // an Upsert touched it already
+		tx.txn.order = append(tx.txn.order, touch{tx, key})
+	}
 	return b, nil
 }

@@ -47,6 +47,7 @@ type txView interface {
 	// version read; written says it is a write.
 	action(d *engine.Delivery, key string) (w engine.KeyWrite, written bool)
 	read(key string) version
+	wasRead(key string) bool // false for a key only upserted
 	// committed records the version it made of key.
 	committed(key string, it driver.Item)
 }
@@ -229,7 +230,7 @@ func (t *Txn) request(d *engine.Delivery) (request, error) {
 	req := make(request, 0, len(t.order))
 	writes := 0
 	for _, tc := range t.order {
-		if fenced {
+		if fenced && tc.view.wasRead(tc.key) {
 			if err := engine.CheckFence(tc.key, tc.view.read(tc.key).Meta, d.Fence()); err != nil {
 				return nil, err
 			}
@@ -262,9 +263,14 @@ func (t *Txn) revalidate() error {
 		return nil
 	}
 	if a := t.lead.abilities; a.PureChecks {
-		checks := make([]driver.Action, len(t.order))
-		for i, tc := range t.order {
-			checks[i] = engine.Check(tc.view.read(tc.key)).Action
+		var checks []driver.Action
+		for _, tc := range t.order {
+			if tc.view.wasRead(tc.key) {
+				checks = append(checks, engine.Check(tc.view.read(tc.key)).Action)
+			}
+		}
+		if len(checks) == 0 {
+			return nil
 		}
 		_, err := a.Commit(t.ctx, checks)
 		if errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
@@ -273,6 +279,9 @@ func (t *Txn) revalidate() error {
 		return err
 	}
 	for _, tc := range t.order {
+		if !tc.view.wasRead(tc.key) {
+			continue
+		}
 		it, err := tc.view.core().b.Read(t.ctx, tc.key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err

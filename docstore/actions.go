@@ -470,6 +470,15 @@ func (r refused) Error() string { return r.err.Error() }
 // txAction buffers one atomic write in tx, checking its revision against
 // the version tx read.
 func (c *collection) txAction(tx *etagstore.Tx[raw], a *driver.Action, key string, rev etagstore.ETag) error {
+	if a.Kind == driver.Put && rev == "" {
+		// A Put without a revision overwrites whatever is stored: it
+		// needs no read (Tx.Upsert).
+		data, err := c.encode(a.Doc)
+		if err != nil {
+			return err
+		}
+		return tx.Upsert(key, data)
+	}
 	current, err := tx.ETag(key)
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@
 // whose answer was lost is resolved by reading, never applied twice. An
 // Update with a revision reads, checks the revision and replaces with
 // If-Match. Atomic writes (ActionList.AtomicWrites) are one
-// Store.Transact: on tables all in one partition (at most 100 documents;
+// Store.Transact (a Put without a revision reads nothing: Tx.Upsert): on tables all in one partition (at most 100 documents;
 // otherwise InvalidArgument, nothing sent), in memory any keys; blobs
 // cannot commit several documents at once (Unimplemented).
 //
@@ -71,7 +71,11 @@
 // before reading. An equality on the key field lists that key's prefix,
 // and "<" or "<=" on it ends the listing at the bound (not with
 // Options.PartitionField, whose keys are not in key order). Offset and
-// Limit stop reading when satisfied. OrderBy on the key, ascending, is the
+// Limit stop reading when satisfied, and when every filter went to the
+// service and nothing is sorted a page asks for Offset+Limit documents
+// ($top on tables). An equality on Options.PartitionField is a
+// PartitionKey filter. On blobs a query reads every document listed under
+// its prefix (one GET each). OrderBy on the key, ascending, is the
 // listing's order; any other OrderBy sorts in memory and holds every
 // match until the listing ends (with a Limit, at most twice Offset+Limit
 // of them).
@@ -146,6 +150,7 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 type collection struct {
 	store    *etagstore.Store[raw]
 	table    *tablestore.Backend // nil unless the backend is a table
+	blob     bool                // the backend is a blob container
 	format   format
 	keyField string
 	keyFunc  func(docstore.Document) any
@@ -205,6 +210,8 @@ func newCollection(b edriver.Backend, keyField string, keyFunc func(docstore.Doc
 	if b.As(&c.table) {
 		c.format = tableFormat{}
 	}
+	var bb *blobstore.Backend
+	c.blob = b.As(&bb)
 	if c.opts.Create {
 		if err := createStorage(b); err != nil {
 			return nil, err

@@ -37,6 +37,11 @@ func (c *collection) plan(q *driver.Query) queryPlan {
 		if c.table == nil {
 			continue
 		}
+		if pk, ok := c.partitionFilter(f); ok {
+			p.pushed = p.pushed.And(pk)
+			p.npush++
+			continue
+		}
 		if tf, ok := c.pushFilter(f); ok {
 			p.pushed = p.pushed.And(tf)
 			p.npush++
@@ -50,6 +55,20 @@ func (c *collection) plan(q *driver.Query) queryPlan {
 		p.fps = append([][]string{{c.keyField}}, p.fps...)
 	}
 	return p
+}
+
+// partitionFilter is f, an equality on the partition field, as a filter
+// on the PartitionKey the field's value is stored under: the service
+// reads one partition instead of scanning the table.
+func (c *collection) partitionFilter(f driver.Filter) (tablestore.Filter, bool) {
+	if c.opts.PartitionField == "" || f.Op != driver.EqualOp || len(f.FieldPath) != 1 || f.FieldPath[0] != c.opts.PartitionField {
+		return tablestore.Filter{}, false
+	}
+	s, ok := f.Value.(string)
+	if !ok || s == "" {
+		return tablestore.Filter{}, false
+	}
+	return tablestore.Eq("PartitionKey", s), true
 }
 
 // storedFilters is fs with every time in a value as the backend stores
@@ -274,6 +293,17 @@ func (it *iterator) sortBuf() {
 	})
 }
 
+// pageSize is how many documents a page asks for: Offset+Limit when every
+// filter went to the service and nothing is sorted in memory (on tables,
+// $top), otherwise Options.PageSize.
+func (it *iterator) pageSize() int {
+	n := it.c.opts.PageSize
+	if it.q.Limit > 0 && !it.p.sort && it.p.npush == len(it.q.Filters) {
+		n = min(n, it.q.Offset+it.q.Limit)
+	}
+	return n
+}
+
 // fetch reads the next page and keeps its matches.
 func (it *iterator) fetch(ctx context.Context) error {
 	if it.done {
@@ -284,11 +314,11 @@ func (it *iterator) fetch(ctx context.Context) error {
 	var err error
 	if it.c.table != nil {
 		var pg etagstore.Page[raw]
-		pg, err = tablestore.QueryPage(ctx, it.c.store, it.p.pushed, it.c.opts.PageSize, it.token)
+		pg, err = tablestore.QueryPage(ctx, it.c.store, it.p.pushed, it.pageSize(), it.token)
 		docs, next = pg.Docs, pg.Next
 	} else {
 		var pg etagstore.Page[raw]
-		pg, err = it.c.store.Page(ctx, it.p.prefix, it.c.opts.PageSize, it.token)
+		pg, err = it.c.store.Page(ctx, it.p.prefix, it.pageSize(), it.token)
 		docs, next = pg.Docs, pg.Next
 	}
 	if err != nil {
@@ -372,14 +402,20 @@ func (it *iterator) As(any) bool { return false }
 // QueryPlan says what the backend is asked for and what is done in memory.
 func (c *collection) QueryPlan(q *driver.Query) (string, error) {
 	p := c.plan(q)
+	it := iterator{c: c, q: q, p: p}
 	var parts []string
 	switch {
 	case c.table != nil && p.pushed.String() != "":
 		parts = append(parts, fmt.Sprintf("table query $filter=%s (%d of %d filters)", p.pushed, p.npush, len(q.Filters)))
 	case c.table != nil:
 		parts = append(parts, "table query without $filter")
+	case c.blob:
+		parts = append(parts, fmt.Sprintf("list pages of prefix %q and read every document listed (one GET each: a blob query costs a request per document)", p.prefix))
 	default:
 		parts = append(parts, fmt.Sprintf("list pages of prefix %q", p.prefix))
+	}
+	if n := it.pageSize(); n < c.opts.PageSize {
+		parts = append(parts, fmt.Sprintf("%d per page (Offset+Limit)", n))
 	}
 	if p.upper != "" {
 		parts = append(parts, fmt.Sprintf("ending after key %q", p.upper))
