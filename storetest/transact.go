@@ -23,6 +23,7 @@ var transactCases = []struct {
 	{"TransactWriteSkew", testTransactWriteSkew},
 	{"TransactAbsentWriteSkew", testTransactAbsentWriteSkew},
 	{"TransactSeveralTypes", testTransactSeveralTypes},
+	{"TransactUpsert", testTransactUpsert},
 	{"TransactAbort", testTransactAbort},
 	{"TransactTransfers", testTransactTransfers},
 	{"TransactTornReadAudit", testTransactTornReadAudit},
@@ -539,4 +540,48 @@ func mustGetCard(t *testing.T, cards *etagstore.Store[Card], key string) Card {
 		t.Fatal(err)
 	}
 	return d.Value
+}
+
+// testTransactUpsert: Tx.Upsert writes with no condition and reads
+// nothing, so another writer's change to the key between the Upsert and
+// the commit does not make the transaction run again, and the upserted
+// value wins; the Put of a key it read commits with it.
+func testTransactUpsert(t *testing.T, s *etagstore.Store[Page]) {
+	if !transacts(t, s) {
+		return
+	}
+	ctx := t.Context()
+	mustCreate(t, s, "upsert-old", Page{Title: "old", N: 1})
+	mustCreate(t, s, "upsert-read", Page{N: 1})
+	other := etagstore.New[Page](s.Backend(), nil)
+	runs := 0
+	docs, err := s.Transact(ctx, func(tx *etagstore.Tx[Page]) error {
+		runs++
+		if err := tx.Upsert("upsert-old", Page{Title: "upserted"}); err != nil {
+			return err
+		}
+		if err := tx.Upsert("upsert-new", Page{Title: "new"}); err != nil {
+			return err
+		}
+		if runs == 1 { // another writer changes the upserted key before the commit
+			if _, err := other.Update(ctx, "upsert-old", func(p *Page) error { p.N = 99; return nil }); err != nil {
+				return err
+			}
+		}
+		p, err := tx.Get("upsert-read")
+		if err != nil {
+			return err
+		}
+		p.N++
+		return tx.Put("upsert-read", p)
+	})
+	if err != nil || runs != 1 || len(docs) != 3 {
+		t.Fatalf("Transact = %d docs, %v after %d runs; want 3 docs after 1 run", len(docs), err, runs)
+	}
+	for key, want := range map[string]Page{"upsert-old": {Title: "upserted"}, "upsert-new": {Title: "new"}, "upsert-read": {N: 2}} {
+		d, err := s.Get(ctx, key)
+		if err != nil || d.Value != want {
+			t.Errorf("%s = %+v, %v; want %+v", key, d.Value, err, want)
+		}
+	}
 }
