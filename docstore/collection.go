@@ -43,7 +43,12 @@
 // tablestore stores a field tagged `table:"split"` (the property holds
 // the number of parts, F‿1 … F‿n the pieces), and such values, a
 // Store[T]'s or docstore's, are joined on every read: documents, mods and
-// filters see the whole value.
+// filters see the whole value. This is the default for every member past
+// one property (strings, bytes, and lists and maps as JSON), with no
+// option to set. A document that no entity can hold (more than 1 MiB, or
+// more properties than an entity has, counting parts) is refused before
+// anything is sent, naming its largest member: etagstore.ErrTooLarge,
+// gcerrors.ResourceExhausted.
 //
 // Values keep their kinds as memdocstore keeps them: a float64 reads back
 // as a float64, whole or not (on tables an Edm.Double, listed in

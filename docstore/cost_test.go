@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"gocloud.dev/gcerrors"
+
 	"github.com/etagstore/etagstore/blobstore"
 	"github.com/etagstore/etagstore/internal/azuritetest"
 	"github.com/etagstore/etagstore/tablestore"
@@ -97,5 +100,58 @@ func TestQueriesCostWhatTheirPlansSay(t *testing.T) {
 	defer blobs.Close()
 	if plan, _ := blobs.Query().Where("Customer", "=", "alice").Plan(); !strings.Contains(plan, "one GET each") {
 		t.Errorf("blob plan %q does not say every document is read", plan)
+	}
+}
+
+// A document no table entity can hold is refused before anything is
+// sent, naming what is too large (ResourceExhausted, as the Store's
+// ErrTooLarge); one whose members are only past one property is stored
+// in parts and reads back whole: a 40,000-character string and a list of
+// 3,000 items.
+func TestLimitsBeforeSending(t *testing.T) {
+	ctx := t.Context()
+	rec := &recorder{}
+	opts := azuritetest.FastRetries
+	opts.Transport = rec
+	coll, err := OpenCollection(tablestore.New(azuritetest.NewTableWith(t, azuritetest.Host(t, "Table"), opts), &tablestore.Options{Partition: "p"}), "name", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	many := map[string]any{"name": "many"}
+	for i := range 300 {
+		many[fmt.Sprintf("F%03d", i)] = int64(i)
+	}
+	n := rec.count()
+	for _, doc := range []map[string]any{
+		{"name": "huge", "Title": "t", "Notes": strings.Repeat("n", 600_000)},
+		many,
+	} {
+		err := coll.Put(ctx, doc)
+		if gcerrors.Code(err) != gcerrors.ResourceExhausted {
+			t.Errorf("Put of %s = %v, want ResourceExhausted", doc["name"], err)
+		}
+		if doc["name"] == "huge" && (err == nil || !strings.Contains(err.Error(), "Notes")) {
+			t.Errorf("the refusal %v does not name Notes", err)
+		}
+	}
+	if sent := rec.since(n); len(sent) != 0 {
+		t.Errorf("refused documents sent %q", sent)
+	}
+	items := make([]any, 3000)
+	for i := range items {
+		items[i] = map[string]any{"sku": fmt.Sprintf("sku-%04d", i), "qty": int64(i)}
+	}
+	big := map[string]any{"name": "big", "Note": strings.Repeat("é", 40_000), "Items": items}
+	if err := coll.Put(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	back := map[string]any{"name": "big"}
+	if err := coll.Get(ctx, back); err != nil {
+		t.Fatal(err)
+	}
+	delete(back, "DocstoreRevision")
+	if diff := cmp.Diff(big, back); diff != "" {
+		t.Errorf("read back (-want +got):\n%s", diff)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/internal/parts"
 	"github.com/etagstore/etagstore/tablestore"
 )
@@ -296,6 +298,9 @@ var (
 )
 
 func (tableFormat) marshal(doc map[string]any) ([]byte, error) {
+	if err := checkEntity(doc); err != nil {
+		return nil, err
+	}
 	var buf bytes.Buffer
 	buf.WriteByte('{')
 	var held, doubles []string
@@ -399,6 +404,71 @@ func writeProperty(buf *bytes.Buffer, k string, v any) (bool, error) {
 		_ = writeJSONString(buf, edm)
 	}
 	return false, nil
+}
+
+// Limits of a table entity, as docstore fills one: what the bookkeeping
+// (tablestore.MetaProperty, JSONProperty, DoubleProperty) and the keys
+// leave of Azure's 252 properties and 1 MiB.
+const (
+	maxDocProperties = tablestore.MaxProperties - 2
+	maxDocBytes      = tablestore.MaxEntitySize - 8<<10
+)
+
+// checkEntity refuses, before anything is sent, a document that no table
+// entity can hold, naming what is too large: more properties than an
+// entity has (a value stored in parts counts each part), or more bytes
+// (by Azure's reckoning: 4 and the name's UTF-16 per property, and the
+// value's size) than 1 MiB. Both match etagstore.ErrTooLarge
+// (gcerrors.ResourceExhausted).
+func checkEntity(doc map[string]any) error {
+	props, total, largest, largestSize := 0, 0, "", 0
+	for k, v := range doc {
+		n, size := propertySize(v)
+		size += n * (4 + 2*len(k) + 4) // each part's name ("k‿i": a few more units)
+		props, total = props+n, total+size
+		if size > largestSize {
+			largest, largestSize = k, size
+		}
+	}
+	switch {
+	case props > maxDocProperties:
+		return fmt.Errorf("%w: docstore: the document needs %d table properties (values past 64 KiB take one per part), an entity holds %d", etagstore.ErrTooLarge, props, maxDocProperties)
+	case total > maxDocBytes:
+		return fmt.Errorf("%w: docstore: the document is %d bytes as a table entity, more than %d; its largest member is %s (%d bytes)", etagstore.ErrTooLarge, total, maxDocBytes, largest, largestSize)
+	}
+	return nil
+}
+
+// propertySize is how many properties v takes (its parts, when split, and
+// the count) and the bytes of its values.
+func propertySize(v any) (props, size int) {
+	text := func(units int) (int, int) {
+		if 2*units <= parts.PropertySize {
+			return 1, 2 * units
+		}
+		n := (units + parts.Units - 1) / parts.Units
+		return n + 1, 2*units + 4
+	}
+	switch x := v.(type) {
+	case string:
+		return text(parts.UnitsOf(x))
+	case rawString:
+		return text(parts.UnitsOf(string(x)))
+	case []byte:
+		if len(x) <= parts.PropertySize {
+			return 1, len(x)
+		}
+		return (len(x)+parts.PropertySize-1)/parts.PropertySize + 1, len(x) + 4
+	case bool:
+		return 1, 1
+	case int64, float64, time.Time:
+		return 1, 8
+	}
+	var j bytes.Buffer
+	if writeJSON(&j, v) != nil {
+		return 1, 0 // marshal reports it
+	}
+	return text(parts.UnitsOf(j.String()))
 }
 
 // splitText writes s as the parts of property k when one property cannot
