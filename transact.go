@@ -130,8 +130,8 @@ func (tx *Tx[T]) committed(key string, it driver.Item) {
 		b = version{Item: driver.Item{Key: key}, Verified: true, MetaKnown: true, Missing: errorf(ErrNotFound, "%q was deleted by the transaction", key)}
 	case written:
 		b = tx.s.stored(it, false)
-	case it.ETag != "":
-		b.ETag = it.ETag
+	case it.ETag != "" && !it.ETag.Superseded():
+		b.ETag = it.ETag // a check that gave it a new ETag (tables)
 	}
 	tx.reads[key] = b
 	if tx.made == nil {
@@ -199,9 +199,10 @@ func (tx *Tx[T]) Put(key string, v T) error {
 // Upsert buffers a write of v under key with no condition, as
 // Store.Upsert writes: nothing is read for it and nothing is checked at
 // commit for it (the documented bypass: it overwrites whatever is
-// stored), and it writes T alone. A key the transaction has read, or a
-// transaction under a fence (WithFence), is written as Put writes it,
-// conditioned on the version read.
+// stored), and it writes T alone. A key the transaction has read (before
+// the Upsert, or after it: ETag, Delete, Put), or a transaction under a
+// fence (WithFence), is written as Put writes it, conditioned on the
+// version read.
 func (tx *Tx[T]) Upsert(key string, v T) error {
 	if err := tx.open(); err != nil {
 		return err
@@ -291,7 +292,12 @@ func (tx *Tx[T]) version(key string) (version, error) {
 		return version{}, err
 	}
 	tx.reads[key] = b
-	if _, upserted := tx.writes[key]; !upserted { // an Upsert touched it already
+	if w, upserted := tx.writes[key]; upserted {
+		// An Upsert touched it already: now that fn has read it, the
+		// write is conditioned on the version read, as a Put's.
+		w.blind = false
+		tx.writes[key] = w
+	} else {
 		tx.txn.order = append(tx.txn.order, touch{tx, key})
 	}
 	return b, nil

@@ -190,6 +190,9 @@ func TestTransactLostEveryRaceIsConflict(t *testing.T) {
 	runs := 0
 	_, err := s.Transact(ctx, func(tx *etagstore.Tx[counter]) error {
 		runs++
+		if _, err := tx.Get("j"); err != nil && !errors.Is(err, etagstore.ErrNotFound) {
+			return err
+		}
 		if d, err := other.Get(ctx, "k"); err == nil {
 			if err := other.Delete(ctx, "k", d.ETag); err != nil {
 				t.Fatal(err)
@@ -200,6 +203,9 @@ func TestTransactLostEveryRaceIsConflict(t *testing.T) {
 		}
 		if _, err := other.Create(ctx, "k", counter{N: 100}); err != nil { // beats this create
 			t.Fatal(err)
+		}
+		if err := tx.Put("j", counter{N: runs}); err != nil { // the create is the commit's second action
+			return err
 		}
 		return tx.Put("k", counter{N: 1})
 	})
@@ -407,5 +413,78 @@ func TestTransactRefusesStoresThatCannotCommitTogether(t *testing.T) {
 	}
 	if d, err := a2.Get(ctx, "y"); err != nil || d.Value.Name != "y" {
 		t.Errorf("y = %+v, %v", d, err)
+	}
+}
+
+// Review findings, each a rule:
+//   - an Upsert whose key fn then reads (ETag) is conditioned on that
+//     read: another writer's change before the commit runs fn again;
+//   - a panic of fn is swallowed only when a read of fn went stale, never
+//     because the check itself failed (a canceled ctx);
+//   - each attempt of a package-level Transact is led by the first Store
+//     it uses;
+//   - a Txn that ended, committed or not, takes no more writes.
+func TestTxnReviewFindings(t *testing.T) {
+	ctx := t.Context()
+	s, hb, _ := newTestStore(t, etagstore.RetryPolicy{})
+	if _, err := s.Create(ctx, "k", counter{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	_, err := s.Transact(ctx, func(tx *etagstore.Tx[counter]) error {
+		runs++
+		if err := tx.Upsert("k", counter{N: 7}); err != nil {
+			return err
+		}
+		if _, err := tx.ETag("k"); err != nil {
+			return err
+		}
+		if runs == 1 {
+			interfere(t, hb.Backend, "k")
+		}
+		return nil
+	})
+	if err != nil || runs != 2 {
+		t.Errorf("Upsert then ETag across another write: %v after %d runs, want nil after 2", err, runs)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	got := func() (p any) {
+		defer func() { p = recover() }()
+		_, _ = s.Transact(cctx, func(tx *etagstore.Tx[counter]) error {
+			if _, err := tx.Get("k"); err != nil {
+				return err
+			}
+			cancel()
+			panic("mine")
+		})
+		return nil
+	}()
+	if got != "mine" {
+		t.Errorf("a panic with a canceled ctx: recovered %v, want fn's own", got)
+	}
+
+	a := etagstore.New[counter](memstore.New(nil), nil)
+	b := etagstore.New[counter](memstore.New(nil), nil)
+	runs = 0
+	err = etagstore.Transact(ctx, func(tx *etagstore.Txn) error {
+		runs++
+		if runs == 1 {
+			_ = a.In(tx).Put("x", counter{})
+			return fmt.Errorf("%w: try again", etagstore.ErrConflict)
+		}
+		return b.In(tx).Put("y", counter{N: 2})
+	})
+	if d, gerr := b.Get(ctx, "y"); err != nil || gerr != nil || d.Value.N != 2 {
+		t.Errorf("a second attempt led by another Store: %v (y: %v)", err, gerr)
+	}
+
+	var kept *etagstore.Txn
+	mine := errors.New("refused")
+	if err := etagstore.Transact(ctx, func(tx *etagstore.Txn) error { kept = tx; return mine }); err != mine {
+		t.Fatalf("Transact = %v", err)
+	}
+	if err := s.In(kept).Put("k", counter{}); !errors.Is(err, etagstore.ErrInvalidInput) {
+		t.Errorf("Put into an ended Txn = %v, want ErrInvalidInput", err)
 	}
 }

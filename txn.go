@@ -62,9 +62,10 @@ type txView interface {
 //
 // The Stores must commit together: Stores over one backend, or over
 // backends that declare the same driver.Abilities.CommitScope (tables: two
-// tablestore Backends over one table, with the same Options.Partition).
-// The first Store fn uses leads: it commits, and its telemetry records
-// the transaction (etagstore.Transact). A Store that cannot join it
+// tablestore Backends over one *aztables.Client, with the same
+// Options.Partition). The first Store fn uses leads: it commits, and (on
+// the first attempt) its telemetry records the transaction
+// (etagstore.Transact). A Store that cannot join it
 // (another table or partition) fails at its first use in fn with
 // ErrInvalidInput, and a backend that cannot commit atomically (blobs)
 // with errors.ErrUnsupported; either way Transact fails with that error
@@ -108,16 +109,16 @@ func (s *Store[T]) In(tx *Txn) *Tx[T] {
 func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error) (engine.Result, error) {
 	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
 		t.reset()
-		if err := t.run(fn); err != nil {
-			return nil, err
-		}
-		req, err := t.request(d)
+		err := t.run(fn)
 		keys := make([]string, len(t.order))
 		for i, tc := range t.order {
 			keys[i] = tc.key
 		}
-		d.SetKeys(keys)
-		return req, err
+		d.SetKeys(keys) // also for an error's text
+		if err != nil {
+			return nil, err
+		}
+		return t.request(d)
 	})
 	env := t.env // a package-level Transact's
 	if env == nil {
@@ -126,10 +127,10 @@ func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error) (engine.Resul
 	fence, fenced := FenceFrom(ctx)
 	res, err := engine.New(env, telemetry.OpTransact.String(), engine.SelfReading, nil, p,
 		engine.Options{Fence: fence, Fenced: fenced}).Run(ctx)
+	t.done = true // committed or failed: the views read and write no more
 	if err != nil {
 		return res, err
 	}
-	t.done = true
 	for i, tc := range t.order {
 		if i < len(res.Out) {
 			tc.view.committed(tc.key, res.Out[i])
@@ -143,6 +144,9 @@ func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error) (engine.Resul
 
 func (t *Txn) reset() {
 	t.views, t.order, t.owner, t.err = nil, nil, map[string]*core{}, nil
+	if t.env != nil {
+		t.lead = nil // a package-level Transact's: the first Store this attempt uses
+	}
 }
 
 // join admits c's first touch of key: c must commit with the lead (the
@@ -172,12 +176,15 @@ func (t *Txn) join(c *core, key string) error {
 	return nil
 }
 
-// begin makes c, the first Store a package-level Transact used, its lead:
-// c's backend commits and c's telemetry records it.
+// begin makes c, the first Store an attempt of a package-level Transact
+// uses, its lead: c's backend commits. The first attempt's lead's
+// telemetry records the whole transaction.
 func (t *Txn) begin(c *core) {
 	t.lead = c
-	ctx, sp := c.obs.Begin(t.base, telemetry.OpTransact, "")
-	t.ctx, t.span = ctx, &sp
+	if t.span == nil {
+		ctx, sp := c.obs.Begin(t.base, telemetry.OpTransact, "")
+		t.ctx, t.span = ctx, &sp
+	}
 	t.env.Backend, t.env.Commit, t.env.KeepIDs, t.env.Heat, t.env.Hooks = c.b, c.abilities.Commit, c.keepIDs, &c.heat, hooks{c}
 }
 
@@ -199,7 +206,7 @@ func commitTogether(a, b *core) bool {
 func (t *Txn) run(fn func(tx *Txn) error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			if t.revalidate() != nil {
+			if errors.Is(t.revalidate(), engine.ErrStale) {
 				err = engine.ErrStale // a panic on a torn view: run again
 				return
 			}

@@ -42,6 +42,15 @@ func (c *collection) plan(q *driver.Query) queryPlan {
 			p.npush++
 			continue
 		}
+		if f.FieldPath[0] == c.keyField && len(f.FieldPath) == 1 {
+			// The key is the entity's RowKey (a document a Store[T]
+			// wrote holds no key property): push it as one, or not at all.
+			if rk, ok := c.rowKeyFilter(f); ok {
+				p.pushed = p.pushed.And(rk)
+				p.npush++
+			}
+			continue
+		}
 		if tf, ok := c.pushFilter(f); ok {
 			p.pushed = p.pushed.And(tf)
 			p.npush++
@@ -71,6 +80,26 @@ func (c *collection) partitionFilter(f driver.Filter) (tablestore.Filter, bool) 
 	return tablestore.Eq("PartitionKey", s), true
 }
 
+// rowKeyFilter is f, a comparison on the key field, as a filter on the
+// RowKey the key is stored under: when every document's key is its
+// RowKey (a fixed tablestore Partition, or Options.PartitionField), the
+// value is a string, and, for an order, one that compares alike by code
+// points and by UTF-16 code units (the service's order).
+func (c *collection) rowKeyFilter(f driver.Filter) (tablestore.Filter, bool) {
+	if c.table.Partition() == "" && c.opts.PartitionField == "" {
+		return tablestore.Filter{}, false // keys are "PartitionKey/RowKey"
+	}
+	s, ok := f.Value.(string)
+	if !ok || f.Op != driver.EqualOp && !orderSafe(s) {
+		return tablestore.Filter{}, false
+	}
+	cmp, ok := tableOps[f.Op]
+	if !ok {
+		return tablestore.Filter{}, false
+	}
+	return cmp("RowKey", s), true
+}
+
 // storedFilters is fs with every time in a value as the backend stores
 // it: on tables in UTC, truncated to 100 ns (Edm.DateTime's precision).
 func (c *collection) storedFilters(fs []driver.Filter) []driver.Filter {
@@ -89,14 +118,14 @@ func storedTime(v any) any {
 		return t.UTC().Truncate(100 * time.Nanosecond)
 	}
 	rv := reflect.ValueOf(v)
-	if rv.Kind() != reflect.Slice || rv.Type().Elem() != timeType {
+	if rv.Kind() != reflect.Slice || rv.Type().Elem() != timeType && rv.Type().Elem().Kind() != reflect.Interface {
 		return v
 	}
-	ts := make([]any, rv.Len())
-	for i := range ts {
-		ts[i] = storedTime(rv.Index(i).Interface())
+	vs := make([]any, rv.Len()) // an "in" list: []time.Time, or []any holding times
+	for i := range vs {
+		vs[i] = storedTime(rv.Index(i).Interface())
 	}
-	return ts
+	return vs
 }
 
 // planKey narrows the listing by a filter on the key field: "=" lists

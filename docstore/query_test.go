@@ -139,7 +139,7 @@ func TestQueryTablePushdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A string comparison lets through a member holding a number, as a value stored in parts does.
-	if want := "$filter=(((Tag eq 't1') or (Tag eq 't2')) or (Tag ge 0)) and (name ge 'k20') (2 of 3 filters)"; !strings.Contains(plan, want) {
+	if want := "$filter=(((Tag eq 't1') or (Tag eq 't2')) or (Tag ge 0)) and (RowKey ge 'k20') (2 of 3 filters)"; !strings.Contains(plan, want) {
 		t.Errorf("plan %q, want it to hold %q", plan, want)
 	}
 	// N = 7i mod 30 for i ≥ 20 with i mod 3 ≠ 0: 20→20, 22→4, 23→11, 25→25, 26→2, 28→16, 29→23.

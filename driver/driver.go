@@ -188,8 +188,10 @@ type Abilities struct {
 	// CommitScope is the same non-empty string read every key as the same
 	// document and accept each other's actions in Commit, so that Stores
 	// over them share one transaction (etagstore.Transact). tablestore:
-	// the table's URL and Options.Partition. "" means the backend
-	// instance alone (a Store over the same instance always joins).
+	// its *aztables.Client and Options.Partition (two clients of one
+	// table do not join: the SDK says no URL to compare). "" means the
+	// backend instance alone (a Store over the same instance always
+	// joins).
 	CommitScope string
 	// PureChecks: Commit's Check actions write nothing, and a Check of a
 	// key found missing (Cond CondCreate) requires it to be missing at the

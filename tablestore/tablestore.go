@@ -93,6 +93,11 @@ func NewStore[T any](client *aztables.Client, opts *Options, storeOpts *etagstor
 // Client returns the aztables client the Backend uses.
 func (b *Backend) Client() *aztables.Client { return b.client }
 
+// Partition returns Options.Partition: the PartitionKey of every
+// document, whose key is then its RowKey; "" when keys are
+// "PartitionKey/RowKey".
+func (b *Backend) Partition() string { return b.opts.Partition }
+
 // Abilities declares the entity codec (struct fields become typed entity
 // properties; Read hands back entities in its own layout, not verbatim),
 // merges (Merge Entity), atomic commits of up to MaxBatchActions

@@ -266,7 +266,7 @@ func (d *Delivery) Run(ctx context.Context) (Result, error) {
 		// Out of time after a lost race whose last refusal was a create
 		// beaten to it, or a document deleted under it: the write lost
 		// its races, which is a conflict, whatever the last one was.
-		return d.res, driver.Errorf(driver.ErrConflict, "%s %q lost every race, the last to %s", d.op, d.name(), strings.TrimPrefix(err.Error(), "etagstore: "))
+		return d.res, driver.Errorf(driver.ErrConflict, "%s %q lost every race, the last to %s", d.op, d.name(), strings.ReplaceAll(err.Error(), "etagstore: ", ""))
 	}
 	return d.res, err
 }
