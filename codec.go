@@ -8,6 +8,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/fields"
+	"github.com/etagstore/etagstore/internal/members"
 )
 
 // Codec turns documents into the bytes a Backend stores and back (see
@@ -48,10 +49,15 @@ func (jsonCodec) Members(t reflect.Type) map[string]bool {
 	}
 	known := map[string]bool{}
 	for _, f := range fields.Of(t).Fields {
-		known[f.Name] = true
+		known[f.Name], known[members.Fold(f.Name)] = true, true
 	}
 	return known
 }
+
+// FoldsNames reports that encoding/json decodes a member into the field
+// whose name matches it exactly or else folded: "Title" is a field tagged
+// "title", so it is the type's member, not one it does not know.
+func (jsonCodec) FoldsNames() bool { return true }
 
 // marshalJSON is JSON's Marshal: encoding/json, after a check for what it
 // would change silently, and with the field named when it refuses a value

@@ -39,20 +39,21 @@ func (e Extra) Equal(o Extra) bool { return e.raw == o.raw }
 
 // extraOf is the Extra of a stored document under a codec whose member
 // names for T are known (nil: every member is T's).
-func extraOf(it driver.Item, known map[string]bool) Extra {
+func extraOf(it driver.Item, known members.Known) Extra {
 	return Extra{raw: string(members.Unknown(it.Data, known)), meta: it.Meta}
 }
 
 // knownMembers returns the member names codec stores for type t, or nil
 // when codec cannot tell (see driver.Codec).
-func knownMembers(codec Codec, t reflect.Type) map[string]bool {
+func knownMembers(codec Codec, t reflect.Type) members.Known {
 	m, ok := codec.(interface {
 		Members(reflect.Type) map[string]bool
 	})
 	if !ok {
-		return nil
+		return members.Known{}
 	}
-	return m.Members(t)
+	f, folds := codec.(interface{ FoldsNames() bool })
+	return members.Known{Names: m.Members(t), Fold: folds && f.FoldsNames()}
 }
 
 // version is a version of a key a write starts from (see package

@@ -12,6 +12,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/cache"
+	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/readshare"
 	"github.com/etagstore/etagstore/internal/telemetry"
@@ -89,7 +90,7 @@ type core struct {
 	heat      engine.Heat
 	env       *engine.Env // the delivery engine's environment (deliver.go)
 	obs       *telemetry.Recorder
-	known     map[string]bool  // the members T's documents hold (nil: all; see Extra)
+	known     members.Known    // the members T's documents hold (nil Names: all; see Extra)
 	reads     *readshare.Reads // concurrent Gets' shared reads; nil: off
 }
 

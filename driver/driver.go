@@ -273,7 +273,11 @@ func (e *ActionError) Unwrap() error { return e.Err }
 // Members(reflect.Type) map[string]bool returning the member names a
 // type's documents hold (nil: every name). A Store then keeps, in every
 // write that starts from a read, the members of the stored document its T
-// does not know (etagstore.Doc's Extra).
+// does not know (etagstore.Doc's Extra). A codec whose decoder matches
+// names as encoding/json's does, exactly or else case-folded, also has a
+// method FoldsNames() bool returning true, and Members then holds each
+// name folded too (internal/members' Fold): a stored "Title" is then the
+// member of a field named "title", not one T does not know.
 type Codec interface {
 	Marshal(v any) ([]byte, error)
 	Unmarshal(data []byte, v any) error

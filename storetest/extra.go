@@ -173,6 +173,7 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 		})
 	}
 	t.Run("FromNothing", func(t *testing.T) { testExtraFromNothing(t, newBackend(t)) })
+	t.Run("CaseOnlyRename", func(t *testing.T) { testCaseOnlyRename(t, newBackend(t)) })
 }
 
 // testExtraFromNothing: Upsert, and Replace of a Doc built by hand or whose
@@ -217,6 +218,41 @@ func testExtraFromNothing(t *testing.T, b driver.Backend) {
 		}
 		if o, _ := older.Get(ctx, key); !o.Extra.Empty() {
 			t.Errorf("%s: Extra %q after a write of the older type alone", key, o.Extra.Names())
+		}
+	}
+}
+
+// Renamed is Older after a case-only rename of Title (json:"title").
+type Renamed struct {
+	Title string `json:"title"`
+	N     int64
+}
+
+// testCaseOnlyRename: the newer type renames Title to "title" by case
+// alone. Its writes over a document the older type wrote are what its
+// reads then see: its Update's result is its next Get's, and a counter it
+// increments moves (JSON documents: encoding/json decodes "Title" into
+// the field "title", so it is the type's member and is replaced, never
+// kept beside the new one to win on decode).
+func testCaseOnlyRename(t *testing.T, b driver.Backend) {
+	ctx := t.Context()
+	older := etagstore.New[Older](b, nil)
+	renamed := etagstore.New[Renamed](b, nil)
+	if _, err := older.Create(ctx, "renamed", Older{Title: "a", N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i, title := range []string{"b", "c"} {
+		d, err := renamed.Update(ctx, "renamed", func(r *Renamed) error { r.Title, r.N = title, r.N+1; return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := renamed.Get(ctx, "renamed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Renamed{Title: title, N: int64(i + 2)}
+		if d.Value != want || got.Value != want {
+			t.Errorf("after Update %d: Update returned %+v, Get %+v; want %+v", i+1, d.Value, got.Value, want)
 		}
 	}
 }

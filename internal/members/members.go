@@ -8,19 +8,56 @@ package members
 import (
 	"bytes"
 	"encoding/json"
+	"unicode"
+	"unicode/utf8"
 )
+
+// Known is the member names a type knows. With Fold, a member's name is
+// matched as encoding/json's decoder matches it to a field: exactly, or
+// else folded (see Fold), so that a member "Title" is a field tagged
+// "title": the type's, not unknown. A nil Names knows every name.
+type Known struct {
+	Names map[string]bool // with Fold, each name and its folded form
+	Fold  bool
+}
+
+// Has reports whether name is known.
+func (k Known) Has(name string) bool {
+	return k.Names[name] || k.Fold && k.Names[Fold(name)]
+}
+
+// Fold is name folded as encoding/json folds a member's name to match it
+// with a field's: ASCII letters to upper case, other letters by
+// unicode.ToUpper(unicode.ToLower(r)).
+func Fold(name string) string {
+	out := make([]byte, 0, len(name))
+	for i := 0; i < len(name); {
+		if c := name[i]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(name[i:])
+		out = utf8.AppendRune(out, unicode.ToUpper(unicode.ToLower(r)))
+		i += n
+	}
+	return string(out)
+}
 
 // Unknown returns the members of doc, a JSON object, whose names are not
 // in known, as a fragment `"name":value,"name":value` in doc's order; nil
 // when there are none (the usual case, which allocates nothing) or when
-// doc is not a JSON object. A nil known knows every name.
-func Unknown(doc []byte, known map[string]bool) []byte {
-	if known == nil {
+// doc is not a JSON object. A Known with nil Names knows every name.
+func Unknown(doc []byte, known Known) []byte {
+	if known.Names == nil {
 		return nil
 	}
 	var out []byte
 	each(doc, func(member, name []byte) {
-		if !known[string(name)] {
+		if !known.Has(string(name)) {
 			if out != nil {
 				out = append(out, ',')
 			}

@@ -8,7 +8,7 @@ import (
 )
 
 func TestUnknownAndAdd(t *testing.T) {
-	known := map[string]bool{"Title": true, "N": true, "N@odata.type": true}
+	known := Known{Names: map[string]bool{"Title": true, "N": true, "N@odata.type": true}}
 	for _, tc := range []struct {
 		name, doc, want string
 	}{
@@ -40,9 +40,22 @@ func TestUnknownAndAdd(t *testing.T) {
 }
 
 func TestUnknownAllocatesNothingWhenAllKnown(t *testing.T) {
-	known := map[string]bool{"Title": true, "Body": true, "N": true, "L": true}
+	known := Known{Names: map[string]bool{"Title": true, "Body": true, "N": true, "L": true}, Fold: true}
 	doc := []byte(`{"Title":"a","Body":"some text","N":-1.5e3,"L":[1,{"a":"}"}]}`)
 	if n := testing.AllocsPerRun(100, func() { Unknown(doc, known) }); n != 0 {
 		t.Errorf("Unknown allocated %v times for a document it knows", n)
+	}
+}
+
+// With Fold a member is known as encoding/json would decode it into a
+// field: "Title" and "TITLE" are the field tagged "title"; "Titles" is not.
+func TestUnknownFolded(t *testing.T) {
+	known := Known{Names: map[string]bool{"title": true, Fold("title"): true, "N": true, Fold("N"): true}, Fold: true}
+	got := string(Unknown([]byte(`{"title":"b","Title":"a","TITLE":"c","Titles":1,"n":2,"K":3}`), known))
+	if want := `"Titles":1,"K":3`; got != want {
+		t.Errorf("Unknown = %s, want %s", got, want)
+	}
+	if exact := string(Unknown([]byte(`{"title":"b","Title":"a"}`), Known{Names: known.Names})); exact != `"Title":"a"` {
+		t.Errorf("without Fold: %s", exact)
 	}
 }
