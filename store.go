@@ -12,8 +12,8 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/cache"
-	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/readshare"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
