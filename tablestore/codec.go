@@ -291,7 +291,7 @@ func (EntityCodec) Members(t reflect.Type) map[string]bool {
 	known := make(map[string]bool, 2*len(p.fields))
 	for _, f := range p.fields {
 		known[f.name], known[f.name+"@odata.type"] = true, true
-		if splittable(f.kind) { // a large value written by a T whose field is split
+		if f.split { // its parts: T's only for a field T splits; another program's F‿k are kept
 			for i := 1; i <= maxParts; i++ {
 				known[partName(f.name, i)], known[partName(f.name, i)+"@odata.type"] = true, true
 			}

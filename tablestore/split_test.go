@@ -389,3 +389,30 @@ func containsAll(have []string, want ...string) bool {
 	}
 	return true
 }
+
+// TestForeignPartNamesKept: properties named like a field's parts
+// (Title‿1, Title‿16) that another program wrote beside a field T does not
+// split are that program's: T's writes keep them, with their types.
+func TestForeignPartNamesKept(t *testing.T) {
+	ctx := t.Context()
+	client := azuritetest.NewTable(t)
+	s := tablestore.NewStore[Small](client, &tablestore.Options{Partition: "p"}, nil)
+	entity := `{"PartitionKey":"p","RowKey":"k","Title":"t","Title‿1":"theirs","Title‿16":"16","Title‿16@odata.type":"Edm.Int64"}`
+	if _, err := client.AddEntity(ctx, []byte(entity), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, "k", func(v *Small) error { v.Title = "t2"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.GetEntity(ctx, "p", "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(resp.Value, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["Title"] != "t2" || got["Title‿1"] != "theirs" || got["Title‿16"] != "16" || got["Title‿16@odata.type"] != "Edm.Int64" {
+		t.Errorf("entity after T's Update: %s; want Title t2 and the other program's Title‿1 and Title‿16 (Edm.Int64) kept", resp.Value)
+	}
+}
