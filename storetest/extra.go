@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -174,6 +175,7 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 	}
 	t.Run("FromNothing", func(t *testing.T) { testExtraFromNothing(t, newBackend(t)) })
 	t.Run("CaseOnlyRename", func(t *testing.T) { testCaseOnlyRename(t, newBackend(t)) })
+	t.Run("OmitEmpty", func(t *testing.T) { testOmitEmpty(t, newBackend(t)) })
 }
 
 // testExtraFromNothing: Upsert, and Replace of a Doc built by hand or whose
@@ -254,5 +256,62 @@ func testCaseOnlyRename(t *testing.T, b driver.Backend) {
 		if d.Value != want || got.Value != want {
 			t.Errorf("after Update %d: Update returned %+v, Get %+v; want %+v", i+1, d.Value, got.Value, want)
 		}
+	}
+}
+
+// Sparse is a document whose fields are left out when empty.
+type Sparse struct {
+	Title string
+	Owner string            `json:",omitempty"`
+	Count int               `json:",omitempty"`
+	Tags  []string          `json:",omitempty"`
+	At    time.Time         `json:",omitzero"`
+	Attrs map[string]string `json:",omitempty"`
+}
+
+// testOmitEmpty: a field tagged omitempty (or omitzero) whose value is
+// empty is no member of the stored document (on tables: no property), on
+// every backend; set, it is stored, and emptied again, it is gone again.
+func testOmitEmpty(t *testing.T, b driver.Backend) {
+	ctx := t.Context()
+	s := etagstore.New[Sparse](b, nil)
+	stored := func() map[string]any {
+		t.Helper()
+		it, err := b.Read(ctx, "sparse")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(it.Data, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	absent := func(when string, names ...string) {
+		t.Helper()
+		m := stored()
+		for _, n := range names {
+			if _, ok := m[n]; ok {
+				t.Errorf("%s: the stored document holds %s: %v", when, n, m)
+			}
+		}
+	}
+	if _, err := s.Create(ctx, "sparse", Sparse{Title: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	absent("created empty", "Owner", "Count", "Tags", "At", "Attrs")
+	full := Sparse{Title: "t", Owner: "o", Count: 2, Tags: []string{"a"}, At: time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC), Attrs: map[string]string{"k": "v"}}
+	if _, err := s.Update(ctx, "sparse", func(v *Sparse) error { *v = full; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, "sparse"); err != nil || !cmp.Equal(full, got.Value) {
+		t.Errorf("set: %+v, %v; want %+v", got.Value, err, full)
+	}
+	if _, err := s.Update(ctx, "sparse", func(v *Sparse) error { *v = Sparse{Title: "t2"}; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	absent("emptied", "Owner", "Count", "Tags", "At", "Attrs")
+	if got, err := s.Get(ctx, "sparse"); err != nil || !cmp.Equal(Sparse{Title: "t2"}, got.Value) {
+		t.Errorf("emptied: %+v, %v", got.Value, err)
 	}
 }

@@ -152,7 +152,7 @@ func (b *Batch[T]) Submit(ctx context.Context) ([]etagstore.ETag, error) {
 	for i, a := range b.actions {
 		act := access.Action[T]{Kind: a.op, Key: a.key, ETag: a.etag, Mine: a.value, Extra: a.extra}
 		if a.op != access.Delete {
-			act.Encode = encodeProperties(b.store, a.value, a.fields)
+			act.Encode = encodeProperties(b.store, a.value, a.fields, a.op == access.Merge || a.op == access.UpsertMerge)
 		}
 		w.Actions[i] = act
 	}

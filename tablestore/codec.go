@@ -118,6 +118,37 @@ type fieldPlan struct {
 	name  string
 	kind  edmKind
 	split bool // tagged table:"split": stored across properties when large
+	// omit: tagged json:",omitempty" (omitEmpty) or ",omitzero": an empty
+	// (or zero) value is no property, as encoding/json writes no member.
+	omit, omitZero bool
+}
+
+// omitted reports whether fv, the value of f, is written as no property
+// (omitempty: false, 0, "", a nil pointer or interface, an empty slice,
+// map or array; omitzero: the zero value, or IsZero() true), as
+// encoding/json leaves such a field out.
+func (f *fieldPlan) omitted(fv reflect.Value) bool {
+	if f.omitZero {
+		if z, ok := fv.Interface().(interface{ IsZero() bool }); ok && (fv.Kind() != reflect.Pointer || !fv.IsNil()) {
+			if z.IsZero() {
+				return true
+			}
+		} else if fv.IsZero() {
+			return true
+		}
+	}
+	if !f.omit {
+		return false
+	}
+	switch fv.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return fv.Len() == 0
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Interface, reflect.Pointer:
+		return fv.IsZero()
+	}
+	return false
 }
 
 type typePlan struct {
@@ -208,6 +239,12 @@ func planField(t reflect.Type, f fields.Field) (fieldPlan, error) {
 		return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s: %q is not a valid property name (letters, digits and _, at most 255)", etagstore.ErrInvalidInput, f.GoName, t, name)
 	}
 	fp := fieldPlan{index: f.Index, name: name, kind: kindOf(f.Type)}
+	if _, opts, _ := strings.Cut(f.Tag.Get("json"), ","); opts != "" {
+		for o := range strings.SplitSeq(opts, ",") {
+			fp.omit = fp.omit || o == "omitempty"
+			fp.omitZero = fp.omitZero || o == "omitzero"
+		}
+	}
 	switch tag := f.Tag.Get("table"); tag {
 	case "":
 	case "guid":
@@ -306,8 +343,14 @@ func invalid(field, format string, args ...any) error {
 }
 
 // Marshal encodes the struct v (or pointer to one) as an entity-properties
-// JSON object with odata type annotations.
-func (EntityCodec) Marshal(v any) ([]byte, error) {
+// JSON object with odata type annotations. A field tagged
+// json:",omitempty" (or ",omitzero") whose value is empty (zero) is no
+// property, as encoding/json writes no member for it.
+func (c EntityCodec) Marshal(v any) ([]byte, error) { return c.marshal(v, true) }
+
+// marshal is Marshal; without omit it writes the fields tagged omitempty
+// or omitzero even when empty (a merge that names one writes it).
+func (EntityCodec) marshal(v any, omit bool) ([]byte, error) {
 	rv, err := structValue(v)
 	if err != nil {
 		return nil, err
@@ -319,7 +362,11 @@ func (EntityCodec) Marshal(v any) ([]byte, error) {
 	w := plan.writer()
 	for _, i := range plan.order {
 		f := &plan.fields[i]
-		if err := w.field(f, rv.FieldByIndex(f.index)); err != nil {
+		fv := rv.FieldByIndex(f.index)
+		if omit && f.omitted(fv) {
+			continue
+		}
+		if err := w.field(f, fv); err != nil {
 			return nil, err
 		}
 		w.check(f)
@@ -337,6 +384,9 @@ func (p *typePlan) crossing(rv reflect.Value) string {
 	var w entityWriter
 	for i := range p.fields {
 		f := &p.fields[i]
+		if f.omitted(rv.FieldByIndex(f.index)) {
+			continue
+		}
 		_ = w.field(f, rv.FieldByIndex(f.index)) // Marshal found no error
 		if w.check(f); w.over != "" {
 			return w.over
@@ -647,6 +697,8 @@ func decodeEntity(data []byte, v any, encode bool) ([]byte, error) {
 		}
 		switch {
 		case !encode:
+		case f.omitted(fv): // Marshal writes no property for it
+			continue
 		case canonical:
 			w.raw(f, props.raws[i], size)
 		case w.field(f, fv) != nil:

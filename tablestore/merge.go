@@ -56,7 +56,7 @@ func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T]
 		return "", err
 	}
 	etags, err := s.DeliverWrite(ctx, access.Write[T]{Actions: []access.Action[T]{
-		{Kind: access.Merge, Key: d.Key, ETag: d.ETag, Mine: d.Value, Encode: encodeProperties(s, d.Value, properties)},
+		{Kind: access.Merge, Key: d.Key, ETag: d.ETag, Mine: d.Value, Encode: encodeProperties(s, d.Value, properties, true)},
 	}})
 	if err != nil {
 		return "", err
@@ -80,7 +80,7 @@ func UpsertMerge[T any](ctx context.Context, s *etagstore.Store[T], key string, 
 		return "", err
 	}
 	etags, err := s.DeliverWrite(ctx, access.Write[T]{Actions: []access.Action[T]{
-		{Kind: access.UpsertMerge, Key: key, Mine: v, Encode: encodeProperties(s, v, properties)},
+		{Kind: access.UpsertMerge, Key: key, Mine: v, Encode: encodeProperties(s, v, properties, true)},
 	}})
 	if err != nil {
 		return "", err
@@ -89,10 +89,17 @@ func UpsertMerge[T any](ctx context.Context, s *etagstore.Store[T], key string, 
 }
 
 // encodeProperties returns the encoder of the named properties of v (all
-// of them if none are named) with s's codec.
-func encodeProperties[T any](s *etagstore.Store[T], v T, properties []string) func() ([]byte, error) {
+// of them if none are named) with s's codec; merge says it is a merge's.
+func encodeProperties[T any](s *etagstore.Store[T], v T, properties []string, merge bool) func() ([]byte, error) {
 	return func() ([]byte, error) {
-		data, err := s.Codec().Marshal(v)
+		marshal := s.Codec().Marshal
+		if c, ok := s.Codec().(EntityCodec); ok && merge {
+			// A merge writes the properties it names (all of T's when it
+			// names none), empty ones too: omitempty leaves them out of
+			// whole writes only.
+			marshal = func(v any) ([]byte, error) { return c.marshal(v, false) }
+		}
+		data, err := marshal(v)
 		if err != nil {
 			return nil, err
 		}
