@@ -298,17 +298,15 @@ var (
 )
 
 func (tableFormat) marshal(doc map[string]any) ([]byte, error) {
-	if err := checkEntity(doc); err != nil {
-		return nil, err
-	}
 	var buf bytes.Buffer
+	var size entitySize
 	buf.WriteByte('{')
 	var held, doubles []string
 	for _, k := range slices.Sorted(maps.Keys(doc)) {
 		if reservedNames[k] || !identifier.MatchString(k) || strings.HasPrefix(strings.ToLower(k), "odata.") {
 			return nil, invalidf("%q cannot name a table property (letters, digits and _, not a reserved name)", k)
 		}
-		isHeld, err := writeProperty(&buf, k, doc[k])
+		isHeld, err := writeProperty(&buf, k, doc[k], &size)
 		if err != nil {
 			return nil, err
 		}
@@ -318,6 +316,9 @@ func (tableFormat) marshal(doc map[string]any) ([]byte, error) {
 		if f, ok := doc[k].(float64); ok && (f == math.Trunc(f) || math.IsNaN(f)) {
 			doubles = append(doubles, k) // whole, or not finite
 		}
+	}
+	if err := size.check(); err != nil {
+		return nil, err // before anything is sent
 	}
 	for _, list := range []struct {
 		name  string
@@ -342,7 +343,7 @@ func comma(buf *bytes.Buffer) {
 
 // writeProperty writes property k holding v, and reports whether it holds
 // JSON.
-func writeProperty(buf *bytes.Buffer, k string, v any) (bool, error) {
+func writeProperty(buf *bytes.Buffer, k string, v any, size *entitySize) (bool, error) {
 	var text []byte
 	var edm string
 	switch x := v.(type) {
@@ -350,20 +351,23 @@ func writeProperty(buf *bytes.Buffer, k string, v any) (bool, error) {
 		if !utf8.ValidString(x) {
 			return false, invalidf("property %s is not valid UTF-8", k)
 		}
-		if splitText(buf, k, x) {
+		if writeText(buf, k, x, size) {
 			return false, nil
 		}
 		text, _ = json.Marshal(x)
 	case rawString:
-		if splitText(buf, k, string(x)) {
+		if writeText(buf, k, string(x), size) {
 			return false, nil
 		}
 		text, _ = json.Marshal(string(x))
 	case bool:
+		size.add(k, 1, 1)
 		text = strconv.AppendBool(nil, x)
 	case int64:
+		size.add(k, 1, 8)
 		text, edm = strconv.AppendQuote(nil, strconv.FormatInt(x, 10)), "Edm.Int64"
 	case float64:
+		size.add(k, 1, 8)
 		text, edm = doubleText(x), "Edm.Double"
 	case time.Time:
 		if x.IsZero() {
@@ -373,9 +377,10 @@ func writeProperty(buf *bytes.Buffer, k string, v any) (bool, error) {
 		if x.Before(minDateTime) || x.Year() > 9999 {
 			return false, invalidf("property %s: %s is outside Edm.DateTime (1601 to 9999)", k, x)
 		}
+		size.add(k, 1, 8)
 		text, edm = strconv.AppendQuote(nil, x.Format("2006-01-02T15:04:05.0000000Z")), "Edm.DateTime"
 	case []byte:
-		if splitBinary(buf, k, x) {
+		if splitBinary(buf, k, x, size) {
 			return false, nil
 		}
 		text, edm = strconv.AppendQuote(nil, base64.StdEncoding.EncodeToString(x)), "Edm.Binary"
@@ -384,13 +389,12 @@ func writeProperty(buf *bytes.Buffer, k string, v any) (bool, error) {
 		if err := writeJSON(&j, v); err != nil {
 			return false, err
 		}
-		if splitText(buf, k, j.String()) {
-			return true, nil
+		if !writeText(buf, k, j.String(), size) {
+			comma(buf)
+			_ = writeJSONString(buf, k)
+			buf.WriteByte(':')
+			_ = writeJSONString(buf, j.String())
 		}
-		comma(buf)
-		_ = writeJSONString(buf, k)
-		buf.WriteByte(':')
-		_ = writeJSONString(buf, j.String())
 		return true, nil
 	}
 	comma(buf)
@@ -414,72 +418,54 @@ const (
 	maxDocBytes      = tablestore.MaxEntitySize - 8<<10
 )
 
-// checkEntity refuses, before anything is sent, a document that no table
-// entity can hold, naming what is too large: more properties than an
-// entity has (a value stored in parts counts each part), or more bytes
-// (by Azure's reckoning: 4 and the name's UTF-16 per property, and the
-// value's size) than 1 MiB. Both match etagstore.ErrTooLarge
-// (gcerrors.ResourceExhausted).
-func checkEntity(doc map[string]any) error {
-	props, total, largest, largestSize := 0, 0, "", 0
-	for k, v := range doc {
-		n, size := propertySize(v)
-		size += n * (4 + 2*len(k) + 4) // each part's name ("k‿i": a few more units)
-		props, total = props+n, total+size
-		if size > largestSize {
-			largest, largestSize = k, size
-		}
+// entitySize adds up what a document takes as a table entity, by Azure's
+// reckoning (4 bytes and the name's UTF-16 per property, and the value's
+// size; a value stored in parts counts each part), so that one no entity
+// can hold is refused before anything is sent, naming its largest member.
+type entitySize struct {
+	props, bytes int
+	largest      string
+	largestBytes int
+}
+
+// add counts member k, taking props properties and bytes of values.
+func (z *entitySize) add(k string, props, bytes int) {
+	bytes += props * (4 + 2*len(k) + 4) // each property's name ("k‿i": a few more units)
+	z.props, z.bytes = z.props+props, z.bytes+bytes
+	if bytes > z.largestBytes {
+		z.largest, z.largestBytes = k, bytes
 	}
+}
+
+// check refuses more properties than an entity has, or more than 1 MiB:
+// both match etagstore.ErrTooLarge (gcerrors.ResourceExhausted).
+func (z *entitySize) check() error {
 	switch {
-	case props > maxDocProperties:
-		return fmt.Errorf("%w: docstore: the document needs %d table properties (values past 64 KiB take one per part), an entity holds %d", etagstore.ErrTooLarge, props, maxDocProperties)
-	case total > maxDocBytes:
-		return fmt.Errorf("%w: docstore: the document is %d bytes as a table entity, more than %d; its largest member is %s (%d bytes)", etagstore.ErrTooLarge, total, maxDocBytes, largest, largestSize)
+	case z.props > maxDocProperties:
+		return fmt.Errorf("%w: docstore: the document needs %d table properties (values past 64 KiB take one per part), an entity holds %d", etagstore.ErrTooLarge, z.props, maxDocProperties)
+	case z.bytes > maxDocBytes:
+		return fmt.Errorf("%w: docstore: the document is %d bytes as a table entity, more than %d; its largest member is %s (%d bytes)", etagstore.ErrTooLarge, z.bytes, maxDocBytes, z.largest, z.largestBytes)
 	}
 	return nil
 }
 
-// propertySize is how many properties v takes (its parts, when split, and
-// the count) and the bytes of its values.
-func propertySize(v any) (props, size int) {
-	text := func(units int) (int, int) {
-		if 2*units <= parts.PropertySize {
-			return 1, 2 * units
-		}
-		n := (units + parts.Units - 1) / parts.Units
-		return n + 1, 2*units + 4
-	}
-	switch x := v.(type) {
-	case string:
-		return text(parts.UnitsOf(x))
-	case rawString:
-		return text(parts.UnitsOf(string(x)))
-	case []byte:
-		if len(x) <= parts.PropertySize {
-			return 1, len(x)
-		}
-		return (len(x)+parts.PropertySize-1)/parts.PropertySize + 1, len(x) + 4
-	case bool:
-		return 1, 1
-	case int64, float64, time.Time:
-		return 1, 8
-	}
-	var j bytes.Buffer
-	if writeJSON(&j, v) != nil {
-		return 1, 0 // marshal reports it
-	}
-	return text(parts.UnitsOf(j.String()))
-}
-
-// splitText writes s as the parts of property k when one property cannot
-// hold it (more than parts.PropertySize bytes as UTF-16), as tablestore's
-// EntityCodec writes a field tagged `table:"split"` (see package parts):
-// k holds the number of parts, k‿1 … k‿n the pieces. It reports whether
-// it did.
-func splitText(buf *bytes.Buffer, k, s string) bool {
-	if 2*parts.UnitsOf(s) <= parts.PropertySize {
+// writeText counts s, the text of member k, and writes it as parts (see
+// splitText) when one property cannot hold it; it reports whether it did.
+func writeText(buf *bytes.Buffer, k, s string, size *entitySize) bool {
+	units := parts.UnitsOf(s)
+	if 2*units <= parts.PropertySize {
+		size.add(k, 1, 2*units)
 		return false
 	}
+	size.add(k, splitText(buf, k, s)+1, 2*units+4)
+	return true
+}
+
+// splitText writes s, too large for one property, as the parts of
+// property k, as tablestore's EntityCodec writes a field tagged
+// `table:"split"` (see package parts): k holds the number of parts,
+// k‿1 … k‿n the pieces. It returns n.
+func splitText(buf *bytes.Buffer, k, s string) int {
 	n := 0
 	for len(s) > 0 {
 		cut := parts.CutUnits(s, parts.Units)
@@ -491,15 +477,18 @@ func splitText(buf *bytes.Buffer, k, s string) bool {
 		s = s[cut:]
 	}
 	writeCount(buf, k, n)
-	return true
+	return n
 }
 
-// splitBinary is splitText for bytes: parts of parts.PropertySize bytes,
-// each an Edm.Binary.
-func splitBinary(buf *bytes.Buffer, k string, b []byte) bool {
+// splitBinary counts b, the bytes of member k, and, as splitText does,
+// writes them as parts of parts.PropertySize bytes, each an Edm.Binary,
+// when one property cannot hold them; it reports whether it did.
+func splitBinary(buf *bytes.Buffer, k string, b []byte, size *entitySize) bool {
 	if len(b) <= parts.PropertySize {
+		size.add(k, 1, len(b))
 		return false
 	}
+	size.add(k, (len(b)+parts.PropertySize-1)/parts.PropertySize+1, len(b)+4)
 	n := 0
 	for len(b) > 0 {
 		cut := min(len(b), parts.PropertySize)
