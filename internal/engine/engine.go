@@ -266,7 +266,8 @@ func (d *Delivery) Run(ctx context.Context) (Result, error) {
 		// Out of time after a lost race whose last refusal was a create
 		// beaten to it, or a document deleted under it: the write lost
 		// its races, which is a conflict, whatever the last one was.
-		return d.res, driver.Errorf(driver.ErrConflict, "%s %q lost every race, the last to %s", d.op, d.name(), strings.ReplaceAll(err.Error(), "etagstore: ", ""))
+		last := strings.TrimPrefix(driver.SentinelOf(err).Error(), "etagstore: ")
+		return d.res, driver.Errorf(driver.ErrConflict, "%s %q lost every race, the last refused as %s", d.op, d.name(), last)
 	}
 	return d.res, err
 }

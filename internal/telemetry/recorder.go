@@ -182,10 +182,14 @@ type Span struct {
 // driver.Sent) as op's. opts add to the
 // span's start options (a link, say; a kind other than client).
 func (r *Recorder) Begin(ctx context.Context, op Op, subject string, opts ...trace.SpanStartOption) (context.Context, Span) {
-	if r == nil || op >= NumOps || !r.logs && !r.metering() && !r.tracing() {
+	if r == nil || op >= NumOps {
+		return ctx, Span{}
+	}
+	metering := r.metering()
+	if !r.logs && !metering && !r.tracing() {
 		return ctx, Span{} // nothing would be recorded: not even the clock is read
 	}
-	if r.metering() {
+	if metering {
 		ctx = driver.CountRequests(ctx, &r.counters[op])
 	}
 	var span trace.Span
