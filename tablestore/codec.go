@@ -129,7 +129,7 @@ type fieldPlan struct {
 // encoding/json leaves such a field out.
 func (f *fieldPlan) omitted(fv reflect.Value) bool {
 	if f.omitZero {
-		if z, ok := fv.Interface().(interface{ IsZero() bool }); ok && (fv.Kind() != reflect.Pointer || !fv.IsNil()) {
+		if z, ok := interfaceOf(fv).(interface{ IsZero() bool }); ok && (fv.Kind() != reflect.Pointer || !fv.IsNil()) {
 			if z.IsZero() {
 				return true
 			}
@@ -149,6 +149,14 @@ func (f *fieldPlan) omitted(fv reflect.Value) bool {
 		return fv.IsZero()
 	}
 	return false
+}
+
+// interfaceOf is fv's value, or nil when it cannot be had.
+func interfaceOf(fv reflect.Value) any {
+	if !fv.CanInterface() {
+		return nil
+	}
+	return fv.Interface()
 }
 
 type typePlan struct {
@@ -238,13 +246,7 @@ func planField(t reflect.Type, f fields.Field) (fieldPlan, error) {
 	if !identifier.MatchString(name) {
 		return fieldPlan{}, fmt.Errorf("%w: tablestore: field %s of %s: %q is not a valid property name (letters, digits and _, at most 255)", etagstore.ErrInvalidInput, f.GoName, t, name)
 	}
-	fp := fieldPlan{index: f.Index, name: name, kind: kindOf(f.Type)}
-	if _, opts, _ := strings.Cut(f.Tag.Get("json"), ","); opts != "" {
-		for o := range strings.SplitSeq(opts, ",") {
-			fp.omit = fp.omit || o == "omitempty"
-			fp.omitZero = fp.omitZero || o == "omitzero"
-		}
-	}
+	fp := fieldPlan{index: f.Index, name: name, kind: kindOf(f.Type), omit: f.OmitEmpty, omitZero: f.OmitZero}
 	switch tag := f.Tag.Get("table"); tag {
 	case "":
 	case "guid":

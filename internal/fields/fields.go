@@ -37,6 +37,10 @@ type Field struct {
 	Tag reflect.StructTag
 	// Tagged: Name comes from the json tag.
 	Tagged bool
+	// OmitEmpty and OmitZero: the json tag's omitempty and omitzero
+	// options (encoding/json writes no member for such a field when its
+	// value is empty, or zero).
+	OmitEmpty, OmitZero bool
 	// Exported: the field itself is exported. An unexported field is
 	// stored only when it is an embedded struct named by its json tag.
 	Exported bool
@@ -175,19 +179,25 @@ func (w *walker) field(l level, i int) (f Field, embed, ok bool) {
 	if tag == "-" {
 		return f, false, false
 	}
-	name, _, _ := strings.Cut(tag, ",")
+	name, opts, _ := strings.Cut(tag, ",")
 	if !validName(name) {
 		name = ""
 	}
+	var omitEmpty, omitZero bool
+	for o := range strings.SplitSeq(opts, ",") {
+		omitEmpty, omitZero = omitEmpty || o == "omitempty", omitZero || o == "omitzero"
+	}
 	f = Field{
-		Name:     name,
-		Index:    append(slices.Clip(l.index), i),
-		Type:     sf.Type,
-		GoName:   sf.Name,
-		Tag:      sf.Tag,
-		Tagged:   name != "",
-		Exported: sf.IsExported(),
-		Indirect: l.indirect,
+		Name:      name,
+		Index:     append(slices.Clip(l.index), i),
+		Type:      sf.Type,
+		GoName:    sf.Name,
+		Tag:       sf.Tag,
+		Tagged:    name != "",
+		OmitEmpty: omitEmpty,
+		OmitZero:  omitZero,
+		Exported:  sf.IsExported(),
+		Indirect:  l.indirect,
 	}
 	if sf.Anonymous && ft.Kind() == reflect.Struct && w.promote(sf, f.Tagged) {
 		f.Type, f.Indirect = ft, l.indirect || sf.Type.Kind() == reflect.Pointer
