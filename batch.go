@@ -138,12 +138,12 @@ func (b *batchRun[T]) commit(create bool, last []version) []version {
 	if err != nil || res.Out[0].Data == nil || driver.IsSuperseded(res.Out[0].ETag) {
 		return nil // no version to chain from
 	}
-	return []version{b.s.stored(res.Out[0], false)}
+	return []version{b.s.stored(res.Out[0], false, extra.doc == "")}
 }
 
 // change gives each member still in the batch a turn, in arrival order (the
 // batch is the changer of its read-modify-write).
-func (b *batchRun[T]) change(base version) ([]byte, bool, error) {
+func (b *batchRun[T]) change(base version) ([]byte, []byte, bool, error) {
 	t := turn{canonical: base.Canonical}
 	if base.Exists {
 		t.data = base.Data
@@ -161,9 +161,9 @@ func (b *batchRun[T]) change(base version) ([]byte, bool, error) {
 		t = turn{data: a.data, canonical: true}
 	}
 	if len(b.applied) == 0 {
-		return nil, false, errNoneApplied
+		return nil, nil, false, errNoneApplied
 	}
-	return t.data, changed, nil
+	return t.data, nil, changed, nil // the base's encoding by T: worked out again when needed
 }
 
 // errNoneApplied ends a batch none of whose members is left.

@@ -1,6 +1,7 @@
 package etagstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -52,6 +53,19 @@ func (jsonCodec) Members(t reflect.Type) map[string]bool {
 		known[f.Name], known[members.Fold(f.Name)] = true, true
 	}
 	return known
+}
+
+// Merge applies a change to a stored document (see driver.Codec): what T
+// changed, from base to mine, is written over stored, and everything else
+// in stored stays as it is, at any depth (package internal/members'
+// Merge: names matched as encoding/json matches them; arrays element by
+// element). It sends no separate changes: blobs and memstore store whole
+// documents.
+func (jsonCodec) Merge(stored, base, mine []byte) (data, changes []byte, err error) {
+	if bytes.Equal(stored, base) {
+		return mine, nil, nil
+	}
+	return members.Merge(stored, base, mine), nil, nil
 }
 
 // FoldsNames reports that encoding/json decodes a member into the field
@@ -123,12 +137,22 @@ func encodeError(key string, err error) error {
 	return fmt.Errorf("%w: encode %q: %v", ErrInvalidInput, key, err)
 }
 
+// decode is the Doc of it, a stored document. With a codec that merges,
+// its Extra holds the document when T does not encode it exactly as
+// stored, so that a Replace of the Doc applies its change to it.
 func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
-	var v T
-	if err := s.codec.Unmarshal(it.Data, &v); err != nil {
-		return Doc[T]{}, decodeError(it.Key, err)
+	if s.merger == nil {
+		var v T
+		if err := s.codec.Unmarshal(it.Data, &v); err != nil {
+			return Doc[T]{}, decodeError(it.Key, err)
+		}
+		return Doc[T]{Key: it.Key, Value: v, ETag: it.ETag, Extra: Extra{meta: it.Meta}}, nil
 	}
-	return Doc[T]{Key: it.Key, Value: v, ETag: it.ETag, Extra: extraOf(it, s.known)}, nil
+	v, baseline, err := s.startFrom(version{Item: it, Exists: true})
+	if err != nil {
+		return Doc[T]{}, err
+	}
+	return Doc[T]{Key: it.Key, Value: *v, ETag: it.ETag, Extra: s.extraOf(it, baseline)}, nil
 }
 
 // decodeError reports a stored document the codec cannot decode into T.

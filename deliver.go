@@ -53,14 +53,14 @@ func (c *core) deliver(ctx context.Context, d *engine.Delivery) (engine.Result, 
 	return res, err
 }
 
-// cacheWritten puts in the version cache the versions res wrote. plain
-// says the write holds no member T does not know (a read-modify-write over
-// a version holding none), so that a write starting from the cached copy
-// need not look for them.
-func (c *core) cacheWritten(res engine.Result, plain bool) {
+// cacheWritten puts in the version cache the versions res wrote.
+// canonical says the one version written is exactly T's encoding of its
+// value, so that a write starting from the cached copy need not encode it
+// again.
+func (c *core) cacheWritten(res engine.Result, canonical bool) {
 	var w cache.Notes
-	if plain && len(res.Out) == 1 {
-		w.Plain = true
+	if canonical && len(res.Out) == 1 {
+		w.Canonical = true
 		if len(res.Sent) == 1 && res.Out[0].Meta == res.Sent[0].Write.Meta {
 			w.Parsed, w.ParsedMeta = true, res.Sent[0].Meta
 		}

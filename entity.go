@@ -9,6 +9,7 @@ package etagstore
 // which every write that starts from a read keeps.
 
 import (
+	"bytes"
 	"reflect"
 
 	"github.com/etagstore/etagstore/driver"
@@ -17,30 +18,57 @@ import (
 	"github.com/etagstore/etagstore/internal/meta"
 )
 
-// Extra is the members of a stored document that a Doc's T does not know,
-// kept so that writing the Doc back does not erase them, and the
-// bookkeeping of the version they came from. The zero Extra holds none.
-// Equal (which go-cmp uses) compares the members; == compares the
+// Extra is what a Doc carries so that writing it back applies its change
+// to the document it was read from: that document, when it holds more
+// than T encodes (members of a newer version of T or of another program,
+// at any depth), and the bookkeeping of its version. The zero Extra holds
+// none: a Doc with it writes T alone. Extra is opaque and comparable;
+// Equal (which go-cmp uses) compares the documents held, == the
 // bookkeeping too, which is the same for every Doc of one version.
 type Extra struct {
-	raw  string // the members, as members.Unknown returns them
-	meta string // the version's bookkeeping (driver.Item.Meta); "" when not known
+	doc     string // the stored document, when it holds more than T encodes; "" otherwise
+	etag    ETag   // the version doc is
+	meta    string // the version's bookkeeping (driver.Item.Meta); "" when not known
+	unknown string // doc's top-level members T does not know (Names)
+	beyond  bool   // doc holds a member T does not know, at some depth
 }
 
-// Empty reports whether e holds no members.
-func (e Extra) Empty() bool { return len(e.raw) == 0 }
+// Empty reports whether e holds no member T does not know, at any depth
+// (on tables: no property T does not store).
+func (e Extra) Empty() bool { return !e.beyond }
 
-// Names returns the names of the members e holds (on tables, a typed
-// property's type annotation is a member of its own, "Name@odata.type").
-func (e Extra) Names() []string { return members.Names([]byte(e.raw)) }
+// Names returns the names of the top-level members e holds that T does
+// not know (on tables, a typed property's type annotation is a member of
+// its own, "Name@odata.type").
+func (e Extra) Names() []string { return members.Names([]byte(e.unknown)) }
 
-// Equal reports whether e and o hold the same members.
-func (e Extra) Equal(o Extra) bool { return e.raw == o.raw }
+// Equal reports whether e and o hold the same document.
+func (e Extra) Equal(o Extra) bool { return e.doc == o.doc }
 
-// extraOf is the Extra of a stored document under a codec whose member
-// names for T are known (nil: every member is T's).
-func extraOf(it driver.Item, known members.Known) Extra {
-	return Extra{raw: string(members.Unknown(it.Data, known)), meta: it.Meta}
+// Without returns e without the top-level member name, which T does not
+// know (on tables, the property name and its type annotation): a Replace
+// of the Doc then drops it from the stored document and keeps the rest.
+// A name e does not hold changes nothing.
+func (e Extra) Without(name string) Extra {
+	if e.doc == "" {
+		return e
+	}
+	e.doc = string(members.Without([]byte(e.doc), name))
+	e.unknown = string(members.Without([]byte("{"+e.unknown+"}"), name))
+	e.unknown = e.unknown[1 : len(e.unknown)-1]
+	e.beyond = e.beyond && e.unknown != ""
+	e.etag = "" // no longer the stored version: written whole
+	return e
+}
+
+// extraOf is the Extra of it, a stored document, whose value T encodes as
+// baseline (nil: the same as stored).
+func (c *core) extraOf(it driver.Item, baseline []byte) Extra {
+	if baseline == nil || bytes.Equal(it.Data, baseline) || c.merger == nil {
+		return Extra{meta: it.Meta}
+	}
+	return Extra{doc: string(it.Data), etag: it.ETag, meta: it.Meta,
+		unknown: string(members.Unknown(it.Data, c.known)), beyond: members.Beyond(it.Data, baseline)}
 }
 
 // knownMembers returns the member names codec stores for type t, or nil
@@ -56,6 +84,11 @@ func knownMembers(codec Codec, t reflect.Type) members.Known {
 	return members.Known{Names: m.Members(t), Fold: folds && f.FoldsNames()}
 }
 
+// merger is a Codec's Merge method (see driver.Codec).
+type merger interface {
+	Merge(stored, base, mine []byte) (data, changes []byte, err error)
+}
+
 // version is a version of a key a write starts from (see package
 // internal/engine).
 type version = engine.Version
@@ -66,29 +99,47 @@ func (c *core) readVersion(key string, it driver.Item, err error) version {
 	if err != nil {
 		return version{Item: driver.Item{Key: key}, Verified: true, MetaKnown: true, Missing: err}
 	}
-	return c.stored(it, true)
+	return c.stored(it, true, false)
 }
 
-// stored is the version it, read (verified) or known from a write.
-func (c *core) stored(it driver.Item, verified bool) version {
-	v := c.storedPlain(it, verified)
-	v.Meta = meta.Parse(it.Meta)
-	v.Extra = members.Unknown(it.Data, c.known)
-	v.Canonical = v.Canonical && v.Extra == nil
-	return v
+// stored is the version it, read (verified) or known from a write;
+// canonical says its Data is exactly T's encoding of its value.
+func (c *core) stored(it driver.Item, verified, canonical bool) version {
+	return version{Item: it, Exists: true, Verified: verified, MetaKnown: true, Canonical: canonical, Meta: meta.Parse(it.Meta)}
 }
 
-// storedPlain is stored for an it known to hold no member T does not
-// know, without looking, and without its meta (set it).
-func (c *core) storedPlain(it driver.Item, verified bool) version {
-	return version{Item: it, Exists: true, Verified: verified, MetaKnown: true, Canonical: c.verbatim}
+// written is what a write of data, T's encoding of a changed value, stores
+// over b, the version the change started from, whose value T encodes as
+// baseline (nil: not at hand): the change applied to b's document (the
+// codec's Merge), with the changes a merging backend sends. canonical says
+// the document is data itself.
+type written struct {
+	data, changes []byte
+	canonical     bool
 }
 
-// withExtra is data, a new encoding of b's document, with the members of b
-// that T does not know added back (nothing a write did not touch is lost).
-func withExtra(b version, data []byte) []byte {
-	if !b.Exists {
-		return data
+// apply applies data, the new encoding of b's value, to b (see written).
+// A codec that cannot merge writes data whole.
+func (s *Store[T]) apply(b version, baseline, data []byte) (written, error) {
+	if !b.Exists || b.Data == nil || s.merger == nil {
+		return written{data: data, canonical: true}, nil
 	}
-	return members.Add(data, b.Extra)
+	if baseline == nil {
+		var err error
+		if _, baseline, err = s.startFrom(b); err != nil {
+			return written{}, err
+		}
+	}
+	out, changes, err := s.merger.Merge(b.Data, baseline, data)
+	if err != nil {
+		return written{}, encodeError(b.Key, err)
+	}
+	return written{data: out, changes: changes, canonical: bytes.Equal(out, data)}, nil
+}
+
+// over is d's write of a over b.
+func over(d *engine.Delivery, b version, a written) keyWrite {
+	w := d.Over(b, a.data)
+	w.Write.Changes = a.changes // sent only with If-Match of b (driver.Write.Payload)
+	return w
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -67,20 +66,20 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	}
 	var mine T
 	reads := 0
-	apply := func(b version) ([]byte, bool, error) {
+	apply := func(b version) ([]byte, []byte, bool, error) {
 		reads++
 		theirs, baseline, err := s.startFrom(b)
 		if err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		mine = edited
 		if b.ETag != base.ETag {
 			if mine, err = merge(base.Value, edited, *theirs); err != nil {
-				return nil, false, s.mergeConflict(base, edited, Doc[T]{Key: b.Key, Value: *theirs, ETag: b.ETag}, reads-1, err)
+				return nil, nil, false, s.mergeConflict(base, edited, Doc[T]{Key: b.Key, Value: *theirs, ETag: b.ETag}, reads-1, err)
 			}
 		}
 		data, err := s.encode(base.Key, mine)
-		return data, !bytes.Equal(data, baseline), err
+		return data, baseline, !bytes.Equal(data, baseline), err
 	}
 	// The first attempt writes on base itself when base carries its
 	// version's bookkeeping (a Doc a read returned), or on the cached copy
@@ -88,12 +87,16 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	// stored bookkeeping (write ids, fencing token).
 	start := s.cached(ctx, base.Key, base.ETag)
 	if start == nil && base.Extra.meta != "" {
-		data, err := s.encode(base.Key, base.Value)
-		if err != nil {
-			return Doc[T]{}, err
+		data, canonical := []byte(base.Extra.doc), false // the document base was read from
+		if base.Extra.doc == "" || base.Extra.etag != base.ETag {
+			var err error
+			if data, err = s.encode(base.Key, base.Value); err != nil {
+				return Doc[T]{}, err
+			}
+			canonical = true
 		}
-		it := driver.Item{Key: base.Key, Data: members.Add(data, []byte(base.Extra.raw)), Meta: base.Extra.meta, ETag: base.ETag}
-		start = []version{s.stored(it, false)}
+		it := driver.Item{Key: base.Key, Data: data, Meta: base.Extra.meta, ETag: base.ETag}
+		start = []version{s.stored(it, false, canonical)}
 	}
 	res, extra, err := s.modify(ctx, telemetry.OpSave, base.Key, false, start, &mine, changeFunc(apply), nil)
 	st.Attempts = res.Attempts

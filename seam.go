@@ -7,7 +7,6 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/engine"
-	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -62,7 +61,8 @@ func (x extras[T]) DeliverWrite(ctx context.Context, w access.Write[T]) ([]ETag,
 // action is an access.Action, checked and encoded.
 type action[T any] struct {
 	access.Action[T]
-	data []byte
+	data    []byte
+	changes []byte // a Replace's changes to the document its Doc was read from
 }
 
 func (s *Store[T]) deliverActions(ctx context.Context, op telemetry.Op, w access.Write[T]) ([]ETag, error) {
@@ -175,11 +175,15 @@ func (s *Store[T]) prepareOne(a *action[T], fenced bool) error {
 		return nil
 	}
 	var err error
-	a.data, err = a.Encode()
-	if x, ok := a.Extra.(Extra); ok && a.Kind == access.Replace {
-		a.data = members.Add(a.data, []byte(x.raw)) // the members the Doc's read held beyond T
+	if a.data, err = a.Encode(); err != nil {
+		return err
 	}
-	return err
+	if x, ok := a.Extra.(Extra); ok && a.Kind == access.Replace {
+		w, err := s.onto(a.Key, a.ETag, x, a.data) // the change, to the document the Doc was read from
+		a.data, a.changes = w.data, w.changes
+		return err
+	}
+	return nil
 }
 
 // blind is the write of a that starts from nothing: Create, Replace and
@@ -190,7 +194,9 @@ func (a action[T]) blind(fence int64) keyWrite {
 	case access.Create:
 		return engine.Fresh(a.Key, driver.Cond{Kind: driver.CondCreate}, a.data, fence)
 	case access.Replace:
-		return engine.Fresh(a.Key, driver.IfMatch(a.ETag), a.data, 0)
+		w := engine.Fresh(a.Key, driver.IfMatch(a.ETag), a.data, 0)
+		w.Write.Changes = a.changes
+		return w
 	case access.Upsert:
 		return engine.Fresh(a.Key, driver.Cond{Kind: driver.CondNone}, a.data, 0)
 	case access.Merge:
@@ -226,6 +232,7 @@ func (s *Store[T]) overAll(d *engine.Delivery, acts []action[T], base []version)
 			req[i].Write.Mode = driver.ModeMerge
 		default:
 			req[i] = d.Over(b, a.data)
+			req[i].Write.Changes = a.changes // nil unless relative to a.ETag, which b is
 		}
 	}
 	return req, nil

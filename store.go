@@ -90,7 +90,8 @@ type core struct {
 	heat      engine.Heat
 	env       *engine.Env // the delivery engine's environment (deliver.go)
 	obs       *telemetry.Recorder
-	known     members.Known    // the members T's documents hold (nil Names: all; see Extra)
+	known     members.Known    // the members T's documents hold (nil Names: all; see Extra.Names)
+	merger    merger           // the codec's Merge; nil when it has none
 	reads     *readshare.Reads // concurrent Gets' shared reads; nil: off
 }
 
@@ -112,6 +113,7 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	}
 	s.verbatim = s.abilities.Verbatim
 	s.known = knownMembers(s.codec, reflect.TypeFor[T]())
+	s.merger, _ = s.codec.(merger)
 	if o.Retry != nil {
 		s.retry = o.Retry.withDefaults()
 	} else {

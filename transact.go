@@ -93,7 +93,8 @@ type txWrite[T any] struct {
 	del   bool
 	blind bool // Upsert of a key not read: no condition, nothing checked
 	value T
-	data  []byte
+	data  []byte  // T's encoding of value
+	onto  written // data applied to the version read (not for a blind write)
 }
 
 func (tx *Tx[T]) core() *core { return &tx.s.core }
@@ -116,7 +117,7 @@ func (tx *Tx[T]) action(d *engine.Delivery, key string) (engine.KeyWrite, bool) 
 	case w.blind:
 		return engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, w.data, 0), true
 	}
-	return d.Over(b, withExtra(b, w.data)), true
+	return over(d, b, w.onto), true
 }
 
 // committed records it, the version the commit made of key (a check's:
@@ -129,7 +130,7 @@ func (tx *Tx[T]) committed(key string, it driver.Item) {
 	case written && w.del:
 		b = version{Item: driver.Item{Key: key}, Verified: true, MetaKnown: true, Missing: errorf(ErrNotFound, "%q was deleted by the transaction", key)}
 	case written:
-		b = tx.s.stored(it, false)
+		b = tx.s.stored(it, false, w.blind || w.onto.canonical)
 	case it.ETag != "" && !it.ETag.Superseded():
 		b.ETag = it.ETag // a check that gave it a new ETag (tables)
 	}
@@ -138,7 +139,7 @@ func (tx *Tx[T]) committed(key string, it driver.Item) {
 		tx.made = map[string]driver.Item{}
 	}
 	tx.made[key] = it
-	tx.s.cacheWritten(engine.Result{Out: []driver.Item{it}}, false)
+	tx.s.cacheWritten(engine.Result{Out: []driver.Item{it}}, written && (w.blind || w.onto.canonical))
 }
 
 // docs is the documents the transaction put through tx, in the order it
@@ -151,7 +152,7 @@ func (tx *Tx[T]) docs() []Doc[T] {
 			continue
 		}
 		it := tx.made[tc.key]
-		docs = append(docs, Doc[T]{Key: tc.key, Value: w.value, ETag: it.ETag, Extra: extraOf(it, tx.s.known)})
+		docs = append(docs, Doc[T]{Key: tc.key, Value: w.value, ETag: it.ETag, Extra: tx.s.extraOf(it, w.data)})
 	}
 	return docs
 }
@@ -185,14 +186,19 @@ func (tx *Tx[T]) Put(key string, v T) error {
 	if err := tx.open(); err != nil {
 		return err
 	}
-	if _, err := tx.version(key); err != nil {
+	b, err := tx.version(key)
+	if err != nil {
 		return err
 	}
 	data, err := tx.s.encode(key, v)
 	if err != nil {
 		return err
 	}
-	tx.writes[key] = txWrite[T]{value: v, data: data}
+	w, err := tx.s.apply(b, nil, data) // the change, to the document read
+	if err != nil {
+		return err
+	}
+	tx.writes[key] = txWrite[T]{value: v, data: data, onto: w}
 	return nil
 }
 
@@ -296,6 +302,7 @@ func (tx *Tx[T]) version(key string) (version, error) {
 		// An Upsert touched it already: now that fn has read it, the
 		// write is conditioned on the version read, as a Put's.
 		w.blind = false
+		w.onto = written{data: w.data, canonical: true} // an Upsert writes T alone
 		tx.writes[key] = w
 	} else {
 		tx.txn.order = append(tx.txn.order, touch{tx, key})

@@ -103,15 +103,17 @@ func (s *Store[T]) updateUngrouped(ctx context.Context, key string, create bool,
 }
 
 // changer computes a read-modify-write's new encoding from the version b
-// it starts from, and reports whether it differs from b's.
+// it starts from, with the encoding of b's value it changed (baseline; nil
+// when b is missing or it was not at hand), and reports whether it differs
+// from b's.
 type changer interface {
-	change(b version) (data []byte, changed bool, err error)
+	change(b version) (data, baseline []byte, changed bool, err error)
 }
 
 // changeFunc is a changer written as a function.
-type changeFunc func(b version) ([]byte, bool, error)
+type changeFunc func(b version) ([]byte, []byte, bool, error)
 
-func (f changeFunc) change(b version) ([]byte, bool, error) { return f(b) }
+func (f changeFunc) change(b version) ([]byte, []byte, bool, error) { return f(b) }
 
 // mutation is the change of a plain Update: mutate applied to a fresh copy
 // of the version's value; mine is the value it made.
@@ -123,21 +125,21 @@ type mutation[T any] struct {
 	mine   T
 }
 
-func (m *mutation[T]) change(b version) ([]byte, bool, error) {
+func (m *mutation[T]) change(b version) ([]byte, []byte, bool, error) {
 	v, baseline, err := m.s.startFrom(b)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if m.o.g != nil {
 		m.o.enter()
 		defer m.o.leave()
 	}
 	if err := m.mutate(v); err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	m.mine = *v
 	data, err := m.s.encode(m.key, *v)
-	return data, !b.Exists || !bytes.Equal(data, baseline), err
+	return data, baseline, !b.Exists || !bytes.Equal(data, baseline), err
 }
 
 // cached returns the version of key the version cache holds, if it is on
@@ -153,10 +155,7 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 	if !ok {
 		return nil
 	}
-	if !en.Plain {
-		return []version{s.stored(en.Item, false)}
-	}
-	v := s.storedPlain(en.Item, false)
+	v := version{Item: en.Item, Exists: true, MetaKnown: true, Canonical: en.Canonical}
 	if v.Meta = en.ParsedMeta; !en.Parsed {
 		v.Meta = meta.Parse(en.Item.Meta)
 	}
@@ -166,15 +165,16 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 // modify delivers a read-modify-write of key — an Update, a Save, a
 // group-commit batch — through the engine: each attempt starts from start
 // (first) or a read, and ch computes the new encoding from that version
-// and reports whether it differs. *mine is the value the last change
-// computed, for a *ConflictError when every attempt lost its race. It
-// returns the engine's result and the Extra of the document written.
+// and reports whether it differs; the change is applied to that version's
+// document (Store.apply). *mine is the value the last change computed, for
+// a *ConflictError when every attempt lost its race. It returns the
+// engine's result and the Extra of the document written.
 func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, create bool, start []version, mine *T, ch changer, f engine.Flight) (engine.Result, Extra, error) {
-	m := &modification{create: create, changer: ch}
+	m := &modification{create: create, changer: ch, apply: s.apply}
 	res, err := s.delivery(ctx, op, engine.Based, []string{key}, m, start, f).Run(ctx)
 	if err == nil {
-		s.cacheWritten(res, m.extra == nil)
-		return res, Extra{raw: string(m.extra), meta: res.Out[0].Meta}, nil
+		s.cacheWritten(res, m.last.canonical)
+		return res, s.extraOf(res.Out[0], m.mine), nil
 	}
 	if res.Raced && ctx.Err() == nil && (errors.Is(err, ErrConflict) || errors.Is(err, ErrExists)) {
 		err = s.conflictNow(ctx, key, res.Held, *mine, res.Attempts)
@@ -183,12 +183,13 @@ func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, crea
 }
 
 // modification is the plan of a read-modify-write: over the version an
-// attempt starts from, the changer's new encoding, keeping what the
-// version holds beyond T.
+// attempt starts from, the changer's new encoding applied to it.
 type modification struct {
 	create  bool
 	changer changer
-	extra   []byte // what the last version built over holds beyond T
+	apply   func(b version, baseline, data []byte) (written, error)
+	last    written // the last attempt's write
+	mine    []byte  // the last attempt's new encoding
 }
 
 func (m *modification) Build(d *engine.Delivery, base []version) (request, error) {
@@ -199,12 +200,16 @@ func (m *modification) Build(d *engine.Delivery, base []version) (request, error
 		}
 		return nil, errorf(ErrNotFound, "%q", b.Key)
 	}
-	m.extra = b.Extra
-	data, changed, err := m.changer.change(b)
+	data, baseline, changed, err := m.changer.change(b)
 	if err != nil || !changed {
+		m.last, m.mine = written{canonical: b.Canonical}, baseline // nothing to write: the Doc is b's
 		return nil, err
 	}
-	return request{d.Over(b, withExtra(b, data))}, nil
+	if m.last, err = m.apply(b, baseline, data); err != nil {
+		return nil, err
+	}
+	m.mine = data
+	return request{over(d, b, m.last)}, nil
 }
 
 // startFrom decodes the base version b into a fresh value for a mutation,

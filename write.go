@@ -6,7 +6,6 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
-	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -44,9 +43,10 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 
 // Replace writes d.Value under d.Key only if the stored ETag is still d.ETag
 // (If-Match). d.ETag == ETagAny overwrites whatever is stored (last writer
-// wins) but still requires the document to exist. The members T does not
-// know that d.Extra holds (a Doc a read returned) are written back with it;
-// a Doc built by hand writes T alone (see Doc).
+// wins) but still requires the document to exist. A Doc a read returned
+// writes its change to the document it was read from (d.Extra): what T
+// does not know, at any depth, and what d.Value did not change stay as
+// stored; a Doc built by hand writes T alone (see Doc).
 //
 // An empty ETag matches ErrETagRequired and nothing is sent; a stale ETag
 // returns a *ConflictError[T] (matching ErrConflict) holding the current
@@ -67,16 +67,26 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if d.ETag == "" {
 		return Doc[T]{}, errorf(ErrETagRequired, "Replace %q", d.Key)
 	}
-	data, err := s.encode(d.Key, d.Value)
+	mine, err := s.encode(d.Key, d.Value)
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	data = members.Add(data, []byte(d.Extra.raw)) // what the Doc's read held beyond T
+	w, err := s.onto(d.Key, d.ETag, d.Extra, mine)
+	if err != nil {
+		return Doc[T]{}, err
+	}
 	var it driver.Item
 	if _, fenced := FenceFrom(ctx); fenced {
-		it, err = s.conditioned(ctx, telemetry.OpReplace, d.Key, d.ETag, d.Value, func(e *engine.Delivery, b version) keyWrite { return e.Over(b, data) })
+		it, err = s.conditioned(ctx, telemetry.OpReplace, d.Key, d.ETag, d.Value, func(e *engine.Delivery, b version) keyWrite {
+			if b.ETag != d.Extra.etag {
+				return e.Over(b, w.data)
+			}
+			return over(e, b, w)
+		})
 	} else {
-		it, err = s.blind(ctx, telemetry.OpReplace, engine.Fresh(d.Key, driver.IfMatch(d.ETag), data, 0))
+		fresh := engine.Fresh(d.Key, driver.IfMatch(d.ETag), w.data, 0)
+		fresh.Write.Changes = w.changes
+		it, err = s.blind(ctx, telemetry.OpReplace, fresh)
 		if errors.Is(err, ErrConflict) {
 			err = s.refused(ctx, d.Key, d.ETag, d.Value)
 		}
@@ -84,7 +94,22 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: Extra{raw: d.Extra.raw, meta: it.Meta}}, nil
+	return Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: d.Key, Data: w.data, ETag: it.ETag, Meta: it.Meta}, mine)}, nil
+}
+
+// onto is the write of mine, T's encoding of a Doc's value, over the
+// document x holds (the Doc's read; see Extra): its change applied to that
+// document, with the changes a merging backend sends when the write is
+// conditioned on that very version (etag). A zero Extra writes mine alone.
+func (s *Store[T]) onto(key string, etag ETag, x Extra, mine []byte) (written, error) {
+	if x.doc == "" {
+		return written{data: mine, canonical: true}, nil
+	}
+	w, err := s.apply(version{Item: driver.Item{Key: key, Data: []byte(x.doc), ETag: x.etag}, Exists: true}, nil, mine)
+	if x.etag != etag {
+		w.changes = nil // not the version the write is conditioned on
+	}
+	return w, err
 }
 
 // blind delivers w, a write that starts from nothing: the request is the

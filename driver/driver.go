@@ -267,17 +267,29 @@ func (e *ActionError) Unwrap() error { return e.Err }
 // CheckType(reflect.Type) error; the Store calls it for an interface T,
 // whose Marshal sees only the concrete value inside.
 //
-// A codec whose documents are JSON objects, one member per stored field
-// (the JSON codec; tablestore's entity codec, whose members are properties
-// and their "Name@odata.type" annotations), may also have a method
-// Members(reflect.Type) map[string]bool returning the member names a
-// type's documents hold (nil: every name). A Store then keeps, in every
-// write that starts from a read, the members of the stored document its T
-// does not know (etagstore.Doc's Extra). A codec whose decoder matches
-// names as encoding/json's does, exactly or else case-folded, also has a
-// method FoldsNames() bool returning true, and Members then holds each
-// name folded too (internal/members' Fold): a stored "Title" is then the
-// member of a field named "title", not one T does not know.
+// A codec may also have a method
+//
+//	Merge(stored, base, mine []byte) (data, changes []byte, err error)
+//
+// which applies a change to a stored document: base is the codec's
+// encoding of the value decoded from stored, mine its encoding of that
+// value after the change. data is stored with the change made and all
+// else kept as stored (members T does not know, at any depth, and the
+// members T did not change); changes, when not nil, is what a merging
+// backend sends for it (see Write.Changes); an error refuses the write,
+// and nothing is sent. A Store applies every write that starts from a
+// read (Update, Save, Transact, Replace of a Doc a read returned) so;
+// without the method it writes mine whole. The JSON codec merges
+// (package internal/members' Merge); tablestore's entity codec merges
+// properties.
+//
+// A codec whose documents are JSON objects, one member per stored field,
+// may also have a method Members(reflect.Type) map[string]bool returning
+// the member names a type's documents hold (nil: every name), for
+// etagstore.Extra's Names. A codec whose decoder matches names as
+// encoding/json's does, exactly or else case-folded, also has a method
+// FoldsNames() bool returning true, and Members then holds each name
+// folded too (internal/members' Fold).
 type Codec interface {
 	Marshal(v any) ([]byte, error)
 	Unmarshal(data []byte, v any) error
@@ -376,6 +388,24 @@ type Write struct {
 	// List. It holds printable ASCII only (it may travel as an HTTP header)
 	// and is at most MaxMetaLen bytes.
 	Meta string
+	// Changes, when set (only on a ModeReplace write with CondIfMatch of
+	// a stored version), is a JSON object of the members of Data that
+	// differ from the document stored at Cond.ETag; Data keeps every other
+	// member of that document as it is stored. The document after the
+	// write is Data's either way, so a backend that can merge
+	// (Abilities.Merge) sends Changes alone (tablestore: Merge Entity with
+	// If-Match), and another stores Data. A codec's Merge method makes it
+	// (see Codec). Use Payload.
+	Changes []byte
+}
+
+// Payload is what a backend sends for w when it can merge: Changes, as a
+// merge, when w carries them; otherwise Data, in w's Mode.
+func (w Write) Payload() ([]byte, Mode) {
+	if w.Changes != nil && w.Mode == ModeReplace && w.Cond.Kind == CondIfMatch {
+		return w.Changes, ModeMerge
+	}
+	return w.Data, w.Mode
 }
 
 // MaxMetaLen bounds Item.Meta so that every backend can keep it in one

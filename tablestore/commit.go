@@ -171,7 +171,8 @@ func (b *Backend) transactionAction(a driver.Action) (aztables.TransactionAction
 			return aztables.TransactionAction{}, err // a conflict, refused before sending, as for Write
 		}
 	}
-	data := a.Write.Data
+	data, mode := a.Write.Payload() // a read-modify-write's changes alone, as a merge
+	a.Write.Mode = mode
 	if a.Delete || a.Check {
 		data = []byte("{}") // a check merges no properties: only the ETag changes
 	}

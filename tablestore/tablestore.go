@@ -295,15 +295,21 @@ func entity(pk, rk, meta string, data []byte) ([]byte, error) {
 // etagstore.ErrConflict, a missing entity → etagstore.ErrNotFound), CondNone
 // is Insert or Replace Entity. An IfMatch without an ETag matches
 // etagstore.ErrETagRequired and nothing is sent.
+//
+// A write that carries its changes to the version it is conditioned on
+// (driver.Write.Changes: a read-modify-write) sends them alone, as Merge
+// Entity with If-Match: the properties the document type did not change,
+// or does not store, are not sent.
 func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
-	if w.Mode == driver.ModeMerge {
-		return b.write(ctx, key, w, aztables.UpdateModeMerge)
+	data, mode := w.Payload()
+	if mode == driver.ModeMerge {
+		return b.write(ctx, key, w, data, aztables.UpdateModeMerge)
 	}
-	return b.write(ctx, key, w, aztables.UpdateModeReplace)
+	return b.write(ctx, key, w, data, aztables.UpdateModeReplace)
 }
 
-// write is Write with a choice of replace or merge semantics.
-func (b *Backend) write(ctx context.Context, key string, w driver.Write, mode aztables.UpdateMode) (etagstore.ETag, error) {
+// write is Write of data with a choice of replace or merge semantics.
+func (b *Backend) write(ctx context.Context, key string, w driver.Write, data []byte, mode aztables.UpdateMode) (etagstore.ETag, error) {
 	pk, rk, err := b.split(key)
 	if err != nil {
 		return "", err
@@ -311,7 +317,7 @@ func (b *Backend) write(ctx context.Context, key string, w driver.Write, mode az
 	if err := w.Cond.Check(); err != nil {
 		return "", err
 	}
-	body, err := entity(pk, rk, w.Meta, w.Data)
+	body, err := entity(pk, rk, w.Meta, data)
 	if err != nil {
 		return "", err
 	}

@@ -66,7 +66,7 @@ type Entry struct {
 // beyond the item, so that a write starting from it need not work it out
 // again.
 type Notes struct {
-	Plain      bool      // Data holds no member the Store's T does not know: no scan for them
+	Canonical  bool      // Data is exactly what the Store's codec makes of its value
 	Parsed     bool      // ParsedMeta holds Item.Meta parsed
 	ParsedMeta meta.Meta // Item.Meta parsed, when Parsed
 }

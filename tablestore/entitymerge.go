@@ -1,0 +1,220 @@
+package tablestore
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/internal/members"
+)
+
+// A write that starts from a read changes the properties its T changed
+// and nothing else (EntityCodec.Merge): a property T does not store, or
+// did not change, is never sent, so its stored EDM type never changes.
+
+// property is one entity property: its value and its type annotation (nil
+// when the JSON carries none).
+type property struct {
+	name         string
+	value, annot []byte
+}
+
+// same reports whether p and q hold the same value, as sent.
+func (p property) same(q property) bool {
+	return bytes.Equal(p.value, q.value) && bytes.Equal(p.annot, q.annot)
+}
+
+// append writes p as members of an entity-properties object.
+func (p property) append(dst []byte) []byte {
+	if len(dst) > 1 {
+		dst = append(dst, ',')
+	}
+	dst = appendName(dst, p.name)
+	dst = append(append(dst, ':'), p.value...)
+	if p.annot != nil {
+		dst = append(appendName(append(dst, ','), p.name+"@odata.type"), ':')
+		dst = append(dst, p.annot...)
+	}
+	return dst
+}
+
+func appendName(dst []byte, name string) []byte {
+	dst, _ = appendString(dst, name)
+	return dst
+}
+
+// properties returns the properties of an entity-properties object, in
+// the order of their first member, and their index by name.
+func properties(doc []byte) ([]property, map[string]int, error) {
+	var ps []property
+	at := map[string]int{}
+	err := eachMember(doc, func(name, value, _ []byte) bool {
+		n, annotation := string(name), false
+		if base, ok := bytes.CutSuffix(name, []byte("@odata.type")); ok {
+			n, annotation = string(base), true
+		}
+		i, ok := at[n]
+		if !ok {
+			i = len(ps)
+			at[n] = i
+			ps = append(ps, property{name: n})
+		}
+		if annotation {
+			ps[i].annot = value
+		} else {
+			ps[i].value = value
+		}
+		return true
+	})
+	return ps, at, err
+}
+
+// Merge applies a change to a stored entity (see etagstore.Codec): base is
+// the codec's encoding of the value decoded from stored, mine its encoding
+// after the change. Property by property:
+//
+//   - a property T does not store (another program's, a newer T's; parts
+//     F‿k of a field T does not split) is kept as stored, with its type;
+//   - one T did not change is kept as stored (with T's type annotation
+//     where the service returned none: a whole Double comes back bare);
+//   - one T changed is T's new value; a field held as JSON whose stored
+//     JSON holds members T does not know is merged as the JSON codec
+//     merges documents, keeping them;
+//   - one T no longer writes (an emptied omitempty field, a zero time) is
+//     removed; parts of a split field beyond its new count stay, unread.
+//
+// changes is the properties T changed, which a write conditioned on the
+// version read sends alone (Merge Entity). When a property must be
+// removed, a merge cannot say so: changes is nil and the whole entity is
+// written, which is refused (matching etagstore.ErrInvalidInput, nothing
+// sent) when it holds a whole number with no type annotation that T does
+// not store: the service returns whole Edm.Double values so, and writing
+// one back would store it as Edm.Int32.
+func (EntityCodec) Merge(stored, base, mine []byte) (data, changes []byte, err error) {
+	bp, bx, err := properties(base)
+	if err != nil {
+		return nil, nil, err
+	}
+	mp, mx, err := properties(mine)
+	if err != nil {
+		return nil, nil, err
+	}
+	changes = []byte{'{'}
+	for _, m := range mp {
+		if i, ok := bx[m.name]; !ok || !bp[i].same(m) {
+			changes = m.append(changes)
+		}
+	}
+	changes = append(changes, '}')
+	if bytes.Equal(stored, base) {
+		for _, b := range bp {
+			if _, kept := mx[b.name]; !kept && !isPart(b.name) {
+				return mine, nil, nil // removes a property: written whole
+			}
+		}
+		return mine, changes, nil
+	}
+	return mergeEntity(stored, bp, bx, mp, mx)
+}
+
+// isPart reports whether name is a part's, F‿k.
+func isPart(name string) bool {
+	_, _, ok := partOf([]byte(name))
+	return ok
+}
+
+func mergeEntity(stored []byte, bp []property, bx map[string]int, mp []property, mx map[string]int) (data, changes []byte, err error) {
+	sp, _, err := properties(stored)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, changes = []byte{'{'}, []byte{'{'}
+	done := make([]bool, len(mp))
+	removed, untyped := "", ""
+	for _, s := range sp {
+		bi, ours := bx[s.name]
+		mi, inMine := mx[s.name]
+		switch {
+		case !ours && inMine: // T writes it now (an omitempty field set)
+			done[mi] = true
+			data, changes = mp[mi].append(data), mp[mi].append(changes)
+		case !ours || !inMine && isPart(s.name):
+			data = s.append(data) // not T's, or a part past T's new count
+			if untyped == "" && s.annot == nil && wholeNumber(s.value) {
+				untyped = s.name
+			}
+		case !inMine:
+			if removed == "" {
+				removed = s.name
+			}
+		case bp[bi].same(mp[mi]):
+			done[mi] = true
+			if s.annot == nil {
+				s.annot = mp[mi].annot // the service says no type for some; T does
+			}
+			data = s.append(data)
+		default:
+			done[mi] = true
+			m := mp[mi]
+			m.value = mergeValue(s.value, bp[bi].value, m.value)
+			data, changes = m.append(data), m.append(changes)
+		}
+	}
+	for i, m := range mp {
+		if done[i] {
+			continue
+		}
+		if bi, ok := bx[m.name]; ok && bp[bi].same(m) {
+			continue // T's, unchanged, and not stored: stays absent
+		}
+		data, changes = m.append(data), m.append(changes)
+	}
+	data, changes = append(data, '}'), append(changes, '}')
+	if removed == "" {
+		return data, changes, nil
+	}
+	if untyped != "" {
+		return nil, nil, fmt.Errorf("%w: tablestore: removing property %s needs the whole entity written, and property %s, which the document type does not store, holds a whole number the service returned without its type (Edm.Int32 and whole Edm.Double values come back alike): written back it would become Edm.Int32; drop it on purpose (Doc.Extra.Without, then Replace) or store it in the type", etagstore.ErrInvalidInput, removed, untyped)
+	}
+	return data, nil, nil
+}
+
+// wholeNumber reports whether value is a JSON number without a fraction or
+// exponent.
+func wholeNumber(value []byte) bool {
+	if len(value) == 0 {
+		return false
+	}
+	for i, c := range value {
+		if !(c >= '0' && c <= '9' || c == '-' && i == 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeValue is the value of a property T changed from b to m over s, the
+// stored value: a string holding JSON (a field held as JSON) whose stored
+// JSON holds more than T's has T's change merged into it, keeping the
+// rest; any other value is m.
+func mergeValue(s, b, m []byte) []byte {
+	if len(s) == 0 || s[0] != '"' || len(b) == 0 || b[0] != '"' || len(m) == 0 || m[0] != '"' {
+		return m
+	}
+	st, err1 := unquote(s)
+	bt, err2 := unquote(b)
+	mt, err3 := unquote(m)
+	if err1 != nil || err2 != nil || err3 != nil || st.text == bt.text || !jsonHeld(st.text) || !jsonHeld(bt.text) || !jsonHeld(mt.text) {
+		return m
+	}
+	merged := members.Merge([]byte(st.text), []byte(bt.text), []byte(mt.text))
+	out, _ := appendString(nil, string(merged))
+	return out
+}
+
+// jsonHeld reports whether text is a JSON object or array.
+func jsonHeld(text string) bool {
+	t := bytes.TrimSpace([]byte(text))
+	return len(t) > 1 && (t[0] == '{' && t[len(t)-1] == '}' || t[0] == '[' && t[len(t)-1] == ']') && json.Valid(t)
+}
