@@ -11,6 +11,8 @@ package etagstore
 import (
 	"bytes"
 	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
@@ -31,6 +33,7 @@ type Extra struct {
 	meta    string // the version's bookkeeping (driver.Item.Meta); "" when not known
 	unknown string // doc's top-level members T does not know (Names)
 	beyond  bool   // doc holds a member T does not know, at some depth
+	drop    string // the members Without drops, each name ended by NUL
 }
 
 // Empty reports whether e holds no member T does not know, at any depth
@@ -43,22 +46,30 @@ func (e Extra) Empty() bool { return !e.beyond }
 func (e Extra) Names() []string { return members.Names([]byte(e.unknown)) }
 
 // Equal reports whether e and o hold the same document.
-func (e Extra) Equal(o Extra) bool { return e.doc == o.doc }
+func (e Extra) Equal(o Extra) bool { return e.doc == o.doc && e.drop == o.drop }
 
 // Without returns e without the top-level member name, which T does not
 // know (on tables, the property name and its type annotation): a Replace
-// of the Doc then drops it from the stored document and keeps the rest.
+// of the Doc then removes it from the stored document and keeps the rest.
 // A name e does not hold changes nothing.
 func (e Extra) Without(name string) Extra {
-	if e.doc == "" {
+	if e.doc == "" || !slices.Contains(members.Names([]byte(e.unknown)), name) {
 		return e
 	}
-	e.doc = string(members.Without([]byte(e.doc), name))
+	e.drop += name + "\x00"
 	e.unknown = string(members.Without([]byte("{"+e.unknown+"}"), name))
 	e.unknown = e.unknown[1 : len(e.unknown)-1]
-	e.beyond = e.beyond && e.unknown != ""
-	e.etag = "" // no longer the stored version: written whole
 	return e
+}
+
+// dropped returns baseline, T's encoding of e's document, with the
+// members Without dropped added as they are stored: to the merge they
+// are then members T had and removed (see Store.onto).
+func (e Extra) dropped(baseline []byte) []byte {
+	for _, name := range strings.Split(strings.TrimSuffix(e.drop, "\x00"), "\x00") {
+		baseline = members.Add(baseline, members.Only([]byte(e.doc), name))
+	}
+	return baseline
 }
 
 // extraOf is the Extra of it, a stored document, whose value T encodes as

@@ -105,7 +105,16 @@ func (s *Store[T]) onto(key string, etag ETag, x Extra, mine []byte) (written, e
 	if x.doc == "" {
 		return written{data: mine, canonical: true}, nil
 	}
-	w, err := s.apply(version{Item: driver.Item{Key: key, Data: []byte(x.doc), ETag: x.etag}, Exists: true}, nil, mine)
+	b := version{Item: driver.Item{Key: key, Data: []byte(x.doc), ETag: x.etag}, Exists: true}
+	var baseline []byte
+	if x.drop != "" {
+		_, base, err := s.startFrom(b)
+		if err != nil {
+			return written{}, err
+		}
+		baseline = x.dropped(base)
+	}
+	w, err := s.apply(b, baseline, mine)
 	if x.etag != etag {
 		w.changes = nil // not the version the write is conditioned on
 	}

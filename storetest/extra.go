@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,12 +24,30 @@ import (
 type Older struct {
 	Title string
 	N     int64
+	Addr  struct{ City string }
+	Items []struct{ Name string }
+}
+
+// bump is the older type's change in the write paths RunExtra runs: a
+// counter, a member of a nested struct, and an element of a list, each of
+// which the newer type holds more beside.
+func bump(o *Older) {
+	o.N++
+	o.Addr.City += "+"
+	if len(o.Items) > 0 {
+		o.Items[0].Name += "+"
+	}
 }
 
 // Newer is Older with more fields.
 type Newer struct {
 	Title  string
 	N      int64
+	Addr   struct{ City, Zip string }
+	Items  []struct {
+		Name string
+		Qty  int
+	}
 	S      string
 	I8     int8
 	I16    int16
@@ -59,6 +80,14 @@ func newerOnly(title string) Newer {
 		Bytes: []byte{0, 1, 2, 250}, ID: "6f9619ff-8b86-d011-b42d-00c04fc964ff",
 		List: []string{"a", "b"}, Map: map[string]int{"x": 1, "y": 2}}
 	n.Nested.A, n.Nested.B = "deep", []int{1, 2, 3}
+	n.Addr.City, n.Addr.Zip = "Lyon", "69001"
+	n.Items = append(n.Items, struct {
+		Name string
+		Qty  int
+	}{"pen", 3}, struct {
+		Name string
+		Qty  int
+	}{"ink", 7})
 	return n
 }
 
@@ -74,16 +103,16 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 		write func(ctx context.Context, s *etagstore.Store[Older], key string) error
 	}{
 		{"Update", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
-			_, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil })
+			_, err := s.Update(ctx, key, func(o *Older) error { bump(o); return nil })
 			return err
 		}},
 		{"UpdateUngrouped", etagstore.Options{DisableGroupCommit: true}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
-			_, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil })
+			_, err := s.Update(ctx, key, func(o *Older) error { bump(o); return nil })
 			return err
 		}},
 		{"UpdateTwice", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
 			for range 2 { // the second starts from the version the first wrote, kept
-				if _, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil }); err != nil {
+				if _, err := s.Update(ctx, key, func(o *Older) error { bump(o); return nil }); err != nil {
 					return err
 				}
 			}
@@ -93,7 +122,7 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 			if _, err := s.Get(ctx, key); err != nil { // cache it
 				return err
 			}
-			_, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil })
+			_, err := s.Update(ctx, key, func(o *Older) error { bump(o); return nil })
 			return err
 		}},
 		{"Save", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
@@ -101,7 +130,10 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 			if err != nil {
 				return err
 			}
-			_, err = s.Save(ctx, base, Older{Title: base.Value.Title, N: base.Value.N + 1}, nil)
+			edited := base.Value
+			edited.Items = append(edited.Items[:0:0], edited.Items...)
+			bump(&edited)
+			_, err = s.Save(ctx, base, edited, nil)
 			return err
 		}},
 		{"ReplaceOfGet", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
@@ -109,7 +141,7 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 			if err != nil {
 				return err
 			}
-			d.Value.N++
+			bump(&d.Value)
 			_, err = s.Replace(ctx, d)
 			return err
 		}},
@@ -119,22 +151,22 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 				return errors.Join(err, errors.New("no page"))
 			}
 			d := p.Docs[0]
-			d.Value.N++
+			bump(&d.Value)
 			_, err = s.Replace(ctx, d)
 			return err
 		}},
 		{"ReplaceOfUpdate", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
-			d, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil })
+			d, err := s.Update(ctx, key, func(o *Older) error { bump(o); return nil })
 			if err != nil {
 				return err
 			}
-			d.Value.N++
+			bump(&d.Value)
 			_, err = s.Replace(ctx, d)
 			return err
 		}},
 		{"Transact", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
 			if s.Backend().Abilities().Commit == nil {
-				_, err := s.Update(ctx, key, func(o *Older) error { o.N++; return nil })
+				_, err := s.Update(ctx, key, func(o *Older) error { bump(o); return nil })
 				return err
 			}
 			_, err := s.Transact(ctx, func(tx *etagstore.Tx[Older]) error {
@@ -142,7 +174,7 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 				if err != nil {
 					return err
 				}
-				o.N++
+				bump(&o)
 				return tx.Put(key, o)
 			})
 			return err
@@ -164,10 +196,12 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Value.N < 1 {
-				t.Errorf("the older type's change is lost: N = %d", got.Value.N)
+			if got.Value.N < 1 || !strings.HasSuffix(got.Value.Addr.City, "+") || !strings.HasSuffix(got.Value.Items[0].Name, "+") {
+				t.Errorf("the older type's change is lost: N = %d, Addr.City %q, Items[0].Name %q", got.Value.N, got.Value.Addr.City, got.Value.Items[0].Name)
 			}
-			want.N = got.Value.N
+			// The older type's change, and every member it does not know
+			// (Addr.Zip, each item's Qty) as the newer type wrote it.
+			want.N, want.Addr.City, want.Items[0].Name = got.Value.N, got.Value.Addr.City, got.Value.Items[0].Name
 			if diff := cmp.Diff(want, got.Value); diff != "" {
 				t.Errorf("the newer type's fields after the older type's write (-want +got):\n%s", diff)
 			}
@@ -176,6 +210,130 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 	t.Run("FromNothing", func(t *testing.T) { testExtraFromNothing(t, newBackend(t)) })
 	t.Run("CaseOnlyRename", func(t *testing.T) { testCaseOnlyRename(t, newBackend(t)) })
 	t.Run("OmitEmpty", func(t *testing.T) { testOmitEmpty(t, newBackend(t)) })
+	t.Run("Without", func(t *testing.T) { testWithout(t, newBackend(t)) })
+	t.Run("DeepChanges", func(t *testing.T) { testDeepChanges(t, newBackend(t)) })
+	t.Run("OlderAndNewerRacing", func(t *testing.T) { testOlderAndNewerRacing(t, newBackend(t)) })
+}
+
+// testWithout: Extra.Without drops one member the older type does not
+// know, on purpose, and the Replace keeps the others.
+func testWithout(t *testing.T, b driver.Backend) {
+	ctx := t.Context()
+	type wide struct {
+		Title      string
+		N          int64
+		Note, Tags string
+	}
+	newer := etagstore.New[wide](b, nil)
+	older := etagstore.New[Older](b, nil)
+	if _, err := newer.Create(ctx, "w", wide{Title: "a", N: 1, Note: "drop me", Tags: "keep me"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := older.Get(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Extra = d.Extra.Without("Note")
+	if names := d.Extra.Names(); slices.Contains(names, "Note") || !slices.Contains(names, "Tags") {
+		t.Errorf("Extra names after Without(Note): %q", names)
+	}
+	d.Value.N++
+	if _, err := older.Replace(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	got, err := newer.Get(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wide{Title: "a", N: 2, Tags: "keep me"}, got.Value); diff != "" {
+		t.Errorf("after Without(Note) and Replace (-want +got):\n%s", diff)
+	}
+}
+
+// testDeepChanges: the older type appends to a list, removes from it and
+// reorders it; each element it kept as it was keeps what the newer type
+// stored in it (an element appended has none, an element removed is
+// gone), and so does the nested struct it did not change.
+func testDeepChanges(t *testing.T, b driver.Backend) {
+	ctx := t.Context()
+	newer := etagstore.New[Newer](b, nil)
+	older := etagstore.New[Older](b, nil)
+	n := newerOnly("deep")
+	n.Items = append(n.Items, struct {
+		Name string
+		Qty  int
+	}{"cap", 9})
+	if _, err := newer.Create(ctx, "deep", n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := older.Update(ctx, "deep", func(o *Older) error {
+		o.Items = append(o.Items[1:], struct{ Name string }{"new"}) // pen removed, new appended
+		o.Items[0], o.Items[1] = o.Items[1], o.Items[0]             // cap, ink: moved
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := newer.Get(ctx, "deep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := n
+	want.Items = []struct {
+		Name string
+		Qty  int
+	}{{"cap", 9}, {"ink", 7}, {"new", 0}}
+	if diff := cmp.Diff(want, got.Value); diff != "" {
+		t.Errorf("after the older type's list changes (-want +got):\n%s", diff)
+	}
+}
+
+// testOlderAndNewerRacing: 16 goroutines of the older type and 16 of the
+// newer race Updates on one key, each side incrementing a counter of its
+// own (the newer's a field the older does not know); every increment of
+// both survives, and so does every other field of the newer type.
+func testOlderAndNewerRacing(t *testing.T, b driver.Backend) {
+	ctx := t.Context()
+	newer := etagstore.New[Newer](b, nil)
+	older := etagstore.New[Older](b, nil)
+	if _, err := newer.Create(ctx, "race", newerOnly("race")); err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, rounds = 16, 2
+	errs := make(chan error, 2*goroutines*rounds)
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				_, err := older.Update(ctx, "race", func(o *Older) error { o.N++; return nil })
+				errs <- err
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				_, err := newer.Update(ctx, "race", func(n *Newer) error { n.Int++; return nil })
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := newer.Get(ctx, "race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := newerOnly("race")
+	want.N, want.Int = goroutines*rounds, want.Int+goroutines*rounds
+	if diff := cmp.Diff(want, got.Value); diff != "" {
+		t.Errorf("after the race (-want +got):\n%s", diff)
+	}
 }
 
 // testExtraFromNothing: Upsert, and Replace of a Doc built by hand or whose
@@ -215,7 +373,18 @@ func testExtraFromNothing(t *testing.T, b driver.Backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(Newer{Title: key}, got.Value); diff != "" {
+		want := Newer{Title: key}
+		if key == "dropped" { // the older type's value, as read
+			want.Addr.City = "Lyon"
+			want.Items = append(want.Items, struct {
+				Name string
+				Qty  int
+			}{Name: "pen"}, struct {
+				Name string
+				Qty  int
+			}{Name: "ink"})
+		}
+		if diff := cmp.Diff(want, got.Value); diff != "" {
 			t.Errorf("%s: the older type alone (-want +got):\n%s", key, diff)
 		}
 		if o, _ := older.Get(ctx, key); !o.Extra.Empty() {

@@ -218,6 +218,21 @@ func mergeArray(dst, s, b, m []byte) []byte {
 	return append(dst, ']')
 }
 
+// Only returns the members of doc, a JSON object, named name or
+// annotating it, as a fragment (see Add).
+func Only(doc []byte, name string) []byte {
+	var out []byte
+	each(doc, func(raw, n []byte) {
+		if string(n) == name || bytes.HasPrefix(n, []byte(name+"@")) {
+			if out != nil {
+				out = append(out, ',')
+			}
+			out = append(out, raw...)
+		}
+	})
+	return out
+}
+
 // Without returns doc, a JSON object, without its members named name or
 // annotating it (a table property's "name@odata.type").
 func Without(doc []byte, name string) []byte {
