@@ -41,10 +41,10 @@ func bump(o *Older) {
 
 // Newer is Older with more fields.
 type Newer struct {
-	Title  string
-	N      int64
-	Addr   struct{ City, Zip string }
-	Items  []struct {
+	Title string
+	N     int64
+	Addr  struct{ City, Zip string }
+	Items []struct {
 		Name string
 		Qty  int
 	}

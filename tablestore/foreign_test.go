@@ -33,11 +33,11 @@ func foreignEntity(rk string) map[string]any {
 		"Ratio": 0.25, "Ratio@odata.type": "Edm.Double",
 		"Count": 7,
 		"Long":  "9007199254740993", "Long@odata.type": "Edm.Int64",
-		"On":    true,
-		"Text":  "ünï",
-		"When":  "2026-11-26T05:30:00.1234567Z", "When@odata.type": "Edm.DateTime",
-		"ID":    "6f9619ff-8b86-d011-b42d-00c04fc964ff", "ID@odata.type": "Edm.Guid",
-		"Blob":  "AAEC+g==", "Blob@odata.type": "Edm.Binary",
+		"On":   true,
+		"Text": "ünï",
+		"When": "2026-11-26T05:30:00.1234567Z", "When@odata.type": "Edm.DateTime",
+		"ID": "6f9619ff-8b86-d011-b42d-00c04fc964ff", "ID@odata.type": "Edm.Guid",
+		"Blob": "AAEC+g==", "Blob@odata.type": "Edm.Binary",
 	}
 }
 
