@@ -24,18 +24,19 @@ const ETagAny = driver.ETagAny
 // current version to go on from. Only a Doc built by hand has an
 // empty ETag, which Replace and Delete refuse with ErrETagRequired.
 //
-// Extra holds what the stored document holds beyond T: members T does not
-// know (written by a newer version of T during a deploy, or by another
-// program), each with its value and, on tables, its type. Every write
-// that starts from a read keeps them: Update, Save, Transact, table
-// merges, and Replace of a Doc that Get, List, Page, Update, Save or
-// Transact returned, which carries them here. Create, Upsert and Replace of
-// a Doc built by hand (a zero Extra) write T alone: that is also how to
-// drop unknown members on purpose, for the migration that removes a field
-// (d.Extra = etagstore.Extra{}, then Replace). Extra also carries the
-// bookkeeping of the version the Doc came from (write ids, lineage,
-// fencing token), so that a Save from the Doc continues that version's
-// history without reading it first.
+// Extra is what a Doc carries so that a write of it changes only what its
+// Value changed: the document it was read from, when that holds more than
+// T encodes (members written by a newer version of T during a deploy, or
+// by another program, at any depth), and the bookkeeping of its version.
+// Replace of a Doc that Get, List, Page, Update, Save or Transact returned
+// writes the difference between T's encoding of the value read and of
+// d.Value onto that document, as every write that starts from a read does
+// (see "Writes that start from a read" in docs/rules.md). Create, Upsert
+// and Replace of a Doc built by hand (a zero Extra) write T alone: that is
+// also how to drop what T does not know on purpose (d.Extra =
+// etagstore.Extra{}, then Replace); d.Extra.Without(name) drops one
+// member. The bookkeeping (write ids, lineage, fencing token) lets a Save
+// from the Doc continue that version's history without reading it first.
 type Doc[T any] struct {
 	Key   string
 	Value T

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/tablestore"
@@ -194,5 +197,43 @@ func TestRemovalRefusedOverUntypedNumbers(t *testing.T) {
 		if _, ok := got[name]; !ok && name != "Owner" && name != "Ratio@odata.type" {
 			t.Errorf("%s lost: %s", name, resp.Value)
 		}
+	}
+}
+
+// TestZeroValuesWritten: a zero time, a nil []byte and an empty GUID,
+// which are no property, are written by an Update (the whole entity, since
+// a merge cannot remove a property) and read back; set again, they are
+// merged. A Merge naming them is refused, nothing sent, saying to use
+// Update.
+func TestZeroValuesWritten(t *testing.T) {
+	type zeros struct {
+		When time.Time
+		Blob []byte
+		ID   string `table:"guid"`
+		N    int64
+	}
+	client := recordedTable(t, &recorder{})
+	ctx := t.Context()
+	s := tablestore.NewStore[zeros](client, &tablestore.Options{Partition: "p"}, nil)
+	set := zeros{When: time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC), Blob: []byte{1}, ID: "6f9619ff-8b86-d011-b42d-00c04fc964ff"}
+	if _, err := s.Create(ctx, "z", set); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, "z", func(z *zeros) error { *z = zeros{N: 1}; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, "z"); err != nil || !cmp.Equal(got.Value, zeros{N: 1}) {
+		t.Fatalf("after zeroing: %+v, %v", got.Value, err)
+	}
+	if _, err := s.Update(ctx, "z", func(z *zeros) error { *z = set; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Get(ctx, "z")
+	if err != nil || !cmp.Equal(d.Value, set) {
+		t.Fatalf("after setting again: %+v, %v", d.Value, err)
+	}
+	d.Value.When = time.Time{}
+	if _, err := tablestore.Merge(ctx, s, d, "When"); !errors.Is(err, etagstore.ErrInvalidInput) || !strings.Contains(err.Error(), "Update") {
+		t.Errorf("Merge of a zero time: %v, want ErrInvalidInput saying to use Update", err)
 	}
 }

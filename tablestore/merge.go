@@ -140,7 +140,7 @@ func selectProperties(data []byte, names []string) ([]byte, error) {
 	}
 	for _, n := range names {
 		if !want[n] {
-			return nil, fmt.Errorf("%w: tablestore: no property %q in the document", etagstore.ErrInvalidInput, n)
+			return nil, fmt.Errorf("%w: tablestore: no property %q in the document (a field that does not exist, or one whose value is no property: a zero time, a nil []byte, an empty GUID; a merge cannot remove a property, so clear one with Update, which does)", etagstore.ErrInvalidInput, n)
 		}
 	}
 	return append(out, '}'), nil
