@@ -108,12 +108,18 @@ func (EntityCodec) Merge(stored, base, mine []byte) (data, changes []byte, err e
 	}
 	changes = append(changes, '}')
 	if bytes.Equal(stored, base) {
+		parts := false
 		for _, b := range bp {
-			if _, kept := mx[b.name]; !kept && !isPart(b.name) {
+			switch _, kept := mx[b.name]; {
+			case !kept && !isPart(b.name):
 				return mine, nil, nil // removes a property: written whole
+			case !kept:
+				parts = true // a part past a split field's new count: it stays
 			}
 		}
-		return mine, changes, nil
+		if !parts {
+			return mine, changes, nil
+		}
 	}
 	return mergeEntity(stored, bp, bx, mp, mx)
 }

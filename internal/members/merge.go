@@ -113,18 +113,25 @@ func mergeObject(dst, s, b, m []byte) []byte {
 		bi, known := bx.find(st.name)
 		if !known {
 			// Not the type's, unless mine now writes it (an omitempty
-			// field set, say): then mine's value stands in its place.
-			if mi, ok := mx.find(st.name); ok && !done[mi] {
+			// field set, say): then mine's value stands in the place of
+			// the first such member, and any other is dropped (decoded
+			// after it, it would undo the change).
+			if mi, ok := mx.find(st.name); ok {
 				if _, inBase := bx.find(mm[mi].name); !inBase {
-					done[mi] = true
-					put(mm[mi].raw)
+					if !done[mi] {
+						done[mi] = true
+						put(mm[mi].raw)
+					}
 					continue
 				}
 			}
 			put(st.raw)
 			continue
 		}
-		mi, kept := mx.find(bm[bi].name)
+		// Base and mine are both the type's encoding: the same member has
+		// the same name in both (a map's keys are matched exactly, as
+		// encoding/json matches them).
+		mi, kept := mx.exact[bm[bi].name]
 		switch {
 		case !kept:
 			// the type removed it
@@ -219,11 +226,12 @@ func mergeArray(dst, s, b, m []byte) []byte {
 }
 
 // Only returns the members of doc, a JSON object, named name or
-// annotating it, as a fragment (see Add).
+// annotating it (a table property's "name@odata.type"), as a fragment
+// (see Add).
 func Only(doc []byte, name string) []byte {
 	var out []byte
 	each(doc, func(raw, n []byte) {
-		if string(n) == name || bytes.HasPrefix(n, []byte(name+"@")) {
+		if string(n) == name || string(n) == name+"@odata.type" {
 			if out != nil {
 				out = append(out, ',')
 			}
@@ -238,7 +246,7 @@ func Only(doc []byte, name string) []byte {
 func Without(doc []byte, name string) []byte {
 	out := append(make([]byte, 0, len(doc)), '{')
 	each(doc, func(raw, n []byte) {
-		if string(n) == name || bytes.HasPrefix(n, []byte(name+"@")) {
+		if string(n) == name || string(n) == name+"@odata.type" {
 			return
 		}
 		if len(out) > 1 {
