@@ -62,10 +62,9 @@ type Version struct {
 	MetaKnown bool  // false for a caller's Doc, whose bookkeeping is not at hand
 	Missing   error // why it does not exist, when read so (matches ErrNotFound)
 
-	// What the caller's reader found beside the item, for its plan; the
-	// engine never looks at them.
-	Extra     []byte // the members the caller's type does not know
-	Canonical bool   // Data is exactly what the caller's codec makes of its value
+	// What the caller knows of the item, for its plan; the engine never
+	// looks at it.
+	Canonical bool // Data is exactly what the caller's codec makes of its value
 }
 
 // KeyWrite is one key's part of a request: a write, delete or check as
