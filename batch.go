@@ -149,11 +149,15 @@ func (b *batchRun[T]) change(base version) ([]byte, []byte, bool, error) {
 		t.data = base.Data
 	}
 	changed := false
+	var baseline []byte // the base's encoding, from the first turn that applied (the first on base)
 	b.applied = b.applied[:0]
 	for _, r := range b.members {
 		a, ok := b.turn(r, t)
 		if !ok {
 			continue
+		}
+		if len(b.applied) == 0 {
+			baseline = a.base
 		}
 		r.value, r.data, r.changed = a.value.(T), a.data, a.changed
 		changed = changed || a.changed
@@ -163,7 +167,7 @@ func (b *batchRun[T]) change(base version) ([]byte, []byte, bool, error) {
 	if len(b.applied) == 0 {
 		return nil, nil, false, errNoneApplied
 	}
-	return t.data, nil, changed, nil // the base's encoding by T: worked out again when needed
+	return t.data, baseline, changed, nil
 }
 
 // errNoneApplied ends a batch none of whose members is left.

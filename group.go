@@ -102,7 +102,8 @@ type turn struct {
 
 type answer struct {
 	data    []byte
-	value   any // T
+	base    []byte // the encoding of the value the turn started from
+	value   any    // T
 	changed bool
 	err     error // the member's own failure (mutate, encode, panic)
 	left    bool  // the caller left (context done) before running its turn
@@ -284,5 +285,5 @@ func (s *Store[T]) takeTurn(r *member[T], t turn) {
 	if err == nil {
 		data, err = s.encode(r.batch.key, *v)
 	}
-	a = answer{data: data, value: *v, changed: t.data == nil || !bytes.Equal(data, baseline), err: err}
+	a = answer{data: data, base: baseline, value: *v, changed: t.data == nil || !bytes.Equal(data, baseline), err: err}
 }

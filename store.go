@@ -85,7 +85,6 @@ type core struct {
 	retry     RetryPolicy
 	clock     Clock
 	keepIDs   int
-	verbatim  bool // the backend returns Data as written
 	cache     *cache.Cache
 	heat      engine.Heat
 	env       *engine.Env // the delivery engine's environment (deliver.go)
@@ -111,7 +110,6 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	if s.codec == nil {
 		s.codec = JSON
 	}
-	s.verbatim = s.abilities.Verbatim
 	s.known = knownMembers(s.codec, reflect.TypeFor[T]())
 	s.merger, _ = s.codec.(merger)
 	if o.Retry != nil {

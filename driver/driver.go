@@ -157,9 +157,10 @@ var ErrNotApplied = fmt.Errorf("%w: the service refused the request without appl
 // ability is lost to a logging or fault-injecting wrapper.
 type Abilities struct {
 	// Verbatim: Read returns Item.Data exactly as written (memstore,
-	// blobstore). The Store then tells an unchanged document by its bytes
-	// alone; for other backends (tablestore hands back entity properties in
-	// its own layout) it encodes the value read once more first.
+	// blobstore). It is a declaration for tools and tests: a Store encodes
+	// a value it read once more on every backend, to tell the change it
+	// writes, since another writer (an older T) may have written the
+	// bytes it reads.
 	Verbatim bool
 	// Codec is the encoding the backend prefers (tablestore: typed entity
 	// properties); nil means JSON. A Store uses it when Options.Codec is
