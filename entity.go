@@ -135,7 +135,11 @@ func (s *Store[T]) apply(b version, baseline, data []byte) (written, error) {
 	if !b.Exists || b.Data == nil || s.merger == nil {
 		return written{data: data, canonical: true}, nil
 	}
-	if baseline == nil {
+	switch {
+	case baseline != nil:
+	case b.Canonical:
+		baseline = b.Data
+	default:
 		var err error
 		if _, baseline, err = s.startFrom(b); err != nil {
 			return written{}, err

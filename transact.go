@@ -176,6 +176,10 @@ func (tx *Tx[T]) Get(key string) (T, error) {
 		return zero, b.Missing
 	}
 	d, err := tx.s.decode(b.Item)
+	if err == nil && d.Extra.doc == "" && !b.Canonical {
+		b.Canonical = true // T encodes it as stored: a Put over it need not work that out again
+		tx.reads[key] = b
+	}
 	return d.Value, err
 }
 
