@@ -120,10 +120,25 @@ func (s *Store[T]) deliverOne(ctx context.Context, op telemetry.Op, a action[T])
 	var it driver.Item
 	var err error
 	if a.Kind == access.Merge {
-		it, err = s.conditioned(ctx, op, a.Key, a.ETag, a.Mine, func(d *engine.Delivery, b version) keyWrite {
-			w := d.Over(b, a.data)
-			w.Write.Mode = driver.ModeMerge
-			return w
+		it, err = s.conditioned(ctx, op, a.Key, a.ETag, a.Mine, func(d *engine.Delivery, b version) (keyWrite, error) {
+			if a.Overlay == nil {
+				w := d.Over(b, a.data)
+				w.Write.Mode = driver.ModeMerge
+				return w, nil
+			}
+			// The merge is a change from T's encoding of the version read
+			// to its overlay, applied as every read-modify-write's: what
+			// changed is sent, and a property the merge clears is removed.
+			_, base, err := s.startFrom(b)
+			if err != nil {
+				return keyWrite{}, err
+			}
+			mine, err := a.Overlay(base, a.data)
+			if err != nil {
+				return keyWrite{}, err
+			}
+			w, err := s.apply(b, base, mine)
+			return over(d, b, w), err
 		})
 	} else {
 		it, err = s.blind(ctx, op, a.blind(0))

@@ -77,11 +77,11 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	}
 	var it driver.Item
 	if _, fenced := FenceFrom(ctx); fenced {
-		it, err = s.conditioned(ctx, telemetry.OpReplace, d.Key, d.ETag, d.Value, func(e *engine.Delivery, b version) keyWrite {
+		it, err = s.conditioned(ctx, telemetry.OpReplace, d.Key, d.ETag, d.Value, func(e *engine.Delivery, b version) (keyWrite, error) {
 			if b.ETag != d.Extra.etag {
-				return e.Over(b, w.data)
+				return e.Over(b, w.data), nil
 			}
-			return over(e, b, w)
+			return over(e, b, w), nil
 		})
 	} else {
 		fresh := engine.Fresh(d.Key, driver.IfMatch(d.ETag), w.data, 0)
@@ -140,7 +140,7 @@ func (c *core) blind(ctx context.Context, op telemetry.Op, w keyWrite) (driver.I
 // Delete, a table merge. write builds the request over the version read.
 // A version that holds another ETag is a *ConflictError; a lost race with
 // ETagAny is retried on the new version.
-func (s *Store[T]) conditioned(ctx context.Context, op telemetry.Op, key string, held ETag, mine T, write func(*engine.Delivery, version) keyWrite) (driver.Item, error) {
+func (s *Store[T]) conditioned(ctx context.Context, op telemetry.Op, key string, held ETag, mine T, write func(*engine.Delivery, version) (keyWrite, error)) (driver.Item, error) {
 	p := engine.PlanFunc(func(d *engine.Delivery, base []version) (request, error) {
 		b := base[0]
 		switch {
@@ -149,7 +149,11 @@ func (s *Store[T]) conditioned(ctx context.Context, op telemetry.Op, key string,
 		case held != ETagAny && b.ETag != held:
 			return nil, s.conflictWith(b.Item, held, mine, d.Attempts())
 		}
-		return request{write(d, b)}, nil
+		w, err := write(d, b)
+		if err != nil {
+			return nil, err
+		}
+		return request{w}, nil
 	})
 	res, err := s.deliver(ctx, s.delivery(ctx, op, engine.Based, []string{key}, p, nil, nil))
 	if err != nil && res.Raced && ctx.Err() == nil && errors.Is(err, ErrConflict) {
@@ -219,7 +223,7 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 	}
 	s.cache.Drop(key)
 	if _, fenced := FenceFrom(ctx); fenced {
-		_, err := s.conditioned(ctx, telemetry.OpDelete, key, etag, *new(T), func(_ *engine.Delivery, b version) keyWrite { return engine.DeleteOf(key, b.ETag) })
+		_, err := s.conditioned(ctx, telemetry.OpDelete, key, etag, *new(T), func(_ *engine.Delivery, b version) (keyWrite, error) { return engine.DeleteOf(key, b.ETag), nil })
 		return err
 	}
 	_, err := s.blind(ctx, telemetry.OpDelete, engine.DeleteOf(key, etag))

@@ -201,10 +201,10 @@ func TestRemovalRefusedOverUntypedNumbers(t *testing.T) {
 }
 
 // TestZeroValuesWritten: a zero time, a nil []byte and an empty GUID,
-// which are no property, are written by an Update (the whole entity, since
-// a merge cannot remove a property) and read back; set again, they are
-// merged. A Merge naming them is refused, nothing sent, saying to use
-// Update.
+// which are no property, are written by an Update and by a Merge naming
+// them (the whole entity, since Merge Entity cannot remove a property) and
+// read back; set again, they are merged. UpsertMerge, which reads nothing,
+// refuses them, nothing sent, saying to use Update.
 func TestZeroValuesWritten(t *testing.T) {
 	type zeros struct {
 		When time.Time
@@ -232,8 +232,17 @@ func TestZeroValuesWritten(t *testing.T) {
 	if err != nil || !cmp.Equal(d.Value, set) {
 		t.Fatalf("after setting again: %+v, %v", d.Value, err)
 	}
-	d.Value.When = time.Time{}
-	if _, err := tablestore.Merge(ctx, s, d, "When"); !errors.Is(err, etagstore.ErrInvalidInput) || !strings.Contains(err.Error(), "Update") {
-		t.Errorf("Merge of a zero time: %v, want ErrInvalidInput saying to use Update", err)
+	// Merge, which reads first, writes zero values too: the named
+	// properties removed (the whole entity written), the rest kept.
+	d.Value.When, d.Value.Blob, d.Value.ID, d.Value.N = time.Time{}, nil, "", 5
+	if _, err := tablestore.Merge(ctx, s, d, "When", "Blob", "ID"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, "z"); err != nil || !cmp.Equal(got.Value, zeros{N: set.N}) {
+		t.Fatalf("after a Merge of zero values: %+v, %v (N is not named: it stays %d)", got.Value, err, set.N)
+	}
+	// UpsertMerge reads nothing: it cannot remove a property.
+	if _, err := tablestore.UpsertMerge(ctx, s, "z", zeros{}, "When"); !errors.Is(err, etagstore.ErrInvalidInput) || !strings.Contains(err.Error(), "Update") {
+		t.Errorf("UpsertMerge of a zero time: %v, want ErrInvalidInput saying to use Update", err)
 	}
 }

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
+	"slices"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/internal/access"
+	"github.com/etagstore/etagstore/internal/members"
 )
 
 // Merges and batches are writes of the Store's one delivery engine: this
@@ -37,7 +40,12 @@ import (
 //
 // Merge reads the entity first and sends the merge with If-Match of the
 // version read, carrying that version's bookkeeping extended by a write id
-// of its own (write ids, lineage and fencing token are kept). So:
+// of its own (write ids, lineage and fencing token are kept). It is a
+// read-modify-write as Store.Update is: only the named properties whose
+// values differ from the version read are sent, and a named field whose
+// value is no property (a zero time, a nil []byte, an empty GUID) is
+// removed, which Merge Entity cannot say, so the whole entity is written
+// then (see "Writes send what changed" in docs/tables.md). So:
 //
 //   - An empty d.ETag matches etagstore.ErrETagRequired and nothing is sent;
 //     a stale ETag returns a *etagstore.ConflictError[T]; a missing entity
@@ -55,9 +63,18 @@ func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T]
 	if _, err := tableOf(s, "Merge"); err != nil {
 		return "", err
 	}
-	etags, err := s.DeliverWrite(ctx, access.Write[T]{Actions: []access.Action[T]{
-		{Kind: access.Merge, Key: d.Key, ETag: d.ETag, Mine: d.Value, Encode: encodeProperties(s, d.Value, properties, true)},
-	}})
+	act := access.Action[T]{Kind: access.Merge, Key: d.Key, ETag: d.ETag, Mine: d.Value, Encode: encodeProperties(s, d.Value, properties, true)}
+	if fields := fieldsOf[T](s); fields != nil {
+		act.Encode = func() ([]byte, error) {
+			data, err := s.Codec().(EntityCodec).marshal(d.Value, false)
+			if err != nil {
+				return nil, err
+			}
+			return selectFields(data, properties, fields)
+		}
+		act.Overlay = func(base, data []byte) ([]byte, error) { return overlay(base, data, properties, fields) }
+	}
+	etags, err := s.DeliverWrite(ctx, access.Write[T]{Actions: []access.Action[T]{act}})
 	if err != nil {
 		return "", err
 	}
@@ -107,6 +124,81 @@ func encodeProperties[T any](s *etagstore.Store[T], v T, properties []string, me
 	}
 }
 
+// fieldsOf is the names of the fields of s's T, when s encodes with
+// EntityCodec (nil otherwise).
+func fieldsOf[T any](s *etagstore.Store[T]) map[string]bool {
+	if _, ok := s.Codec().(EntityCodec); !ok {
+		return nil
+	}
+	t := reflect.TypeFor[T]()
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	p, err := planFor(t)
+	if err != nil {
+		return nil
+	}
+	fields := make(map[string]bool, len(p.fields))
+	for _, f := range p.fields {
+		fields[f.name] = true
+	}
+	return fields
+}
+
+// selectFields is selectProperties for a Merge, which reads first: a named
+// field of T whose value is no property (a zero time, a nil []byte, an
+// empty GUID) is named all the same, and the merge removes it (overlay).
+func selectFields(data []byte, names []string, fields map[string]bool) ([]byte, error) {
+	for _, n := range names {
+		if !fields[n] {
+			return nil, fmt.Errorf("%w: tablestore: the document type has no field %q", etagstore.ErrInvalidInput, n)
+		}
+	}
+	present := make([]string, 0, len(names))
+	_ = eachMember(data, func(name, _, _ []byte) bool {
+		if f := fieldOf(name); slices.Contains(names, f) && !slices.Contains(present, f) {
+			present = append(present, f)
+		}
+		return true
+	})
+	if len(present) == 0 {
+		return []byte("{}"), nil // every field named is cleared (selectProperties of none is all)
+	}
+	return selectProperties(data, present)
+}
+
+// overlay is what a Merge of the named fields (all of T's when none are
+// named) makes of base, T's encoding of the version read: base without
+// those fields' properties (their parts and annotations included), then
+// data's, which hold the fields' new values.
+func overlay(base, data []byte, names []string, fields map[string]bool) ([]byte, error) {
+	out := []byte{'{'}
+	err := eachMember(base, func(name, _, member []byte) bool {
+		if f := fieldOf(name); len(names) == 0 && fields[f] || slices.Contains(names, f) {
+			return true
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, member...)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, '}')
+	return members.Add(out, bytes.TrimSuffix(bytes.TrimPrefix(bytes.TrimSpace(data), []byte("{")), []byte("}"))), nil
+}
+
+// fieldOf is the field a property (or its annotation, or a part) is of.
+func fieldOf(name []byte) string {
+	base, _, _ := bytes.Cut(name, []byte("@"))
+	if field, _, ok := partOf(base); ok {
+		base = field
+	}
+	return string(base)
+}
+
 // selectProperties keeps only the named properties of an
 // entity-properties object, with their type annotations and, for a field
 // split across properties, its parts (see EntityCodec); no names keeps
@@ -140,7 +232,7 @@ func selectProperties(data []byte, names []string) ([]byte, error) {
 	}
 	for _, n := range names {
 		if !want[n] {
-			return nil, fmt.Errorf("%w: tablestore: no property %q in the document (a field that does not exist, or one whose value is no property: a zero time, a nil []byte, an empty GUID; a merge cannot remove a property, so clear one with Update, which does)", etagstore.ErrInvalidInput, n)
+			return nil, fmt.Errorf("%w: tablestore: no property %q in the document (a field that does not exist, or one whose value is no property: a zero time, a nil []byte, an empty GUID; a merge that reads nothing cannot remove a property, so clear one with Update or Merge, which do)", etagstore.ErrInvalidInput, n)
 		}
 	}
 	return append(out, '}'), nil

@@ -76,6 +76,13 @@ type Action[T any] struct {
 	// operation's span, after the keys are checked.
 	Encode func() ([]byte, error)
 	Mine   T // the caller's value, for a *ConflictError
+	// Overlay, for a Merge, returns the document the merge makes of
+	// base, the codec's encoding of the version read, and data (Encode's):
+	// the Store applies the change from base to it as it applies every
+	// read-modify-write's, so that only what changed is sent and a
+	// property the merge clears is removed. Nil: data is sent as it is, as
+	// a merge of its properties.
+	Overlay func(base, data []byte) ([]byte, error)
 	// Extra is the etagstore.Extra of the Doc a Replace writes back: the
 	// members its T does not know, kept. (Its fields are the Store's
 	// own; an Extra of another type is ignored.)
