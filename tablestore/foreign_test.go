@@ -44,6 +44,22 @@ func foreignEntity(rk string) map[string]any {
 	}
 }
 
+// tableWithForeign is a recorded table holding foreignEntity("c").
+func tableWithForeign(t *testing.T) (*aztables.Client, *recorder) {
+	rec := &recorder{}
+	client := recordedTable(t, rec)
+	addEntity(t, client, foreignEntity("c"))
+	return client, rec
+}
+
+func addEntity(t *testing.T, client *aztables.Client, e map[string]any) {
+	t.Helper()
+	raw, _ := json.Marshal(e)
+	if _, err := client.AddEntity(t.Context(), raw, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 var foreignNames = []string{"Price", "Big", "Ratio", "Count", "Long", "On", "Text", "When", "ID", "Blob"}
 
 // TestForeignPropertiesNeverSent: Updates, a Replace of a read Doc and a
@@ -52,13 +68,8 @@ var foreignNames = []string{"Price", "Big", "Ratio", "Count", "Long", "On", "Tex
 // its EDM type, whole Doubles included. Read back with full metadata,
 // every foreign property has its type and value.
 func TestForeignPropertiesNeverSent(t *testing.T) {
-	rec := &recorder{}
-	client := recordedTable(t, rec)
+	client, rec := tableWithForeign(t)
 	ctx := t.Context()
-	raw, _ := json.Marshal(foreignEntity("c"))
-	if _, err := client.AddEntity(ctx, raw, nil); err != nil {
-		t.Fatal(err)
-	}
 	s := tablestore.NewStore[card](client, &tablestore.Options{Partition: "p"}, nil)
 	rec.take()
 	if _, err := s.Update(ctx, "c", func(c *card) error { c.N++; c.Title = "moved"; return nil }); err != nil {
@@ -152,22 +163,14 @@ func toFloat(v any) float64 {
 // change over an entity holding no such number is written whole, and
 // every foreign property keeps its type.
 func TestRemovalRefusedOverUntypedNumbers(t *testing.T) {
-	rec := &recorder{}
-	client := recordedTable(t, rec)
+	client, rec := tableWithForeign(t)
 	ctx := t.Context()
-	raw, _ := json.Marshal(foreignEntity("c"))
-	if _, err := client.AddEntity(ctx, raw, nil); err != nil {
-		t.Fatal(err)
-	}
 	typed := foreignEntity("typed")
 	for _, name := range []string{"Price", "Big", "Count"} {
 		delete(typed, name)
 		delete(typed, name+"@odata.type")
 	}
-	raw, _ = json.Marshal(typed)
-	if _, err := client.AddEntity(ctx, raw, nil); err != nil {
-		t.Fatal(err)
-	}
+	addEntity(t, client, typed)
 	s := tablestore.NewStore[card](client, &tablestore.Options{Partition: "p"}, nil)
 	rec.take()
 	_, err := s.Update(ctx, "c", func(c *card) error { c.Owner = ""; return nil })
