@@ -17,16 +17,24 @@ type RecV2 struct {
 	Rec
 	Priority int
 	Labels   []string
+	Nested   InnerV2 // shadows Rec's: the newer Inner has a member more
+}
+
+// InnerV2 is Inner as the newer version has it.
+type InnerV2 struct {
+	X    string
+	N    int64
+	Zone string
 }
 
 // A server whose T lacks fields a newer version wrote keeps them: its PUT
 // and PATCH replace the representation it serves, not members it cannot
-// see.
+// see, at any depth (Nested.Zone, inside a member the PUT changes).
 func TestWritesKeepMembersTheServerDoesNotKnow(t *testing.T) {
 	b := memstore.New(nil)
 	newer := etagstore.New[RecV2](b, nil)
 	srv, _ := newRecServer(t, b)
-	want := RecV2{Rec: Rec{Title: "v2"}, Priority: 7, Labels: []string{"a"}}
+	want := RecV2{Rec: Rec{Title: "v2"}, Priority: 7, Labels: []string{"a"}, Nested: InnerV2{X: "old", Zone: "eu"}}
 	if _, err := newer.Create(t.Context(), "k", want); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +63,8 @@ func TestWritesKeepMembersTheServerDoesNotKnow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Value.Title != step.title || got.Value.Priority != want.Priority || !cmp.Equal(got.Value.Labels, want.Labels) {
+		if got.Value.Title != step.title || got.Value.Priority != want.Priority || !cmp.Equal(got.Value.Labels, want.Labels) ||
+			got.Value.Nested != (InnerV2{X: "x", N: 3, Zone: "eu"}) {
 			t.Errorf("after a %s by a server without Priority and Labels: %+v", step.method, got.Value)
 		}
 	}
