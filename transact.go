@@ -158,8 +158,11 @@ func (tx *Tx[T]) docs() []Doc[T] {
 }
 
 // Get returns the document under key as the transaction sees it: its own
-// write if it made one, otherwise the version it read (read now, the first
-// time). A missing document matches ErrNotFound.
+// write if it made one, otherwise the version it read the first time: on
+// the first run of fn, the copy the Store's version cache holds, as an
+// Update starts from it (the commit checks it by its ETag; a stale one
+// runs fn again, on reads); otherwise read now. A missing document
+// matches ErrNotFound.
 func (tx *Tx[T]) Get(key string) (T, error) {
 	var zero T
 	if w, ok := tx.writes[key]; ok {
@@ -274,6 +277,15 @@ func (tx *Tx[T]) ETag(key string) (ETag, error) {
 	return b.ETag, nil
 }
 
+// cached is the copy of key the Store's version cache holds, when the
+// attempt may start from copies (see Txn.copies).
+func (tx *Tx[T]) cached(key string) []version {
+	if !tx.txn.copies {
+		return nil
+	}
+	return tx.s.cached(tx.txn.ctx, key, "")
+}
+
 // open refuses a write after the commit.
 func (tx *Tx[T]) open() error {
 	if tx.txn.done {
@@ -297,9 +309,14 @@ func (tx *Tx[T]) version(key string) (version, error) {
 	if err := tx.txn.ctx.Err(); err != nil {
 		return version{}, err
 	}
-	b, err := hooks{&tx.s.core}.Read(tx.txn.ctx, key)
-	if err != nil {
-		return version{}, err
+	var b version
+	if c := tx.cached(key); c != nil {
+		b = c[0] // checked by the commit, by its ETag
+	} else {
+		var err error
+		if b, err = (hooks{&tx.s.core}).Read(tx.txn.ctx, key); err != nil {
+			return version{}, err
+		}
 	}
 	tx.reads[key] = b
 	if w, upserted := tx.writes[key]; upserted {

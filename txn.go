@@ -32,6 +32,12 @@ type Txn struct {
 	owner map[string]*core
 	err   error // sticky for the attempt: a Store that cannot join
 	done  bool  // committed: nothing more may be read or written
+	// copies: the attempt may start from the versions the Stores' caches
+	// hold, as an Update does; the commit checks each by its ETag. Only
+	// the first attempt of an unfenced transaction (a fence is checked
+	// against versions read): after a refusal, or a run of fn on a torn
+	// view, every key is read.
+	copies bool
 }
 
 // touch is a key a view touched.
@@ -107,8 +113,10 @@ func (s *Store[T]) In(tx *Txn) *Tx[T] {
 // deliver runs the transaction's attempts through the engine, each a run
 // of fn, and records what the commit made in the views.
 func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error) (engine.Result, error) {
+	_, fenced := FenceFrom(ctx)
 	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
 		t.reset()
+		t.copies = d.Attempts() <= 1 && !fenced
 		err := t.run(fn)
 		keys := make([]string, len(t.order))
 		for i, tc := range t.order {
@@ -124,7 +132,7 @@ func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error) (engine.Resul
 	if env == nil {
 		env = t.lead.env // Store.Transact's: its Store's
 	}
-	fence, fenced := FenceFrom(ctx)
+	fence, _ := FenceFrom(ctx)
 	res, err := engine.New(env, telemetry.OpTransact.String(), engine.SelfReading, nil, p,
 		engine.Options{Fence: fence, Fenced: fenced}).Run(ctx)
 	t.done = true // committed or failed: the views read and write no more

@@ -354,9 +354,11 @@ func testTransactTornReadAudit(t *testing.T, s *etagstore.Store[Page]) {
 	errTorn := errors.New("audit-a + audit-b is not 10")
 	var done atomic.Bool
 	var audits, torn atomic.Int64
-	var movers, auditors sync.WaitGroup
+	var movers, auditors, auditing sync.WaitGroup
+	auditing.Add(2) // the moves start once both audits have run once: they overlap
 	for m := range 2 {
 		movers.Go(func() {
+			auditing.Wait()
 			for i := range 25 {
 				from, to := "audit-a", "audit-b"
 				if (m+i)%2 == 1 {
@@ -381,7 +383,7 @@ func testTransactTornReadAudit(t *testing.T, s *etagstore.Store[Page]) {
 	}
 	for range 2 {
 		auditors.Go(func() {
-			for !done.Load() {
+			for first := true; first || !done.Load(); first = false {
 				_, err := s.Transact(ctx, func(tx *etagstore.Tx[Page]) error {
 					a, err := tx.Get("audit-a")
 					if err != nil {
@@ -396,7 +398,9 @@ func testTransactTornReadAudit(t *testing.T, s *etagstore.Store[Page]) {
 					}
 					return nil
 				})
-				audits.Add(1)
+				if audits.Add(1); first {
+					auditing.Done()
+				}
 				switch {
 				case errors.Is(err, errTorn):
 					torn.Add(1)
