@@ -130,60 +130,87 @@ func isPart(name string) bool {
 	return ok
 }
 
+// entityMerge is the state of mergeEntity: T's properties before (base)
+// and after (mine) the change, by name, and what it has written.
+type entityMerge struct {
+	bp, mp           []property
+	bx, mx           map[string]int
+	done             []bool // mine's properties written
+	data, changes    []byte
+	removed, untyped string // the first property removed; the first foreign whole number without a type
+}
+
 func mergeEntity(stored []byte, bp []property, bx map[string]int, mp []property, mx map[string]int) (data, changes []byte, err error) {
 	sp, _, err := properties(stored)
 	if err != nil {
 		return nil, nil, err
 	}
-	data, changes = []byte{'{'}, []byte{'{'}
-	done := make([]bool, len(mp))
-	removed, untyped := "", ""
+	m := &entityMerge{bp: bp, mp: mp, bx: bx, mx: mx, done: make([]bool, len(mp)), data: []byte{'{'}, changes: []byte{'{'}}
 	for _, s := range sp {
-		bi, ours := bx[s.name]
-		mi, inMine := mx[s.name]
-		switch {
-		case !ours && inMine: // T writes it now (an omitempty field set)
-			done[mi] = true
-			data, changes = mp[mi].append(data), mp[mi].append(changes)
-		case !ours || !inMine && isPart(s.name):
-			data = s.append(data) // not T's, or a part past T's new count
-			if untyped == "" && s.annot == nil && wholeNumber(s.value) {
-				untyped = s.name
-			}
-		case !inMine:
-			if removed == "" {
-				removed = s.name
-			}
-		case bp[bi].same(mp[mi]):
-			done[mi] = true
-			if s.annot == nil {
-				s.annot = mp[mi].annot // the service says no type for some; T does
-			}
-			data = s.append(data)
-		default:
-			done[mi] = true
-			m := mp[mi]
-			m.value = mergeValue(s.value, bp[bi].value, m.value)
-			data, changes = m.append(data), m.append(changes)
-		}
+		m.stored(s)
 	}
-	for i, m := range mp {
-		if done[i] {
+	m.added()
+	data, changes = append(m.data, '}'), append(m.changes, '}')
+	switch {
+	case m.removed == "":
+		return data, changes, nil
+	case m.untyped != "":
+		return nil, nil, fmt.Errorf("%w: tablestore: removing property %s needs the whole entity written, and property %s, which the document type does not store, holds a whole number the service returned without its type (Edm.Int32 and whole Edm.Double values come back alike): written back it would become Edm.Int32; drop it on purpose (Doc.Extra.Without, then Replace) or store it in the type", etagstore.ErrInvalidInput, m.removed, m.untyped)
+	}
+	return data, nil, nil // a property removed: the whole entity is written
+}
+
+// write writes p into the entity, and into the changes if changed.
+func (m *entityMerge) write(p property, changed bool) {
+	m.data = p.append(m.data)
+	if changed {
+		m.changes = p.append(m.changes)
+	}
+}
+
+// stored merges s, a stored property.
+func (m *entityMerge) stored(s property) {
+	bi, ours := m.bx[s.name]
+	mi, inMine := m.mx[s.name]
+	if inMine {
+		m.done[mi] = true
+	}
+	switch {
+	case !ours && inMine: // T writes it now (an omitempty field set)
+		m.write(m.mp[mi], true)
+	case !ours || !inMine && isPart(s.name): // not T's, or a part past T's new count
+		m.write(s, false)
+		if m.untyped == "" && s.annot == nil && wholeNumber(s.value) {
+			m.untyped = s.name
+		}
+	case !inMine: // T removed it
+		if m.removed == "" {
+			m.removed = s.name
+		}
+	case m.bp[bi].same(m.mp[mi]): // T did not change it
+		if s.annot == nil {
+			s.annot = m.mp[mi].annot // the service says no type for some; T does
+		}
+		m.write(s, false)
+	default:
+		p := m.mp[mi]
+		p.value = mergeValue(s.value, m.bp[bi].value, p.value)
+		m.write(p, true)
+	}
+}
+
+// added writes the properties of mine that were not stored: those T added
+// or changed (one T has, unchanged, and the entity lacks stays absent).
+func (m *entityMerge) added() {
+	for i, p := range m.mp {
+		if m.done[i] {
 			continue
 		}
-		if bi, ok := bx[m.name]; ok && bp[bi].same(m) {
-			continue // T's, unchanged, and not stored: stays absent
+		if bi, ok := m.bx[p.name]; ok && m.bp[bi].same(p) {
+			continue
 		}
-		data, changes = m.append(data), m.append(changes)
+		m.write(p, true)
 	}
-	data, changes = append(data, '}'), append(changes, '}')
-	if removed == "" {
-		return data, changes, nil
-	}
-	if untyped != "" {
-		return nil, nil, fmt.Errorf("%w: tablestore: removing property %s needs the whole entity written, and property %s, which the document type does not store, holds a whole number the service returned without its type (Edm.Int32 and whole Edm.Double values come back alike): written back it would become Edm.Int32; drop it on purpose (Doc.Extra.Without, then Replace) or store it in the type", etagstore.ErrInvalidInput, removed, untyped)
-	}
-	return data, nil, nil
 }
 
 // wholeNumber reports whether value is a JSON number without a fraction or
