@@ -694,6 +694,9 @@ func runWorker(conn, spec string, d time.Duration) {
 		return
 	}
 	r := cellShared(context.Background(), e, parts[1], parts[2], 4, d)
+	// Each process's share and tail, on the progress output: a process
+	// starved by the others shows here, not in the pooled row.
+	fmt.Fprintf(os.Stderr, "  worker %d, %s: %d commits, p50 %.0f ms, p99 %.0f ms, max %.0f ms\n", os.Getpid(), parts[1], r.Commits, pct(r.Latency, 50), pct(r.Latency, 99), pct(r.Latency, 100))
 	_ = json.NewEncoder(os.Stdout).Encode(r)
 }
 

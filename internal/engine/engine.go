@@ -310,7 +310,7 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 		if !errors.Is(err, driver.ErrConflict) {
 			err = driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
 		}
-		return afterPause, err
+		return afterLoss, err
 	}
 	if err != nil {
 		return stop, err
@@ -321,11 +321,26 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	if err := ctx.Err(); err != nil {
 		return stop, err // nothing sent; Run reports an unsettled earlier request
 	}
+	if err := d.takeTurns(ctx, base); err != nil {
+		return stop, err // nothing sent; Run reports an unsettled earlier request
+	}
 	if !d.flight.Hold() {
 		d.then.base = base // a member left the batch: apply again without it
 		return redo, nil
 	}
 	return d.send(ctx, req, verified(base))
+}
+
+// takeTurns pauses a Based write built on a copy when its Store has held
+// the key long enough while others also write it (Heat.Pause).
+func (d *Delivery) takeTurns(ctx context.Context, base []Version) error {
+	if d.mode != Based || verified(base) {
+		return nil
+	}
+	if pause := d.env.Heat.Pause(d.name(), d.env.Clock); pause > 0 {
+		return d.env.Clock.Sleep(ctx, pause)
+	}
+	return nil
 }
 
 // base returns the versions an attempt starts from: none unless Based,

@@ -5,93 +5,208 @@ import (
 	"time"
 )
 
-// Heat remembers, per key, how hot a Store has found it lately: each
-// write that lost a race warms the key one step (up to maxHeat), each that
-// won at once cools it one step. A warm key's first backoff starts that
-// many doublings up, so that writers — in this process and, since every
-// process backs off alike, in others — spread out instead of colliding
-// again, and cool keys keep the short first delay.
+// Heat remembers, per key, how contended a Store has found it lately.
 //
-// Only warm keys take memory, and only while they are busy: heat lives in
-// two generations of heatWindow each, and a key that loses no race for two
-// windows is forgotten (cool again), so a process that touches millions of
-// keys holds heat for the ones contended lately. The zero Heat is ready;
-// safe for concurrent use.
+// Warmth: each write that lost a race warms the key one step (up to
+// maxHeat), each that won at once cools it one step. A warm key's first
+// backoff starts that many doublings up, so that writers — in this process
+// and, since every process backs off alike, in others — spread out instead
+// of colliding again, and cool keys keep the short first delay.
+//
+// Turns: a Store whose writes build on the version its last write made
+// (group commit's chaining, the version cache) wins every race on a key
+// that other processes also write — they must read before they write —
+// and would keep the key while they starve; its own writes never lose, so
+// it cannot see them. So a run of back-to-back wins on copies pauses now
+// and then before its next write: a writer of another process that is
+// trying again reads and writes in the pause, and losers that have waited
+// long retry sooner (see seniority), so the pause goes to them. While
+// there is a sign of rivals (the Store lost a race on the key within
+// turnMemory sends) a run pauses for turnPause sends every turnLength
+// sends. Without one, it pauses once after probeFirst sends, and then
+// after twice as many each time the pause drew no rival: a lone writer
+// pays a pause now and then, less and less often, and a rival that
+// started while the key was held gets its first turn within probeFirst
+// sends.
+//
+// Memory is bounded by the keys lost or written from a copy lately: heat
+// lives in two generations of heatWindow each, and a key not written for
+// two windows is forgotten, so a process that touches millions of keys
+// holds heat for the ones busy lately. The zero Heat is ready; safe for
+// concurrent use.
 type Heat struct {
 	mu    sync.Mutex
-	cur   map[string]int // warmed or looked at in this window
-	old   map[string]int // the window before
-	since time.Time      // when cur's window began
+	cur   map[string]*heat // written in this window
+	old   map[string]*heat // the window before
+	since time.Time        // when cur's window began
+}
+
+// heat is one key's.
+type heat struct {
+	n     int           // warmth: doublings up
+	rival time.Time     // the last sign of a rival writer
+	run   time.Time     // when the current run of back-to-back wins began (zero: none)
+	last  time.Time     // the last win
+	send  time.Duration // how long a write of the key takes (moving average)
+	probe int           // sends before the next pause without a sign of rivals
 }
 
 const (
 	maxHeat    = 5
 	heatWindow = time.Minute
+
+	turnLength = 5   // sends a run of wins lasts before it pauses
+	turnPause  = 3   // the pause, in sends
+	turnMemory = 100 // sends after the last sign of a rival that turns go on
+	probeFirst = 32  // sends a run without a sign of rivals lasts before it pauses
+	probeLast  = 1 << 16
 )
 
 // Warmth is how many doublings up key's first backoff starts.
 func (h *Heat) Warmth(key string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if n, ok := h.cur[key]; ok {
-		return n
+	if e := h.peek(key); e != nil {
+		return e.n
+	}
+	return 0
+}
+
+// Current reports whether key is warm now: the windows are moved on to
+// clock's time first (read only when some key is known).
+func (h *Heat) Current(key string, clock Clock) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.idle() {
+		return false
+	}
+	h.turn(clock.Now())
+	e := h.peek(key)
+	return e != nil && e.n > 0
+}
+
+// Learn records the outcome of a write of key that took attempts; clock
+// tells the time (read only when some key is known).
+func (h *Heat) Learn(key string, attempts int, clock Clock) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if attempts <= 1 && h.idle() {
+		return // nothing known: nothing to cool, no clock read
+	}
+	now := clock.Now()
+	h.turn(now)
+	e := h.take(key, attempts > 1)
+	switch {
+	case e == nil:
+	case attempts > 1:
+		e.n = min(e.n+1, maxHeat)
+		e.rival, e.run, e.probe = now, time.Time{}, probeFirst // a new run starts at the next win
+	case e.n > 0:
+		e.n--
+	}
+}
+
+// Won records a write of key that landed after a send that took took;
+// copy says it was built on a copy (a version not read during its call).
+// Clock is read only when the key is known or copy.
+func (h *Heat) Won(key string, took time.Duration, copy bool, clock Clock) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !copy && h.idle() {
+		return
+	}
+	e := h.peek(key)
+	if e == nil && !copy {
+		return
+	}
+	now := clock.Now()
+	if e == nil {
+		h.turn(now)
+		e = h.take(key, true)
+	}
+	if e.probe == 0 {
+		e.probe = probeFirst
+	}
+	if e.send == 0 {
+		e.send = took
+	}
+	e.send = (3*e.send + took) / 4
+	if e.run.IsZero() || now.Sub(e.last) > turnPause*e.send {
+		e.run = now // idle for a pause's length: others had their turn
+	}
+	e.last = now
+}
+
+// Pause is how long a write of key built on a copy waits before it is
+// sent, so that writers in other processes get their turn: turnPause
+// sends once the current run of back-to-back wins has lasted turnLength
+// sends (with a sign of rivals) or the probe's length (without), and the
+// run then starts again; otherwise zero.
+func (h *Heat) Pause(key string, clock Clock) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.idle() {
+		return 0
+	}
+	e := h.peek(key)
+	if e == nil || e.run.IsZero() || e.send <= 0 {
+		return 0
+	}
+	now := clock.Now()
+	length := time.Duration(turnLength)
+	if e.rival.IsZero() || now.Sub(e.rival) > turnMemory*e.send {
+		length = time.Duration(e.probe)
+		if now.Sub(e.run) >= length*e.send {
+			e.probe = min(2*e.probe, probeLast) // if it draws no rival, the next comes later
+		}
+	}
+	if now.Sub(e.run) < length*e.send {
+		return 0
+	}
+	e.run = time.Time{}
+	return turnPause * e.send
+}
+
+// idle reports whether no key is known (h.mu held).
+func (h *Heat) idle() bool { return len(h.cur) == 0 && len(h.old) == 0 }
+
+// peek returns key's heat, if known (h.mu held).
+func (h *Heat) peek(key string) *heat {
+	if e, ok := h.cur[key]; ok {
+		return e
 	}
 	return h.old[key]
 }
 
-// Current reports whether key is warm now: the windows are moved on to
-// clock's time first (read only when some key is warm).
-func (h *Heat) Current(key string, clock Clock) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.cur) == 0 && len(h.old) == 0 {
-		return false
+// take returns key's heat moved to the current window, or a new one if
+// create (h.mu held); nil when key is not known and not create.
+func (h *Heat) take(key string, create bool) *heat {
+	e, ok := h.cur[key]
+	if ok {
+		return e
 	}
-	h.turn(clock.Now())
-	if n, ok := h.cur[key]; ok {
-		return n > 0
-	}
-	return h.old[key] > 0
-}
-
-// Learn records the outcome of a write of key that took attempts; clock
-// tells the time (read only when some key is warm).
-func (h *Heat) Learn(key string, attempts int, clock Clock) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if attempts <= 1 && len(h.cur) == 0 && len(h.old) == 0 {
-		return // nothing warm: nothing to cool, no clock read
-	}
-	h.turn(clock.Now())
-	n, ok := h.cur[key]
-	if !ok {
-		n = h.old[key]
+	if e, ok = h.old[key]; ok {
 		delete(h.old, key)
-	}
-	switch {
-	case attempts > 1:
-		n = min(n+1, maxHeat)
-	case n > 0:
-		n--
-	}
-	if n == 0 {
-		delete(h.cur, key)
-		return
+	} else if !create {
+		return nil
+	} else {
+		e = &heat{}
 	}
 	if h.cur == nil {
-		h.cur = map[string]int{}
+		h.cur = map[string]*heat{}
 	}
-	h.cur[key] = n
+	h.cur[key] = e
+	return e
 }
 
 // turn starts a new window when the current one is over; two windows
-// after its last lost race a key is gone.
+// after it was last written a key is gone.
 func (h *Heat) turn(now time.Time) {
 	switch {
 	case h.since.IsZero():
 		h.since = now
 	case now.Sub(h.since) >= 2*heatWindow:
-		h.cur, h.old, h.since = nil, nil, now // idle for a whole window: all cool
+		h.cur, h.old, h.since = nil, nil, now // idle for a whole window: all forgotten
 	case now.Sub(h.since) >= heatWindow:
 		h.cur, h.old, h.since = nil, h.cur, now
 	}

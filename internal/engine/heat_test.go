@@ -66,3 +66,92 @@ func TestContentionKeepsHotKeysWarm(t *testing.T) {
 		t.Errorf("after one uncontended write warmth %d, want %d", got, maxHeat-1)
 	}
 }
+
+// sendRun writes key n times back to back from a copy, each send taking
+// send, and returns after which writes (1-based) a pause came and how long
+// the pauses were in all.
+func sendRun(h *Heat, clock *manualClock, key string, n int, send time.Duration) (at []int, paused time.Duration) {
+	for i := 1; i <= n; i++ {
+		if p := h.Pause(key, clock); p > 0 {
+			at = append(at, i)
+			paused += p
+			clock.now = clock.now.Add(p)
+		}
+		clock.now = clock.now.Add(send)
+		h.Won(key, send, true, clock)
+		h.Learn(key, 1, clock)
+	}
+	return at, paused
+}
+
+// A run of wins from copies with no sign of rivals pauses to probe for
+// them after 32 sends, then after twice as many each time: 3 pauses of 3
+// sends in 250 sends. After a lost race, a run pauses once it has lasted
+// 5 sends (before every 6th write), until 100 sends' time has passed
+// without another loss; then the probes start over from 32 sends.
+func TestTurns(t *testing.T) {
+	const send = 10 * time.Millisecond
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	var h Heat
+	at, paused := sendRun(&h, clock, "k", 250, send)
+	if want := []int{34, 99, 228}; fmt.Sprint(at) != fmt.Sprint(want) || paused != 3*turnPause*send {
+		t.Errorf("lone writer: pauses before sends %v (%v in all), want before %v", at, paused, want)
+	}
+
+	h.Learn("k", 2, clock) // a lost race: a rival
+	at, _ = sendRun(&h, clock, "k", 120, send)
+	n := len(at)
+	if n < 10 || at[0] != 7 || at[1]-at[0] != 6 || at[n-2]-at[n-3] != 6 {
+		t.Fatalf("after a lost race: pauses before sends %v, want one before every 6th", at)
+	}
+	if gap := at[n-1] - at[n-2]; gap < probeFirst || at[n-1] > 110 {
+		t.Errorf("after a lost race: pauses before sends %v, want probes (32 sends apart) once 1 s passed without a loss", at)
+	}
+
+	// Idle for a pause's length between writes: no run builds up.
+	for range 50 {
+		if p := h.Pause("k", clock); p > 0 {
+			t.Fatalf("a write after an idle spell paused %v", p)
+		}
+		clock.now = clock.now.Add(send + turnPause*send + time.Millisecond)
+		h.Won("k", send, true, clock)
+	}
+
+	// A key written only from reads is never tracked.
+	var cold Heat
+	for range 100 {
+		cold.Won("r", send, false, clock)
+		if p := cold.Pause("r", clock); p > 0 {
+			t.Fatalf("a key written from reads paused %v", p)
+		}
+	}
+	if !cold.idle() {
+		t.Error("a key written only from reads is tracked")
+	}
+}
+
+// seniority leaves a young write's backoff as it is, then shrinks it as
+// the write waits longer, never below the floor.
+func TestSeniority(t *testing.T) {
+	const took, floor = 20 * time.Millisecond, time.Millisecond
+	limit := 250 * time.Millisecond
+	for _, c := range []struct {
+		waited, want time.Duration
+	}{
+		{0, limit},
+		{patience * took, limit},
+		{2 * patience * took, took},
+		{4 * patience * took, took / 2},
+		{1000 * patience * took, floor},
+	} {
+		if got := seniority(limit, took, c.waited, floor); got != c.want {
+			t.Errorf("waited %v: cap %v, want %v", c.waited, got, c.want)
+		}
+	}
+	if got := seniority(time.Millisecond*10, took, 2*patience*took, floor); got != 10*time.Millisecond {
+		t.Errorf("a cap below the senior one grew to %v", got)
+	}
+	if got := seniority(limit, 0, time.Hour, floor); got != limit {
+		t.Errorf("an attempt that took no time changed the cap to %v", got)
+	}
+}

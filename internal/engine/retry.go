@@ -29,13 +29,14 @@ type next uint8
 
 const (
 	stop       next = iota // done: return the attempt's error (nil or not)
-	afterPause             // lost a race: try again after a jittered backoff
+	afterLoss              // lost a race: try again after a jittered backoff, sooner the longer the write has waited
+	afterPause             // refused unapplied (throttled): try again after a jittered backoff
 	now                    // try again at once (resolving a lost response)
 	redo                   // start the attempt again at once: nothing was sent, it does not count
 )
 
-// step is one attempt. With afterPause or now, err is what is returned if
-// no attempt is left.
+// step is one attempt. With afterLoss, afterPause or now, err is what is
+// returned if no attempt is left.
 type step func(ctx context.Context, attempt int) (next, error)
 
 // retry is the one retry loop: it runs a delivery's attempts and returns
@@ -43,7 +44,11 @@ type step func(ctx context.Context, attempt int) (next, error)
 // ctx.Err(), unwrapped, so errors.Is(err, context.Canceled) holds. The
 // delay before attempt n+1 is drawn uniformly from [0, cap) ("full
 // jitter"), cap growing by 2 from InitialInterval to MaxInterval; warm > 0
-// starts it warm doublings up (see Heat).
+// starts it warm doublings up (see Heat). After a lost race, a write that
+// has waited longer than patience attempts takes a cap that shrinks as
+// it waits (see seniority), so that of the writers a key's holder pauses
+// for (Heat.Pause), those that have waited longest are the likeliest to
+// be trying when it does.
 func (env *Env) retry(ctx context.Context, attempt step, warm int, op string) (int, error) {
 	p := env.Policy
 	b := &backoff.ExponentialBackOff{
@@ -63,6 +68,7 @@ func (env *Env) retry(ctx context.Context, attempt step, warm int, op string) (i
 		if err := ctx.Err(); err != nil {
 			return n - 1, err
 		}
+		began := env.Clock.Now()
 		then, err := attempt(ctx, n)
 		if then == redo {
 			n--
@@ -81,6 +87,9 @@ func (env *Env) retry(ctx context.Context, attempt step, warm int, op string) (i
 			env.Hooks.Attempted(ctx, n, err, 0)
 			return n, err
 		}
+		if then == afterLoss {
+			limit = seniority(limit, env.Clock.Now().Sub(began), b.GetElapsedTime(), p.InitialInterval)
+		}
 		delay := fullJitter(limit)
 		env.Hooks.Attempted(ctx, n, err, delay)
 		env.Hooks.Retrying(ctx, op, n, delay, err)
@@ -88,6 +97,25 @@ func (env *Env) retry(ctx context.Context, attempt step, warm int, op string) (i
 			return n, err
 		}
 	}
+}
+
+// patience is how many attempts' time a write that lost its races waits
+// before its backoff shrinks (seniority).
+const patience = 4
+
+// seniority is the backoff cap after a lost race of a write whose last
+// attempt took took and which has waited waited in all: limit until it has
+// waited patience attempts, then at most 2 attempts scaled down by how
+// much longer than that it has waited, and never below floor. Writers of
+// a key that another process holds thus retry more often the longer they
+// have waited, and the one that has waited longest is the likeliest to
+// take the key in its holder's pause (Heat.Pause).
+func seniority(limit, took, waited, floor time.Duration) time.Duration {
+	if took <= 0 || waited <= patience*took {
+		return limit
+	}
+	senior := time.Duration(float64(2*took) * float64(patience*took) / float64(waited))
+	return min(limit, max(senior, floor))
 }
 
 // fullJitter draws a delay uniformly from [0, limit).

@@ -18,9 +18,13 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 		return stop, err // nothing sent; Run reports an unsettled earlier request
 	}
 	d.res.Held = req[0].Write.Cond.ETag
+	began := d.env.Clock.Now()
 	out, err := d.transmit(ctx, req)
 	switch {
 	case err == nil:
+		if d.mode == Based {
+			d.env.Heat.Won(d.name(), d.env.Clock.Now().Sub(began), !verified, d.env.Clock)
+		}
 		d.unsettled = nil
 		d.res.Out, d.res.Sent, d.res.FromCopy = out, req, !verified
 		return stop, nil
@@ -97,7 +101,7 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 		return now, err
 	case conflict || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound) && refused(req, err).Write.Cond.Kind != driver.CondCreate:
 		d.then = carry{check: req, raced: true}
-		return afterPause, err
+		return afterLoss, err
 	}
 	return stop, err
 }
@@ -132,7 +136,7 @@ func (d *Delivery) settle(ctx context.Context, req Request) (next, error) {
 		d.unsettled = nil
 		d.flight.Release()
 		d.then = carry{base: base, raced: true}
-		return afterPause, fmt.Errorf("%w: %q moved on", driver.ErrConflict, d.name())
+		return afterLoss, fmt.Errorf("%w: %q moved on", driver.ErrConflict, d.name())
 	}
 	return stop, d.unknown(d.unsettled)
 }
