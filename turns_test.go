@@ -40,12 +40,14 @@ func (l laggyBackend) Write(ctx context.Context, key string, w driver.Write) (et
 }
 
 // Four Stores (four processes) of four goroutines each increment one key
-// for 5 s over a 10 ms round trip. A Store whose batches chain from the
+// for 8 s over a 10 ms round trip. A Store whose batches chain from the
 // version it wrote wins every race — the others must read first — so
 // without turns one Store keeps the key for the whole run while the others
-// starve (4 commits each, their longest Update the whole 5 s). With turns
-// each Store commits a share, and the longest Update stays under half the
-// run (under 1.6 s in 300 runs). Time is the bubble's: the figures do not
+// starve (4 commits each, their longest Update the whole run). With turns
+// each Store commits a share (at least 1/16 of the commits), and no Update
+// waits 5 s: the first holder probes for rivals after 128 writes (1.3 s),
+// and from then on the Stores take turns of 100 ms (in 300 runs the
+// longest Update was 1.6–3.4 s). Time is the bubble's: the figures do not
 // depend on the machine's speed.
 func TestHotKeyTurnsAcrossProcesses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -56,7 +58,7 @@ func TestHotKeyTurnsAcrossProcesses(t *testing.T) {
 		if _, err := etagstore.New[counter](mem, nil).Create(ctx, "hot", counter{}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(8 * time.Second)
 		var mu sync.Mutex
 		commits := make([]int, procs)
 		var longest time.Duration
@@ -95,17 +97,17 @@ func TestHotKeyTurnsAcrossProcesses(t *testing.T) {
 		if least := slices.Min(commits); least < total/16 {
 			t.Errorf("a Store committed %d of %d: starved (a fair share is %d)", least, total, total/procs)
 		}
-		if longest > 2500*time.Millisecond {
-			t.Errorf("longest Update took %v, want under 2.5 s", longest)
+		if longest > 5*time.Second {
+			t.Errorf("longest Update took %v, want under 5 s of the 8 s run", longest)
 		}
 	})
 }
 
 // A lone Store streaming Updates on a key nobody else writes pauses only
 // to probe for rivals, less and less often: over 250 writes of 10 ms
-// (4 goroutines, batches of 4), after 32, 96 and 224 writes, 30 ms each.
-// With turns taken as for a key with rivals (every 5 writes) it would
-// pause 50 times.
+// (4 goroutines, batches of 4), once, after 128 writes, for 30 ms. With
+// turns taken as for a key with rivals (every 5 writes) it would pause 40
+// times.
 func TestHotKeyTurnsCostALoneWriterLittle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer runOutTimers()
@@ -131,8 +133,8 @@ func TestHotKeyTurnsCostALoneWriterLittle(t *testing.T) {
 		took := time.Since(began)
 		reads, writes := time.Duration(lb.reads.Load()), time.Duration(lb.writes.Load())
 		t.Logf("1000 increments: %d writes, %d reads, %v", writes, reads, took)
-		if paused := took - (writes+reads)*10*time.Millisecond; paused > 100*time.Millisecond {
-			t.Errorf("1000 uncontended increments took %v: %v more than their %d writes and %d reads, want at most 3 pauses of 30 ms", took, paused, writes, reads)
+		if paused := took - (writes+reads)*10*time.Millisecond; paused > 40*time.Millisecond {
+			t.Errorf("1000 uncontended increments took %v: %v more than their %d writes and %d reads, want at most one pause of 30 ms", took, paused, writes, reads)
 		}
 	})
 }

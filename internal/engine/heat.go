@@ -27,12 +27,14 @@ import (
 // after twice as many each time the pause drew no rival: a lone writer
 // pays a pause now and then, less and less often, and a rival that
 // started while the key was held gets its first turn within probeFirst
-// sends.
+// sends. A turn lasts at least turnFloor: where sends are fast (Azurite
+// on loopback) shorter turns would spend the service on hand-overs.
 //
-// Memory is bounded by the keys lost or written from a copy lately: heat
-// lives in two generations of heatWindow each, and a key not written for
-// two windows is forgotten, so a process that touches millions of keys
-// holds heat for the ones busy lately. The zero Heat is ready; safe for
+// Memory is bounded by the keys that lost races lately, and by at most
+// maxRuns keys a window whose runs of wins it follows with no race lost:
+// heat lives in two generations of heatWindow each, and a key not written
+// for two windows is forgotten, so a process that touches millions of
+// keys holds heat for the ones busy lately. The zero Heat is ready; safe for
 // concurrent use.
 type Heat struct {
 	mu    sync.Mutex
@@ -55,11 +57,13 @@ const (
 	maxHeat    = 5
 	heatWindow = time.Minute
 
-	turnLength = 5   // sends a run of wins lasts before it pauses
-	turnPause  = 3   // the pause, in sends
-	turnMemory = 100 // sends after the last sign of a rival that turns go on
-	probeFirst = 32  // sends a run without a sign of rivals lasts before it pauses
+	turnLength = 5                      // sends a run of wins lasts before it pauses
+	turnPause  = 3                      // the pause, in sends
+	turnMemory = 100                    // sends after the last sign of a rival that turns go on
+	probeFirst = 128                    // sends a run without a sign of rivals lasts before it pauses
+	turnFloor  = 100 * time.Millisecond // the shortest turn, at any latency
 	probeLast  = 1 << 16
+	maxRuns    = 4096 // keys a window starts following on a win alone
 )
 
 // Warmth is how many doublings up key's first backoff starts.
@@ -122,6 +126,9 @@ func (h *Heat) Won(key string, took time.Duration, copy bool, clock Clock) {
 	now := clock.Now()
 	if e == nil {
 		h.turn(now)
+		if len(h.cur) >= maxRuns {
+			return // following enough keys: one that loses a race is followed then
+		}
 		e = h.take(key, true)
 	}
 	if e.probe == 0 {
@@ -140,8 +147,8 @@ func (h *Heat) Won(key string, took time.Duration, copy bool, clock Clock) {
 // Pause is how long a write of key built on a copy waits before it is
 // sent, so that writers in other processes get their turn: turnPause
 // sends once the current run of back-to-back wins has lasted turnLength
-// sends (with a sign of rivals) or the probe's length (without), and the
-// run then starts again; otherwise zero.
+// sends (with a sign of rivals) or the probe's length (without), and at
+// least turnFloor; the run then starts again. Otherwise zero.
 func (h *Heat) Pause(key string, clock Clock) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -153,15 +160,16 @@ func (h *Heat) Pause(key string, clock Clock) time.Duration {
 		return 0
 	}
 	now := clock.Now()
+	probing := e.rival.IsZero() || now.Sub(e.rival) > turnMemory*e.send
 	length := time.Duration(turnLength)
-	if e.rival.IsZero() || now.Sub(e.rival) > turnMemory*e.send {
+	if probing {
 		length = time.Duration(e.probe)
-		if now.Sub(e.run) >= length*e.send {
-			e.probe = min(2*e.probe, probeLast) // if it draws no rival, the next comes later
-		}
 	}
-	if now.Sub(e.run) < length*e.send {
+	if now.Sub(e.run) < max(length*e.send, turnFloor) {
 		return 0
+	}
+	if probing {
+		e.probe = min(2*e.probe, probeLast) // if it draws no rival, the next comes later
 	}
 	e.run = time.Time{}
 	return turnPause * e.send

@@ -85,27 +85,27 @@ func sendRun(h *Heat, clock *manualClock, key string, n int, send time.Duration)
 }
 
 // A run of wins from copies with no sign of rivals pauses to probe for
-// them after 32 sends, then after twice as many each time: 3 pauses of 3
-// sends in 250 sends. After a lost race, a run pauses once it has lasted
+// them after 128 sends, then after twice as many each time: 2 pauses of 3
+// sends in 500 sends. After a lost race, a run pauses once it has lasted
 // 5 sends (before every 6th write), until 100 sends' time has passed
-// without another loss; then the probes start over from 32 sends.
+// without another loss; then the probes start over from 128 sends.
 func TestTurns(t *testing.T) {
-	const send = 10 * time.Millisecond
+	const send = 30 * time.Millisecond // 5 sends: longer than turnFloor
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
 	var h Heat
-	at, paused := sendRun(&h, clock, "k", 250, send)
-	if want := []int{34, 99, 228}; fmt.Sprint(at) != fmt.Sprint(want) || paused != 3*turnPause*send {
+	at, paused := sendRun(&h, clock, "k", 500, send)
+	if want := []int{130, 387}; fmt.Sprint(at) != fmt.Sprint(want) || paused != 2*turnPause*send {
 		t.Errorf("lone writer: pauses before sends %v (%v in all), want before %v", at, paused, want)
 	}
 
 	h.Learn("k", 2, clock) // a lost race: a rival
-	at, _ = sendRun(&h, clock, "k", 120, send)
+	at, _ = sendRun(&h, clock, "k", 250, send)
 	n := len(at)
 	if n < 10 || at[0] != 7 || at[1]-at[0] != 6 || at[n-2]-at[n-3] != 6 {
 		t.Fatalf("after a lost race: pauses before sends %v, want one before every 6th", at)
 	}
-	if gap := at[n-1] - at[n-2]; gap < probeFirst || at[n-1] > 110 {
-		t.Errorf("after a lost race: pauses before sends %v, want probes (32 sends apart) once 1 s passed without a loss", at)
+	if gap := at[n-1] - at[n-2]; gap < probeFirst || gap > probeFirst+turnLength+1 {
+		t.Errorf("after a lost race: pauses before sends %v, want probes (128 sends apart) once 100 sends passed without a loss", at)
 	}
 
 	// Idle for a pause's length between writes: no run builds up.
@@ -133,7 +133,7 @@ func TestTurns(t *testing.T) {
 // seniority leaves a young write's backoff as it is, then shrinks it as
 // the write waits longer, never below the floor.
 func TestSeniority(t *testing.T) {
-	const took, floor = 20 * time.Millisecond, time.Millisecond
+	const took, floor = 40 * time.Millisecond, time.Millisecond // 4 attempts: longer than turnFloor
 	limit := 250 * time.Millisecond
 	for _, c := range []struct {
 		waited, want time.Duration
@@ -153,5 +153,29 @@ func TestSeniority(t *testing.T) {
 	}
 	if got := seniority(limit, 0, time.Hour, floor); got != limit {
 		t.Errorf("an attempt that took no time changed the cap to %v", got)
+	}
+	// Fast attempts (1 ms: loopback) wait turnFloor before they shrink.
+	if got := seniority(limit, time.Millisecond, turnFloor, floor); got != limit {
+		t.Errorf("after waiting turnFloor, 1 ms attempts have cap %v, want %v", got, limit)
+	}
+	if got := seniority(limit, time.Millisecond, 2*turnFloor, floor); got != time.Millisecond {
+		t.Errorf("after waiting 2 turnFloors, 1 ms attempts have cap %v, want 1ms", got)
+	}
+}
+
+// Wins from copies alone make Heat follow at most maxRuns keys a window;
+// a key that loses a race is followed whatever the count.
+func TestTurnsFollowBoundedKeys(t *testing.T) {
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	var h Heat
+	for i := range 3 * maxRuns {
+		h.Won(fmt.Sprintf("key-%d", i), time.Millisecond, true, clock)
+	}
+	if n := len(h.cur) + len(h.old); n != maxRuns {
+		t.Errorf("following %d keys after wins on %d, want %d", n, 3*maxRuns, maxRuns)
+	}
+	h.Learn("lost", 2, clock)
+	if h.Warmth("lost") != 1 {
+		t.Error("a key that lost a race is not followed once the bound is reached")
 	}
 }

@@ -99,22 +99,23 @@ func (env *Env) retry(ctx context.Context, attempt step, warm int, op string) (i
 	}
 }
 
-// patience is how many attempts' time a write that lost its races waits
-// before its backoff shrinks (seniority).
+// patience is how many attempts' time (and at least a turn, turnFloor) a
+// write that lost its races waits before its backoff shrinks (seniority).
 const patience = 4
 
 // seniority is the backoff cap after a lost race of a write whose last
 // attempt took took and which has waited waited in all: limit until it has
-// waited patience attempts, then at most 2 attempts scaled down by how
-// much longer than that it has waited, and never below floor. Writers of
+// waited its patience, then at most 2 attempts scaled down by how much
+// longer than that it has waited, and never below floor. Writers of
 // a key that another process holds thus retry more often the longer they
 // have waited, and the one that has waited longest is the likeliest to
 // take the key in its holder's pause (Heat.Pause).
 func seniority(limit, took, waited, floor time.Duration) time.Duration {
-	if took <= 0 || waited <= patience*took {
+	wait := max(patience*took, turnFloor)
+	if took <= 0 || waited <= wait {
 		return limit
 	}
-	senior := time.Duration(float64(2*took) * float64(patience*took) / float64(waited))
+	senior := time.Duration(float64(2*took) * float64(wait) / float64(waited))
 	return min(limit, max(senior, floor))
 }
 
