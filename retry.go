@@ -21,22 +21,22 @@ import (
 // jitter"), where cap grows exponentially from InitialInterval by a factor of
 // 2 up to MaxInterval; on a key that keeps losing races it starts higher
 // (the engine's contention heat). A write that has lost races for longer
-// than four of its attempts takes a cap that shrinks the longer it waits,
-// so that of the writers waiting for a hot key, those that have waited
-// longest retry most often. A zero field takes its default. The loop
-// itself is the engine's (internal/engine, retry.go).
+// than four of its attempts (and at least 100 ms) takes a cap that shrinks
+// the longer it waits, so that of the writers waiting for a hot key, those
+// that have waited longest retry most often. A zero field takes its
+// default. The loop itself is the engine's (internal/engine, retry.go).
 //
 // Turns. A Store whose writes start from the version it wrote last (group
 // commit, the version cache) wins every race on a key that other
 // processes also write, since they must read before they write; it cannot
 // see them starve. So a run of back-to-back writes of one key from such
-// copies pauses now and then for three of its writes' time before the
-// next: after the Store lost a race on the key lately, every 5 writes;
-// otherwise once after 128, then after twice as many each time the pause
-// drew nobody. The writers waiting elsewhere take the key in the pauses.
-// Four processes of 4 goroutines on one table key at 10 ms keep their
-// commits/s and their longest Update falls from seconds to under a second
-// (docs/performance.md, "Turns").
+// copies pauses now and then, for three of its writes' time, before the
+// next: once it has lasted 5 writes and 100 ms when the Store lost a race
+// on the key lately; otherwise once after 128 writes, then after twice as
+// many each time the pause drew nobody. The writers waiting elsewhere take
+// the key in the pauses. Four processes of 4 goroutines on one table key
+// keep their commits/s and no process starves (docs/performance.md,
+// "Turns").
 type RetryPolicy struct {
 	// MaxAttempts, if positive, is the number of attempts before giving
 	// up (with a *ConflictError after lost races) even though time

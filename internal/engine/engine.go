@@ -250,9 +250,10 @@ func (d *Delivery) Run(ctx context.Context) (Result, error) {
 	if d.mode != Blind && len(d.keys) > 0 {
 		warm = d.env.Heat.Warmth(d.name())
 	}
-	attempts, err := d.env.retry(ctx, d.attempt, warm, d.op)
+	attempts, err := d.env.retry(ctx, d.attempt, warm, d.op, d.senior)
 	if d.mode != Blind && len(d.keys) > 0 {
 		d.env.Heat.Learn(d.name(), attempts, d.env.Clock)
+		d.env.Heat.Retire(d.name(), d)
 	}
 	d.res.Attempts = attempts
 	d.res.Raced = d.then.raced
@@ -269,6 +270,12 @@ func (d *Delivery) Run(ctx context.Context) (Result, error) {
 		return d.res, driver.Errorf(driver.ErrConflict, "%s %q lost every race, the last refused as %s", d.op, d.name(), last)
 	}
 	return d.res, err
+}
+
+// senior reports whether d is its Store's longest-waiting write of its key
+// (Heat.Senior), asked once d has waited its patience.
+func (d *Delivery) senior() bool {
+	return d.mode != Blind && len(d.keys) > 0 && d.env.Heat.Senior(d.name(), d, d.env.Clock)
 }
 
 // name is the key that names the write in errors and logs.

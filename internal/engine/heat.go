@@ -51,6 +51,9 @@ type heat struct {
 	last  time.Time     // the last win
 	send  time.Duration // how long a write of the key takes (moving average)
 	probe int           // sends before the next pause without a sign of rivals
+
+	senior      any       // the Store's longest-waiting write of the key (nil: none)
+	seniorSince time.Time // when it last claimed it
 }
 
 const (
@@ -64,6 +67,8 @@ const (
 	turnFloor  = 100 * time.Millisecond // the shortest turn, at any latency
 	probeLast  = 1 << 16
 	maxRuns    = 4096 // keys a window starts following on a win alone
+
+	seniorLease = time.Second // a senior write that has not asked for this long loses its place
 )
 
 // Warmth is how many doublings up key's first backoff starts.
@@ -173,6 +178,36 @@ func (h *Heat) Pause(key string, clock Clock) time.Duration {
 	}
 	e.run = time.Time{}
 	return turnPause * e.send
+}
+
+// Senior reports whether w, a write of key that has waited its patience,
+// is the Store's senior write of the key: the first to ask while no other
+// holds the place (or its holder has not asked for seniorLease), and then
+// until it retires. Only the senior write's backoff shrinks as it waits
+// (seniority): one poller per key and Store, however many wait.
+func (h *Heat) Senior(key string, w any, clock Clock) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := clock.Now()
+	h.turn(now)
+	e := h.take(key, true)
+	if e.senior != nil && e.senior != w && now.Sub(e.seniorSince) < seniorLease {
+		return false
+	}
+	e.senior, e.seniorSince = w, now
+	return true
+}
+
+// Retire gives up w's senior place for key, if it holds it.
+func (h *Heat) Retire(key string, w any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.idle() {
+		return
+	}
+	if e := h.peek(key); e != nil && e.senior == w {
+		e.senior = nil
+	}
 }
 
 // idle reports whether no key is known (h.mu held).

@@ -179,3 +179,25 @@ func TestTurnsFollowBoundedKeys(t *testing.T) {
 		t.Error("a key that lost a race is not followed once the bound is reached")
 	}
 }
+
+// One write per key and Store is senior at a time: the first to ask,
+// until it retires or stops asking for seniorLease; then the next.
+func TestSeniorIsOnePerKey(t *testing.T) {
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	var h Heat
+	a, b := new(int), new(int)
+	if !h.Senior("k", a, clock) || h.Senior("k", b, clock) || !h.Senior("k", a, clock) {
+		t.Fatal("a second write took the senior place while the first held it")
+	}
+	if !h.Senior("other", b, clock) {
+		t.Fatal("another key's senior place is taken")
+	}
+	h.Retire("k", a)
+	if !h.Senior("k", b, clock) {
+		t.Fatal("the place was not free after its write retired")
+	}
+	clock.now = clock.now.Add(seniorLease + time.Millisecond)
+	if !h.Senior("k", a, clock) {
+		t.Error("a senior that stopped asking kept its place past seniorLease")
+	}
+}

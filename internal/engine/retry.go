@@ -45,11 +45,10 @@ type step func(ctx context.Context, attempt int) (next, error)
 // delay before attempt n+1 is drawn uniformly from [0, cap) ("full
 // jitter"), cap growing by 2 from InitialInterval to MaxInterval; warm > 0
 // starts it warm doublings up (see Heat). After a lost race, a write that
-// has waited longer than patience attempts takes a cap that shrinks as
-// it waits (see seniority), so that of the writers a key's holder pauses
-// for (Heat.Pause), those that have waited longest are the likeliest to
-// be trying when it does.
-func (env *Env) retry(ctx context.Context, attempt step, warm int, op string) (int, error) {
+// has waited its patience takes a cap that shrinks as it waits, if senior
+// says it is its Store's longest-waiting write of the key (see
+// seniority).
+func (env *Env) retry(ctx context.Context, attempt step, warm int, op string, senior func() bool) (int, error) {
 	p := env.Policy
 	b := &backoff.ExponentialBackOff{
 		InitialInterval:     p.InitialInterval,
@@ -87,8 +86,8 @@ func (env *Env) retry(ctx context.Context, attempt step, warm int, op string) (i
 			env.Hooks.Attempted(ctx, n, err, 0)
 			return n, err
 		}
-		if then == afterLoss {
-			limit = seniority(limit, env.Clock.Now().Sub(began), b.GetElapsedTime(), p.InitialInterval)
+		if took, waited := env.Clock.Now().Sub(began), b.GetElapsedTime(); then == afterLoss && patient(took, waited) && senior() {
+			limit = seniority(limit, took, waited, p.InitialInterval)
 		}
 		delay := fullJitter(limit)
 		env.Hooks.Attempted(ctx, n, err, delay)
@@ -103,18 +102,25 @@ func (env *Env) retry(ctx context.Context, attempt step, warm int, op string) (i
 // write that lost its races waits before its backoff shrinks (seniority).
 const patience = 4
 
+// patient reports whether a write whose last attempt took took has waited
+// its patience: patience attempts, and at least turnFloor.
+func patient(took, waited time.Duration) bool {
+	return took > 0 && waited > max(patience*took, turnFloor)
+}
+
 // seniority is the backoff cap after a lost race of a write whose last
-// attempt took took and which has waited waited in all: limit until it has
-// waited its patience, then at most 2 attempts scaled down by how much
-// longer than that it has waited, and never below floor. Writers of
-// a key that another process holds thus retry more often the longer they
-// have waited, and the one that has waited longest is the likeliest to
-// take the key in its holder's pause (Heat.Pause).
+// attempt took took and which has waited waited in all, past its patience
+// (patient): at most 2 attempts, scaled down by how much longer than its
+// patience it has waited, and never below floor. The write of a key that
+// has waited longest in a Store (Heat.Senior) thus retries more often the
+// longer it waits, and is the likeliest to take the key in its holder's
+// pause (Heat.Pause); the Store's other writes of the key back off as
+// usual, so that many waiting writers do not flood the service.
 func seniority(limit, took, waited, floor time.Duration) time.Duration {
-	wait := max(patience*took, turnFloor)
-	if took <= 0 || waited <= wait {
+	if !patient(took, waited) {
 		return limit
 	}
+	wait := max(patience*took, turnFloor)
 	senior := time.Duration(float64(2*took) * float64(wait) / float64(waited))
 	return min(limit, max(senior, floor))
 }
