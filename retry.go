@@ -20,11 +20,12 @@ import (
 // The delay before attempt n+1 is drawn uniformly from [0, cap) ("full
 // jitter"), where cap grows exponentially from InitialInterval by a factor of
 // 2 up to MaxInterval; on a key that keeps losing races it starts higher
-// (the engine's contention heat). A write that has lost races for longer
-// than four of its attempts (and at least 100 ms) takes a cap that shrinks
-// the longer it waits, so that of the writers waiting for a hot key, those
-// that have waited longest retry most often. A zero field takes its
-// default. The loop itself is the engine's (internal/engine, retry.go).
+// (the engine's contention heat). The write of a key that has waited
+// longest in a Store, once it has lost races for longer than four of its
+// attempts and 100 ms, takes a cap that shrinks the longer it waits, so
+// that of the writers waiting for a hot key, the oldest retry most often
+// (one per Store and key: many waiting writers do not flood the service).
+// A zero field takes its default. The loop itself is the engine's (internal/engine, retry.go).
 //
 // Turns. A Store whose writes start from the version it wrote last (group
 // commit, the version cache) wins every race on a key that other
