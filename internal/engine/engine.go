@@ -325,29 +325,29 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	if len(req) == 0 {
 		return d.confirm(ctx, base)
 	}
+	return d.dispatch(ctx, req, base)
+}
+
+// dispatch sends req, built over base, unless ctx is done or a member of
+// the batch behind it has left (then it is built again). A Based write
+// built on a copy first pauses when its Store has held the key long
+// enough while others also write it (Heat.Pause).
+func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (next, error) {
 	if err := ctx.Err(); err != nil {
 		return stop, err // nothing sent; Run reports an unsettled earlier request
 	}
-	if err := d.takeTurns(ctx, base); err != nil {
-		return stop, err // nothing sent; Run reports an unsettled earlier request
+	if d.mode == Based && !verified(base) {
+		if pause := d.env.Heat.Pause(d.name(), d.env.Clock); pause > 0 {
+			if err := d.env.Clock.Sleep(ctx, pause); err != nil {
+				return stop, err // nothing sent, as above
+			}
+		}
 	}
 	if !d.flight.Hold() {
 		d.then.base = base // a member left the batch: apply again without it
 		return redo, nil
 	}
 	return d.send(ctx, req, verified(base))
-}
-
-// takeTurns pauses a Based write built on a copy when its Store has held
-// the key long enough while others also write it (Heat.Pause).
-func (d *Delivery) takeTurns(ctx context.Context, base []Version) error {
-	if d.mode != Based || verified(base) {
-		return nil
-	}
-	if pause := d.env.Heat.Pause(d.name(), d.env.Clock); pause > 0 {
-		return d.env.Clock.Sleep(ctx, pause)
-	}
-	return nil
 }
 
 // base returns the versions an attempt starts from: none unless Based,
