@@ -189,6 +189,8 @@ type Delivery struct {
 	then      carry
 	unsettled error // what lost the answer of a request not settled yet
 	res       Result
+	lost      bool   // some attempt lost a race (Heat.Rival)
+	claimed   string // the key whose senior place d holds (Heat.Senior)
 }
 
 // carry is what an attempt leaves to the next; at most one of resend,
@@ -250,10 +252,13 @@ func (d *Delivery) Run(ctx context.Context) (Result, error) {
 	if d.mode != Blind && len(d.keys) > 0 {
 		warm = d.env.Heat.Warmth(d.name())
 	}
+	defer d.retire() // also when user code inside the plan panics
 	attempts, err := d.env.retry(ctx, d.attempt, warm, d.op, d.senior)
 	if d.mode != Blind && len(d.keys) > 0 {
 		d.env.Heat.Learn(d.name(), attempts, d.env.Clock)
-		d.env.Heat.Retire(d.name(), d)
+		if d.lost {
+			d.env.Heat.Rival(d.name(), d.env.Clock)
+		}
 	}
 	d.res.Attempts = attempts
 	d.res.Raced = d.then.raced
@@ -275,7 +280,25 @@ func (d *Delivery) Run(ctx context.Context) (Result, error) {
 // senior reports whether d is its Store's longest-waiting write of its key
 // (Heat.Senior), asked once d has waited its patience.
 func (d *Delivery) senior() bool {
-	return d.mode != Blind && len(d.keys) > 0 && d.env.Heat.Senior(d.name(), d, d.env.Clock)
+	if d.mode == Blind || len(d.keys) == 0 {
+		return false
+	}
+	if d.claimed != "" && d.claimed != d.name() { // a transaction's first key changed
+		d.retire()
+	}
+	if !d.env.Heat.Senior(d.name(), d, d.env.Clock) {
+		return false
+	}
+	d.claimed = d.name()
+	return true
+}
+
+// retire gives up the senior place d claimed, if any.
+func (d *Delivery) retire() {
+	if d.claimed != "" {
+		d.env.Heat.Retire(d.claimed, d)
+		d.claimed = ""
+	}
 }
 
 // name is the key that names the write in errors and logs.
@@ -313,7 +336,7 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	}
 	req, err := d.plan.Build(d, base)
 	if errors.Is(err, ErrStale) && d.mode == SelfReading {
-		d.then = carry{raced: true} // a read changed: run the plan again
+		d.then, d.lost = carry{raced: true}, true // a read changed: run the plan again
 		if !errors.Is(err, driver.ErrConflict) {
 			err = driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
 		}

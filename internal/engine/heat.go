@@ -7,8 +7,8 @@ import (
 
 // Heat remembers, per key, how contended a Store has found it lately.
 //
-// Warmth: each write that lost a race warms the key one step (up to
-// maxHeat), each that won at once cools it one step. A warm key's first
+// Warmth: each write that took several attempts warms the key one step
+// (up to maxHeat), each that won at once cools it one step. A warm key's first
 // backoff starts that many doublings up, so that writers — in this process
 // and, since every process backs off alike, in others — spread out instead
 // of colliding again, and cool keys keep the short first delay.
@@ -109,10 +109,22 @@ func (h *Heat) Learn(key string, attempts int, clock Clock) {
 	case e == nil:
 	case attempts > 1:
 		e.n = min(e.n+1, maxHeat)
-		e.rival, e.run, e.probe = now, time.Time{}, probeFirst // a new run starts at the next win
 	case e.n > 0:
 		e.n--
 	}
+}
+
+// Rival records that a write of key lost a race (a 412, a copy found
+// stale, a read changed under a transaction): another writer is there, and
+// the Store takes turns (Pause). A write retried only because it was
+// throttled or its answer was lost is no sign of one.
+func (h *Heat) Rival(key string, clock Clock) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := clock.Now()
+	h.turn(now)
+	e := h.take(key, true)
+	e.rival, e.run, e.probe = now, time.Time{}, probeFirst // a new run starts at the next win
 }
 
 // Won records a write of key that landed after a send that took took;
@@ -165,6 +177,10 @@ func (h *Heat) Pause(key string, clock Clock) time.Duration {
 		return 0
 	}
 	now := clock.Now()
+	if now.Sub(e.last) > turnPause*e.send {
+		e.run = time.Time{} // idle for a pause's length: the run is over
+		return 0
+	}
 	probing := e.rival.IsZero() || now.Sub(e.rival) > turnMemory*e.send
 	length := time.Duration(turnLength)
 	if probing {

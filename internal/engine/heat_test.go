@@ -98,7 +98,7 @@ func TestTurns(t *testing.T) {
 		t.Errorf("lone writer: pauses before sends %v (%v in all), want before %v", at, paused, want)
 	}
 
-	h.Learn("k", 2, clock) // a lost race: a rival
+	h.Rival("k", clock) // a lost race: a rival
 	at, _ = sendRun(&h, clock, "k", 250, send)
 	n := len(at)
 	if n < 10 || at[0] != 7 || at[1]-at[0] != 6 || at[n-2]-at[n-3] != 6 {

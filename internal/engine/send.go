@@ -96,11 +96,12 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 		}
 		if conflict {
 			d.env.Hooks.Conflict(ctx)
+			d.lost = true
 		}
 		d.then = carry{check: req}
 		return now, err
 	case conflict || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound) && refused(req, err).Write.Cond.Kind != driver.CondCreate:
-		d.then = carry{check: req, raced: true}
+		d.then, d.lost = carry{check: req, raced: true}, true
 		return afterLoss, err
 	}
 	return stop, err
@@ -135,7 +136,7 @@ func (d *Delivery) settle(ctx context.Context, req Request) (next, error) {
 	case v == outcome.NotApplied && d.mode != Blind:
 		d.unsettled = nil
 		d.flight.Release()
-		d.then = carry{base: base, raced: true}
+		d.then, d.lost = carry{base: base, raced: true}, true
 		return afterLoss, fmt.Errorf("%w: %q moved on", driver.ErrConflict, d.name())
 	}
 	return stop, d.unknown(d.unsettled)
