@@ -14,29 +14,28 @@ import (
 	"github.com/etagstore/etagstore/memstore"
 )
 
-// laggyBackend makes every read and write take rtt, as a service across a
-// network does, and counts them. In a synctest bubble rtt is on the
-// bubble's fake clock.
+// laggyBackend is slowBackend (store_test.go) with reads as slow as its
+// writes, as a service across a network is, and both counted. It runs in
+// a synctest bubble only: the delay is on the bubble's fake clock and
+// models latency; it steers no goroutine.
 type laggyBackend struct {
-	driver.Backend
-	rtt           time.Duration
+	slowBackend
 	reads, writes *atomic.Int64
 }
 
 func newLaggy(b driver.Backend, rtt time.Duration) laggyBackend {
-	return laggyBackend{Backend: b, rtt: rtt, reads: new(atomic.Int64), writes: new(atomic.Int64)}
+	return laggyBackend{slowBackend: slowBackend{b, rtt}, reads: new(atomic.Int64), writes: new(atomic.Int64)}
 }
 
 func (l laggyBackend) Read(ctx context.Context, key string) (driver.Item, error) {
 	l.reads.Add(1)
-	time.Sleep(l.rtt)
+	time.Sleep(l.delay)
 	return l.Backend.Read(ctx, key)
 }
 
 func (l laggyBackend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
 	l.writes.Add(1)
-	time.Sleep(l.rtt)
-	return l.Backend.Write(ctx, key, w)
+	return l.slowBackend.Write(ctx, key, w)
 }
 
 // Four Stores (four processes) of four goroutines each increment one key
