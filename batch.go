@@ -122,7 +122,11 @@ type batchRun[T any] struct {
 // cache's copy, or a read) and hands out the results. It returns the
 // version it wrote, for chaining.
 func (b *batchRun[T]) commit(create bool, last []version) []version {
-	ctx, cancel := batchContext(b.members)
+	ctxs := make([]context.Context, len(b.members))
+	for i, r := range b.members {
+		ctxs[i] = r.ctx
+	}
+	ctx, cancel := batchContext(ctxs)
 	defer cancel()
 	b.timer = time.NewTimer(time.Hour)
 	defer b.timer.Stop()
@@ -288,16 +292,16 @@ func (b *batchRun[T]) hand(r *member[T], res result[T]) {
 // batchContext returns a context for a batch: done when every member's
 // context is done (one caller giving up does not stop the others' write),
 // carrying the values of the first.
-func batchContext[T any](batch []*member[T]) (context.Context, context.CancelFunc) {
-	if len(batch) == 1 {
-		return batch[0].ctx, func() {}
+func batchContext(ctxs []context.Context) (context.Context, context.CancelFunc) {
+	if len(ctxs) == 1 {
+		return ctxs[0], func() {}
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctxs[0]))
 	var mu sync.Mutex
-	live := len(batch)
-	stops := make([]func() bool, len(batch))
-	for i, r := range batch {
-		stops[i] = context.AfterFunc(r.ctx, func() {
+	live := len(ctxs)
+	stops := make([]func() bool, len(ctxs))
+	for i, c := range ctxs {
+		stops[i] = context.AfterFunc(c, func() {
 			mu.Lock()
 			defer mu.Unlock()
 			if live--; live == 0 {

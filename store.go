@@ -75,6 +75,7 @@ type Store[T any] struct {
 
 	gmu    sync.Mutex
 	groups map[groupKey]*group[T]
+	txg    txGroup[T] // concurrent transactions (txgroup.go)
 }
 
 // core is the part of a Store that knows nothing of T: the backend, the

@@ -66,8 +66,18 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *t
 	if s.abilities.Commit == nil {
 		return nil, errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(s.b))
 	}
-	t := &Txn{base: ctx, ctx: ctx, lead: &s.core}
-	res, err := t.deliver(ctx, func(t *Txn) error { return fn(s.In(t)) })
+	if s.grouped && !isUngrouped(ctx) {
+		return s.transactGrouped(ctx, fn, st)
+	}
+	return s.transactAlone(ctx, fn, 0, st)
+}
+
+// transactAlone runs fn's transaction on its own: its own reads, its own
+// commit. made is how many runs of fn a batch made (they count as
+// attempts).
+func (s *Store[T]) transactAlone(ctx context.Context, fn func(tx *Tx[T]) error, made int, st *telemetry.Stats) ([]Doc[T], error) {
+	t := &Txn{base: ctx, ctx: ctx, lead: &s.core, made: made}
+	res, err := t.deliver(ctx, func(t *Txn) error { return fn(s.In(t)) }, nil)
 	st.Attempts = res.Attempts
 	if err != nil {
 		return nil, err
@@ -87,6 +97,12 @@ type Tx[T any] struct {
 	reads  map[string]version // the version read of every key touched (missing ones too); after the commit, the version made
 	writes map[string]txWrite[T]
 	made   map[string]driver.Item // after the commit: the version each write made
+
+	// In a batch of transactions (txgroup.go): the versions the batch
+	// read ahead, and what this member's fn touched itself (nil outside
+	// a batch).
+	ahead map[string]version
+	own   *ownTouches
 }
 
 type txWrite[T any] struct {
@@ -95,6 +111,9 @@ type txWrite[T any] struct {
 	value T
 	data  []byte  // T's encoding of value
 	onto  written // data applied to the version read (not for a blind write)
+	// inherited: made by an earlier transaction of a batch; its value is
+	// that transaction's, so a Get decodes data afresh.
+	inherited bool
 }
 
 func (tx *Tx[T]) core() *core { return &tx.s.core }
@@ -169,6 +188,11 @@ func (tx *Tx[T]) Get(key string) (T, error) {
 		if w.del {
 			return zero, errorf(ErrNotFound, "%q was deleted in this transaction", key)
 		}
+		if w.inherited {
+			var v T // a copy of its own: the earlier transaction keeps its value
+			err := tx.s.codec.Unmarshal(w.data, &v)
+			return v, err
+		}
 		return w.value, nil
 	}
 	b, err := tx.version(key)
@@ -206,6 +230,7 @@ func (tx *Tx[T]) Put(key string, v T) error {
 		return err
 	}
 	tx.writes[key] = txWrite[T]{value: v, data: data, onto: w}
+	tx.own.wrote(key)
 	return nil
 }
 
@@ -237,6 +262,8 @@ func (tx *Tx[T]) Upsert(key string, v T) error {
 	}
 	tx.writes[key] = txWrite[T]{value: v, data: data, blind: true}
 	tx.txn.order = append(tx.txn.order, touch{tx, key})
+	tx.own.touch(key)
+	tx.own.wrote(key)
 	return nil
 }
 
@@ -254,12 +281,14 @@ func (tx *Tx[T]) Delete(key string) error {
 	}
 	if w, ok := tx.writes[key]; ok && !w.del && !b.Exists {
 		delete(tx.writes, key) // created here: the delete cancels it
+		tx.own.wrote(key)
 		return nil
 	}
 	if w, ok := tx.writes[key]; !b.Exists || ok && w.del {
 		return errorf(ErrNotFound, "%q", key)
 	}
 	tx.writes[key] = txWrite[T]{del: true}
+	tx.own.wrote(key)
 	return nil
 }
 
@@ -298,6 +327,7 @@ func (tx *Tx[T]) open() error {
 // first time.
 func (tx *Tx[T]) version(key string) (version, error) {
 	if b, ok := tx.reads[key]; ok {
+		tx.own.touch(key)
 		return b, nil
 	}
 	if err := tx.s.checkKey(key); err != nil {
@@ -309,16 +339,20 @@ func (tx *Tx[T]) version(key string) (version, error) {
 	if err := tx.txn.ctx.Err(); err != nil {
 		return version{}, err
 	}
-	var b version
-	if c := tx.cached(key); c != nil {
+	b, ok := tx.ahead[key] // read ahead by a batch
+	if c := tx.cached(key); !ok && c != nil {
 		b = c[0] // checked by the commit, by its ETag
-	} else {
+	} else if !ok {
 		var err error
-		if b, err = (hooks{&tx.s.core}).Read(tx.txn.ctx, key); err != nil {
+		tx.own.reading(true)
+		b, err = (hooks{&tx.s.core}).Read(tx.txn.ctx, key)
+		tx.own.reading(false)
+		if err != nil {
 			return version{}, err
 		}
 	}
 	tx.reads[key] = b
+	tx.own.touch(key)
 	if w, upserted := tx.writes[key]; upserted {
 		// An Upsert touched it already: now that fn has read it, the
 		// write is conditioned on the version read, as a Put's.

@@ -38,6 +38,7 @@ type Txn struct {
 	// against versions read): after a refusal, or a run of fn on a torn
 	// view, every key is read.
 	copies bool
+	made   int // runs of fn made before (in a batch of transactions): they count as attempts
 }
 
 // touch is a key a view touched.
@@ -86,7 +87,7 @@ func Transact(ctx context.Context, fn func(tx *Txn) error) error {
 			t.span.EndOnPanic()
 		}
 	}()
-	res, err := t.deliver(txnCtx{ctx, t}, fn)
+	res, err := t.deliver(txnCtx{ctx, t}, fn, nil)
 	if t.span != nil {
 		t.span.Stats.Attempts = res.Attempts
 		t.span.Stats.Batch = len(res.Out)
@@ -111,12 +112,13 @@ func (s *Store[T]) In(tx *Txn) *Tx[T] {
 }
 
 // deliver runs the transaction's attempts through the engine, each a run
-// of fn, and records what the commit made in the views.
-func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error) (engine.Result, error) {
+// of fn, and records what the commit made in the views. flight follows a
+// batch of transactions (txgroup.go); nil: none.
+func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error, flight engine.Flight) (engine.Result, error) {
 	_, fenced := FenceFrom(ctx)
 	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
 		t.reset()
-		t.copies = d.Attempts() <= 1 && !fenced
+		t.copies = d.Attempts() <= t.made+1 && !fenced
 		err := t.run(fn)
 		keys := make([]string, len(t.order))
 		for i, tc := range t.order {
@@ -134,7 +136,7 @@ func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error) (engine.Resul
 	}
 	fence, _ := FenceFrom(ctx)
 	res, err := engine.New(env, telemetry.OpTransact.String(), engine.SelfReading, nil, p,
-		engine.Options{Fence: fence, Fenced: fenced}).Run(ctx)
+		engine.Options{Fence: fence, Fenced: fenced, Flight: flight, Made: t.made}).Run(ctx)
 	t.done = true // committed or failed: the views read and write no more
 	if err != nil {
 		return res, err

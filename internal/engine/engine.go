@@ -186,6 +186,7 @@ type Delivery struct {
 	plan   Plan
 	flight Flight
 
+	made      int // attempts made before this delivery (Options.Made)
 	then      carry
 	unsettled error // what lost the answer of a request not settled yet
 	res       Result
@@ -212,13 +213,17 @@ type Options struct {
 	Fenced bool
 	// Flight follows a group-commit batch; nil: none.
 	Flight Flight
+	// Made is how many attempts of the write were made before this
+	// delivery (a run in a batch of transactions): they count toward the
+	// policy's MaxAttempts, and the first attempt is Made+1.
+	Made int
 }
 
 // New returns the delivery of a write of keys named op (the operation, in
 // errors and telemetry), in mode, built by plan. A SelfReading plan names
 // its keys as it reads them (SetKeys).
 func New(env *Env, op string, mode Mode, keys []string, plan Plan, o Options) *Delivery {
-	d := &Delivery{env: env, op: op, keys: keys, mode: mode, plan: plan, flight: o.Flight, fence: o.Fence, fenced: o.Fenced}
+	d := &Delivery{env: env, op: op, keys: keys, mode: mode, plan: plan, flight: o.Flight, fence: o.Fence, fenced: o.Fenced, made: o.Made}
 	if d.flight == nil {
 		d.flight = ungrouped{}
 	}
@@ -253,7 +258,7 @@ func (d *Delivery) Run(ctx context.Context) (Result, error) {
 		warm = d.env.Heat.Warmth(d.name())
 	}
 	defer d.retire() // also when user code inside the plan panics
-	attempts, err := d.env.retry(ctx, d.attempt, warm, d.op, d.senior)
+	attempts, err := d.env.retry(ctx, d.attempt, d.made, warm, d.op, d.senior)
 	if d.mode != Blind && len(d.keys) > 0 {
 		d.env.Heat.Learn(d.name(), attempts, d.env.Clock)
 		if d.lost {

@@ -47,8 +47,8 @@ type step func(ctx context.Context, attempt int) (next, error)
 // starts it warm doublings up (see Heat). After a lost race, a write that
 // has waited its patience takes a cap that shrinks as it waits, if senior
 // says it is its Store's longest-waiting write of the key (see
-// seniority).
-func (env *Env) retry(ctx context.Context, attempt step, warm int, op string, senior func() bool) (int, error) {
+// seniority). The first attempt is made+1: made were made elsewhere.
+func (env *Env) retry(ctx context.Context, attempt step, made, warm int, op string, senior func() bool) (int, error) {
 	p := env.Policy
 	b := &backoff.ExponentialBackOff{
 		InitialInterval:     p.InitialInterval,
@@ -63,7 +63,7 @@ func (env *Env) retry(ctx context.Context, attempt step, warm int, op string, se
 	for range warm {
 		b.NextBackOff()
 	}
-	for n := 1; ; n++ {
+	for n := made + 1; ; n++ {
 		if err := ctx.Err(); err != nil {
 			return n - 1, err
 		}

@@ -1,0 +1,563 @@
+package etagstore
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/telemetry"
+)
+
+// Group commit for transactions: concurrent Store.Transact calls of one
+// Store share one commit. Update's group commit (group.go, batch.go) is
+// per key; this one is per Store, since a transaction's keys are known
+// only once its fn has run.
+//
+// Locks: Store.gmu guards the Store's txGroup and every txMember and
+// txBatch field marked so, as it does for Update's groups, and is held
+// only for bookkeeping: never while user code (fn, a codec), the backend
+// or the engine runs, and no other lock is taken under it.
+//
+// A Store with no transaction in progress is idle. A caller queues, and
+// the first to find the Store idle starts a runner goroutine, which takes
+// the queue as a batch and serves batches until the queue is empty. Each
+// attempt of a batch gives its members a turn, in arrival order: the
+// member's own goroutine runs its fn on a copy (a fork) of the batch's
+// transaction so far, so that it sees the writes of the members before
+// it, and the runner adopts the fork when fn returns nil. The runner then
+// commits every adopted member's writes and checks in one atomic request,
+// through the engine like any transaction: a lost race runs the turns
+// again on fresh reads (read ahead in parallel), after the Store's
+// backoff. Each member gets the documents it put: a document a later
+// member wrote again carries a Superseded ETag, as in an Update batch.
+//
+// A member leaves the batch and runs its transaction on its own
+// (transactAlone) when its fn returns an error or panics on a view that
+// held an earlier member's writes, or on reads no longer current (its
+// error would then be made on a view that was never current); when its fn
+// returns an error matching ErrConflict; when its turn lasts turnTimeout
+// beyond its reads (a slow fn, or one that calls Transact on the same
+// Store); and when its keys cannot be committed with the batch's on its
+// own (the first member's): it then waits for the next batch. An error or
+// panic on a view of its own reads, all current, is its caller's at once,
+// as on its own.
+
+// txGroup is a Store's queue of transactions; guarded by Store.gmu.
+type txGroup[T any] struct {
+	queue   []*txMember[T]
+	running bool // a runner serves the queue
+}
+
+// txMember is one Store.Transact call in a batch.
+type txMember[T any] struct {
+	ctx    context.Context
+	fn     func(tx *Tx[T]) error
+	turns  chan *Tx[T]   // runner → caller: run fn on this fork
+	answer chan txAnswer // caller → runner (one per turn)
+	done   chan struct{} // closed when res is set
+
+	status  memberStatus // guarded by Store.gmu, as Update's members'
+	batch   *txBatch[T]
+	res     txResult[T]
+	reading bool // inside a read of its fn (guarded by Store.gmu)
+	reads   int  // reads begun (guarded by Store.gmu)
+
+	view *Tx[T] // the fork the batch adopted last (runner only)
+}
+
+// txAnswer is a member's answer to a turn.
+type txAnswer struct {
+	alone bool  // run the transaction on its own instead
+	err   error // fn's own failure, on current reads of its own
+	left  bool  // the caller left (context done) before running its turn
+}
+
+// txResult is what a member's caller returns.
+type txResult[T any] struct {
+	docs   []Doc[T]
+	err    error
+	alone  bool // run the transaction on its own instead (left out of the batch)
+	ran    int  // with alone: the runs of fn in the batch that count as attempts
+	batch  int  // the documents committed
+	tries  int  // the batch's attempts
+}
+
+// ownTouches is what one member's fn did itself in a fork: the keys it
+// touched, in order, and those it wrote. Nil outside a batch: every
+// method is then a no-op.
+type ownTouches struct {
+	keys    []string
+	seen    map[string]bool
+	written map[string]bool
+	onRead  func(start bool)
+}
+
+func (o *ownTouches) touch(key string) {
+	if o != nil && !o.seen[key] {
+		o.seen[key] = true
+		o.keys = append(o.keys, key)
+	}
+}
+
+func (o *ownTouches) wrote(key string) {
+	if o != nil {
+		o.written[key] = true
+	}
+}
+
+func (o *ownTouches) reading(start bool) {
+	if o != nil {
+		o.onRead(start)
+	}
+}
+
+// transactGrouped runs a Store.Transact through the Store's queue.
+func (s *Store[T]) transactGrouped(ctx context.Context, fn func(tx *Tx[T]) error, st *telemetry.Stats) ([]Doc[T], error) {
+	r := &txMember[T]{ctx: ctx, fn: fn, turns: make(chan *Tx[T], 1), answer: make(chan txAnswer, 1), done: make(chan struct{})}
+	s.gmu.Lock()
+	g := &s.txg
+	g.queue = append(g.queue, r)
+	if !g.running {
+		g.running = true
+		go s.txRun(g)
+	}
+	s.gmu.Unlock()
+	res := s.txAwait(ctx, r)
+	if res.alone {
+		return s.transactAlone(ctx, fn, res.ran, st)
+	}
+	st.Attempts, st.Batch = res.tries, res.batch
+	return res.docs, res.err
+}
+
+// txAwait waits for r's turns and result, or for r's context to end.
+func (s *Store[T]) txAwait(ctx context.Context, r *txMember[T]) txResult[T] {
+	for {
+		select {
+		case f := <-r.turns:
+			s.takeTxTurn(r, f)
+		case <-r.done:
+			return r.res
+		case <-ctx.Done():
+			return s.txLeave(ctx, r)
+		}
+	}
+}
+
+// txLeave returns r's caller on its context's end: ctx.Err() when no
+// commit holding its writes was sent, unknown when one is in flight.
+func (s *Store[T]) txLeave(ctx context.Context, r *txMember[T]) txResult[T] {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	gone := txResult[T]{err: ctx.Err()}
+	switch r.status {
+	case answered:
+		return r.res
+	case queued:
+		g := &s.txg
+		for i, q := range g.queue {
+			if q == r {
+				g.queue = append(g.queue[:i], g.queue[i+1:]...)
+				break
+			}
+		}
+	case onTurn:
+		select {
+		case <-r.turns: // not taken up: the runner waits for an answer
+			r.answer <- txAnswer{left: true}
+		default: // answered already
+		}
+	case applied:
+		if r.batch.inFlight {
+			key := ""
+			if r.view != nil && len(r.view.own.keys) > 0 {
+				key = r.view.own.keys[0]
+			}
+			gone.err = outcomeUnknown(telemetry.OpTransact, key, ctx.Err())
+		}
+	}
+	r.status = left
+	return gone
+}
+
+// takeTxTurn runs r's fn on f, a fork of its batch's transaction, on the
+// caller's goroutine, and answers the runner. An error or a panic of fn
+// is the caller's only when f holds no earlier member's writes and its
+// reads are all current (as Txn.run decides on its own); the panic then
+// goes on up the caller's stack. Otherwise the member runs on its own.
+func (s *Store[T]) takeTxTurn(r *txMember[T], f *Tx[T]) {
+	err, panicked, p := runFn(r.fn, f)
+	if f.txn.err != nil {
+		err = f.txn.err
+	}
+	var a txAnswer
+	switch {
+	case err == nil && !panicked:
+	case errors.Is(err, ErrConflict) || f.inherits():
+		a.alone = true // a conflict fn saw, or a view never current: again, on its own
+	default:
+		switch stale := f.txn.revalidate(); {
+		case errors.Is(stale, engine.ErrStale):
+			a.alone = true // a torn view: again, on its own
+		case panicked:
+			a.err = errPanicked
+		case stale != nil:
+			a.err = stale // the check failed: as Txn.run reports it
+		default:
+			a.err = err
+		}
+	}
+	r.answer <- a
+	if panicked && !a.alone {
+		panic(p)
+	}
+}
+
+// runFn calls fn(tx), turning a panic into its value.
+func runFn[T any](fn func(*Tx[T]) error, tx *Tx[T]) (err error, panicked bool, p any) {
+	panicked = true
+	defer func() {
+		if panicked {
+			p = recover()
+		}
+	}()
+	err = fn(tx)
+	panicked = false
+	return err, false, nil
+}
+
+// txRun commits the queue in batches until it is empty.
+func (s *Store[T]) txRun(g *txGroup[T]) {
+	for {
+		s.gmu.Lock()
+		batch := g.queue
+		g.queue = nil
+		if len(batch) == 0 {
+			g.running = false
+			s.gmu.Unlock()
+			return
+		}
+		b := &txBatch[T]{s: s, members: batch}
+		for _, r := range batch {
+			r.status, r.batch = taken, b
+		}
+		s.gmu.Unlock()
+		b.commit()
+	}
+}
+
+// txBatch is one batch of a Store's transactions.
+type txBatch[T any] struct {
+	s        *Store[T]
+	members  []*txMember[T]
+	applied  []*txMember[T] // the members whose writes the last attempt holds
+	later    []*txMember[T] // members whose keys go in a later batch
+	keys     []string       // the keys the last attempt touched, read ahead by the next
+	inFlight bool           // a commit holding applied is sent or being resolved (guarded by Store.gmu)
+	timer    *time.Timer
+}
+
+// commit runs the batch's attempts and hands out the results.
+func (b *txBatch[T]) commit() {
+	ctxs := make([]context.Context, len(b.members))
+	for i, r := range b.members {
+		ctxs[i] = r.ctx
+	}
+	ctx, cancel := batchContext(ctxs)
+	defer cancel()
+	b.timer = time.NewTimer(time.Hour)
+	defer b.timer.Stop()
+	t := &Txn{base: ctx, ctx: ctx, lead: &b.s.core}
+	res, err := t.deliver(ctx, b.turns, b)
+	b.finish(t, res, err)
+}
+
+// turns is the batch's fn: each member still in the batch runs its fn on
+// a fork of the transaction so far, in arrival order, and the fork is
+// adopted when fn succeeds and its keys commit with the others'.
+func (b *txBatch[T]) turns(t *Txn) error {
+	tx := b.s.In(t)
+	if !t.copies {
+		tx.ahead = b.readAhead(t.ctx)
+	}
+	b.applied, b.later = b.applied[:0], b.later[:0]
+	for _, r := range b.members {
+		f, ok := b.turn(r, tx.fork(r.ctx, b.onRead(r)))
+		if !ok {
+			continue
+		}
+		if b.fits(t, f) != nil {
+			b.leaveFor(r, len(b.applied) == 0)
+			continue
+		}
+		tx.adopt(f)
+		r.view = f
+		b.applied = append(b.applied, r)
+	}
+	b.keys = b.keys[:0]
+	for _, tc := range t.order {
+		b.keys = append(b.keys, tc.key)
+	}
+	return nil
+}
+
+// turn gives r a turn on f and waits for its answer: at most turnTimeout
+// beyond the reads its fn makes. It reports whether f may be adopted; a
+// member that failed, was too slow, or must run on its own is handed its
+// result on the spot.
+func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T]) (*Tx[T], bool) {
+	s := b.s
+	s.gmu.Lock()
+	if r.status != taken && r.status != applied {
+		s.gmu.Unlock()
+		return nil, false
+	}
+	r.status = onTurn
+	r.turns <- f // buffered and empty: sent under the lock, so txLeave sees it
+	reads := r.reads
+	s.gmu.Unlock()
+	var a txAnswer
+	timedOut := false
+	for wait := true; wait; {
+		b.timer.Reset(turnTimeout)
+		select {
+		case a = <-r.answer:
+			wait = false
+		case <-b.timer.C:
+			s.gmu.Lock()
+			if r.reading || r.reads != reads { // its reads do not count
+				reads = r.reads
+			} else {
+				timedOut, wait = true, false
+			}
+			s.gmu.Unlock()
+		}
+	}
+	b.timer.Stop()
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	switch {
+	case r.status == left || a.left:
+		r.status = left
+		return nil, false
+	case timedOut || a.alone:
+		b.hand(r, txResult[T]{alone: true, ran: 1})
+		return nil, false
+	case a.err != nil:
+		b.hand(r, txResult[T]{err: a.err})
+		return nil, false
+	}
+	r.status = applied
+	return f, true
+}
+
+// onRead is the hook by which r's reads tell its turn's timer to wait.
+func (b *txBatch[T]) onRead(r *txMember[T]) func(bool) {
+	return func(start bool) {
+		b.s.gmu.Lock()
+		r.reading = start
+		if start {
+			r.reads++
+		}
+		b.s.gmu.Unlock()
+	}
+}
+
+// fits checks, sending nothing, that f's keys (the batch's so far and
+// the member's) can be committed in one request.
+func (b *txBatch[T]) fits(t *Txn, f *Tx[T]) error {
+	chk := b.s.abilities.CheckCommit
+	if chk == nil || len(f.txn.order) == len(t.order) {
+		return nil
+	}
+	actions := make([]driver.Action, len(f.txn.order))
+	for i, tc := range f.txn.order {
+		actions[i] = driver.Action{Key: tc.key}
+	}
+	return chk(actions)
+}
+
+// leaveFor takes r, whose keys do not fit the batch, out of it: alone
+// (first) it runs on its own, where the check fails it or it commits
+// alone; otherwise it waits for a later batch.
+func (b *txBatch[T]) leaveFor(r *txMember[T], first bool) {
+	s := b.s
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	switch {
+	case r.status == left:
+	case first:
+		b.hand(r, txResult[T]{alone: true})
+	default:
+		r.status = taken
+		b.later = append(b.later, r)
+	}
+}
+
+// readAhead reads, in parallel, the keys the batch's last attempt
+// touched: the next attempt's fns find them read. A read that fails is
+// left to the fn that reads the key.
+func (b *txBatch[T]) readAhead(ctx context.Context) map[string]version {
+	if len(b.keys) == 0 {
+		return nil
+	}
+	vs := make([]version, len(b.keys))
+	ok := make([]bool, len(b.keys))
+	var wg sync.WaitGroup
+	for i, key := range b.keys {
+		wg.Go(func() {
+			v, err := (hooks{&b.s.core}).Read(ctx, key)
+			vs[i], ok[i] = v, err == nil
+		})
+	}
+	wg.Wait()
+	ahead := make(map[string]version, len(b.keys))
+	for i, key := range b.keys {
+		if ok[i] {
+			ahead[key] = vs[i]
+		}
+	}
+	return ahead
+}
+
+// Hold marks the batch's commit in flight, unless a member whose writes
+// it holds has left: then the turns run again without it (see
+// engine.Flight).
+func (b *txBatch[T]) Hold() bool {
+	b.s.gmu.Lock()
+	defer b.s.gmu.Unlock()
+	for _, r := range b.applied {
+		if r.status == left {
+			return false
+		}
+	}
+	b.inFlight = true
+	return true
+}
+
+// Release marks the batch's commit as not landed.
+func (b *txBatch[T]) Release() {
+	b.s.gmu.Lock()
+	b.inFlight = false
+	b.s.gmu.Unlock()
+}
+
+// finish hands every member still waiting its result, and queues the
+// members left for a later batch at the front of the queue.
+func (b *txBatch[T]) finish(t *Txn, res engine.Result, err error) {
+	s := b.s
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	b.inFlight = false
+	for i, r := range b.applied {
+		if r.status != applied {
+			continue
+		}
+		switch {
+		case err == nil:
+			b.hand(r, txResult[T]{docs: b.docs(t, res, i), batch: len(res.Out), tries: res.Attempts})
+		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
+			b.hand(r, txResult[T]{alone: true}) // one member's writes may be at fault
+		default:
+			b.hand(r, txResult[T]{err: err, tries: res.Attempts})
+		}
+	}
+	var later []*txMember[T]
+	for _, r := range b.later {
+		if r.status == taken {
+			r.status = queued
+			later = append(later, r)
+		}
+	}
+	s.txg.queue = append(later, s.txg.queue...)
+	for _, r := range b.members {
+		if r.status == taken { // the batch ended before its turn
+			b.hand(r, txResult[T]{err: err, alone: err == nil})
+		}
+	}
+}
+
+// docs is the documents the i-th applied member put, in the order its fn
+// first touched their keys, with the versions the commit made: a
+// document a later member of the batch wrote again has a Superseded ETag
+// naming the commit and the member.
+func (b *txBatch[T]) docs(t *Txn, res engine.Result, i int) []Doc[T] {
+	r := b.applied[i]
+	own := r.view.own
+	sent := make(map[string]int, len(t.order))
+	for j, tc := range t.order {
+		sent[tc.key] = j
+	}
+	var docs []Doc[T]
+	for _, key := range own.keys {
+		w, ok := r.view.writes[key]
+		j, in := sent[key]
+		if !ok || w.del || w.inherited || !in || j >= len(res.Out) {
+			continue
+		}
+		d := Doc[T]{Key: key, Value: w.value, ETag: res.Out[j].ETag, Extra: b.s.extraOf(res.Out[j], w.data)}
+		for _, l := range b.applied[i+1:] {
+			if l.view.own.written[key] {
+				d.ETag = engine.Superseded(res.Sent[j].Meta, i)
+				break
+			}
+		}
+		docs = append(docs, d)
+	}
+	return docs
+}
+
+// hand sets r's result and wakes its caller. Store.gmu is held.
+func (b *txBatch[T]) hand(r *txMember[T], res txResult[T]) {
+	r.res, r.status = res, answered
+	close(r.done)
+}
+
+// fork is a copy of tx, a batch's transaction so far, for a member's fn
+// under ctx: the writes it holds are marked inherited, and the member's
+// own touches are recorded apart (onRead hears of its reads).
+func (tx *Tx[T]) fork(ctx context.Context, onRead func(bool)) *Tx[T] {
+	t := tx.txn
+	ft := &Txn{base: t.base, ctx: ctx, lead: t.lead, copies: t.copies, owner: maps.Clone(t.owner), order: make([]touch, len(t.order), len(t.order)+4)}
+	f := &Tx[T]{s: tx.s, txn: ft, reads: maps.Clone(tx.reads), writes: make(map[string]txWrite[T], len(tx.writes)), ahead: tx.ahead,
+		own: &ownTouches{seen: map[string]bool{}, written: map[string]bool{}, onRead: onRead}}
+	if f.reads == nil {
+		f.reads = map[string]version{}
+	}
+	for k, w := range tx.writes {
+		w.inherited = true
+		f.writes[k] = w
+	}
+	for i, tc := range t.order {
+		ft.order[i] = touch{f, tc.key}
+	}
+	ft.views = map[*core]txView{&tx.s.core: f}
+	return f
+}
+
+// adopt makes f, a fork of tx whose fn succeeded, the batch's
+// transaction so far.
+func (tx *Tx[T]) adopt(f *Tx[T]) {
+	tx.reads, tx.writes = f.reads, f.writes
+	t := tx.txn
+	t.owner = f.txn.owner
+	t.order = t.order[:0]
+	for _, tc := range f.txn.order {
+		t.order = append(t.order, touch{tx, tc.key})
+	}
+}
+
+// inherits reports whether tx holds a write of an earlier member of its
+// batch.
+func (tx *Tx[T]) inherits() bool {
+	for _, w := range tx.writes {
+		if w.inherited {
+			return true
+		}
+	}
+	return false
+}
