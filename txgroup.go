@@ -78,12 +78,12 @@ type txAnswer struct {
 
 // txResult is what a member's caller returns.
 type txResult[T any] struct {
-	docs   []Doc[T]
-	err    error
-	alone  bool // run the transaction on its own instead (left out of the batch)
-	ran    int  // with alone: the runs of fn in the batch that count as attempts
-	batch  int  // the documents committed
-	tries  int  // the batch's attempts
+	docs  []Doc[T]
+	err   error
+	alone bool // run the transaction on its own instead (left out of the batch)
+	ran   int  // with alone: the runs of fn in the batch that count as attempts
+	batch int  // the documents committed
+	tries int  // the batch's attempts
 }
 
 // ownTouches is what one member's fn did itself in a fork: the keys it
