@@ -39,9 +39,11 @@ type Options struct {
 	// no cache.
 	CacheSize int
 	// DisableGroupCommit makes every Update read and write on its own,
-	// and every Get read on its own. Default: concurrent Updates of one key
-	// in one Store share one read and one conditional write (see Update),
-	// and concurrent Gets of one key share reads (see Get).
+	// every Transact commit on its own, and every Get read on its own.
+	// Default: concurrent Updates of one key in one Store share one read
+	// and one conditional write (see Update), concurrent Transacts of one
+	// Store share one commit (see Store.Transact), and concurrent Gets of
+	// one key share reads (see Get).
 	DisableGroupCommit bool
 	// KeepWriteIDs is how many recent write ids a document remembers, so
 	// that a write whose response was lost is recognised as committed.

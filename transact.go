@@ -36,7 +36,24 @@ import (
 // or panics, its reads are checked first, and if one changed fn runs
 // again instead. An error of fn that matches ErrConflict runs it again
 // too; a refusal another run cannot change (a caller's stale version)
-// must be an error of fn's own that does not match ErrConflict. Failures:
+// must be an error of fn's own that does not match ErrConflict.
+//
+// Concurrent Transacts of one Store share one commit (group commit, as
+// concurrent Updates of one key do): while one batch is in flight, the
+// callers that arrive queue, and each fn of the next batch runs in turn,
+// on its caller's goroutine, on the documents as the transactions before
+// it in the batch left them. The batch's writes and checks go in one
+// request, within the backend's limits (tables: one partition, 100
+// entities; a transaction that does not fit waits for the next batch).
+// Each caller gets the documents it put; one that a later transaction of
+// the batch wrote again carries a Superseded ETag (see ETag.Superseded).
+// A fn that returns an error or panics on another transaction's writes,
+// returns an error matching ErrConflict, or takes longer than 10 ms beyond
+// its reads (one that calls Transact on this Store, say), runs again on
+// its own, so that it affects only its caller; its runs in the batch count
+// toward the policy's MaxAttempts. Options.DisableGroupCommit, or a fenced
+// ctx (WithFence), makes each transaction commit on its own, as the
+// package-level Transact always does. Failures:
 //
 //   - fn's error aborts with nothing written and is returned as is; a
 //     panic in fn goes on up the caller's stack, with nothing written.

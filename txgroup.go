@@ -463,7 +463,7 @@ func (b *txBatch[T]) finish(t *Txn, res engine.Result, err error) {
 		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
 			b.hand(r, txResult[T]{alone: true}) // one member's writes may be at fault
 		default:
-			b.hand(r, txResult[T]{err: err, tries: res.Attempts})
+			b.hand(r, txResult[T]{err: r.named(err), tries: res.Attempts})
 		}
 	}
 	var later []*txMember[T]
@@ -509,6 +509,18 @@ func (b *txBatch[T]) docs(t *Txn, res engine.Result, i int) []Doc[T] {
 		docs = append(docs, d)
 	}
 	return docs
+}
+
+// named is err, the batch's failure, as r's: an unknown outcome names r's
+// first key, not the batch's.
+func (r *txMember[T]) named(err error) error {
+	var unknown *OutcomeUnknownError
+	if !errors.As(err, &unknown) || len(r.view.own.keys) == 0 {
+		return err
+	}
+	mine := *unknown
+	mine.Key = r.view.own.keys[0]
+	return &mine
 }
 
 // hand sets r's result and wakes its caller. Store.gmu is held.
