@@ -49,8 +49,8 @@ import (
 // the batch wrote again carries a Superseded ETag (see ETag.Superseded).
 // A fn that returns an error or panics on another transaction's writes,
 // returns an error matching ErrConflict, or takes longer than 10 ms beyond
-// its reads (one that calls Transact on this Store, say), runs again on
-// its own, so that it affects only its caller; its runs in the batch count
+// its reads while another caller waits for it (one that calls Transact on
+// this Store, say), runs again on its own, so that it affects only its caller; its runs in the batch count
 // toward the policy's MaxAttempts. Options.DisableGroupCommit, or a fenced
 // ctx (WithFence), makes each transaction commit on its own, as the
 // package-level Transact always does. Failures:

@@ -40,8 +40,8 @@ import (
 // held an earlier member's writes, or on reads no longer current (its
 // error would then be made on a view that was never current); when its fn
 // returns an error matching ErrConflict; when its turn lasts turnTimeout
-// beyond its reads (a slow fn, or one that calls Transact on the same
-// Store); and when its keys cannot be committed with the batch's on its
+// beyond its reads while another caller waits for it (a slow fn, or one
+// that calls Transact on the same Store); and when its keys cannot be committed with the batch's on its
 // own (the first member's): it then waits for the next batch. An error or
 // panic on a view of its own reads, all current, is its caller's at once,
 // as on its own.
@@ -306,7 +306,8 @@ func (b *txBatch[T]) turns(t *Txn) error {
 }
 
 // turn gives r a turn on f and waits for its answer: at most turnTimeout
-// beyond the reads its fn makes. It reports whether f may be adopted; a
+// beyond the reads its fn makes, once another caller waits for it
+// (waitedFor). It reports whether f may be adopted; a
 // member that failed, was too slow, or must run on its own is handed its
 // result on the spot.
 func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T]) (*Tx[T], bool) {
@@ -329,7 +330,7 @@ func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T]) (*Tx[T], bool) {
 			wait = false
 		case <-b.timer.C:
 			s.gmu.Lock()
-			if r.reading || r.reads != reads { // its reads do not count
+			if r.reading || r.reads != reads || !b.waitedFor(r) { // its reads, and a wait that holds up nobody, do not count
 				reads = r.reads
 			} else {
 				timedOut, wait = true, false
@@ -353,6 +354,23 @@ func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T]) (*Tx[T], bool) {
 	}
 	r.status = applied
 	return f, true
+}
+
+// waitedFor reports whether another caller waits for r's turn to end: a
+// member after it in the batch, or a caller queued for the next batch
+// (one that r's fn called, say). Store.gmu is held.
+func (b *txBatch[T]) waitedFor(r *txMember[T]) bool {
+	if len(b.s.txg.queue) > 0 {
+		return true
+	}
+	after := false
+	for _, m := range b.members {
+		if after && (m.status == taken || m.status == applied) {
+			return true
+		}
+		after = after || m == r
+	}
+	return false
 }
 
 // onRead is the hook by which r's reads tell its turn's timer to wait.

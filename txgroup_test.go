@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
@@ -222,6 +223,24 @@ func TestTransactSlowFnLeavesTheBatch(t *testing.T) {
 			if d, err := s.Get(ctx, key); err != nil || d.Value.N != 1 {
 				t.Errorf("%s = %+v, %v; want 1", key, d, err)
 			}
+		}
+	})
+}
+
+// A slow fn that nobody waits for keeps its turn: it runs once. (The
+// sleep is on the synctest bubble's fake clock: it stands for slow user
+// code, and steers nothing.)
+func TestTransactSlowFnAloneRunsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := etagstore.New[counter](memstore.New(nil), nil)
+		runs := 0
+		_, err := s.Transact(t.Context(), func(tx *etagstore.Tx[counter]) error {
+			runs++
+			time.Sleep(time.Second)
+			return increment("n")(tx)
+		})
+		if err != nil || runs != 1 {
+			t.Errorf("Transact = %v after %d runs, want nil after 1", err, runs)
 		}
 	})
 }
