@@ -15,7 +15,8 @@ const ETagAny = driver.ETagAny
 // A Doc a write returns always has an ETag. When its value was never
 // stored as a version of its own — an Update that was not the last of its
 // group-commit batch (its state was committed together with the mutations
-// that followed it), or a write whose response was lost, found committed
+// that followed it), a document of a Transact that a later transaction of
+// its batch wrote again, or a write whose response was lost, found committed
 // with later writes after it — the ETag is a superseded one
 // (ETag.Superseded reports it): it names that state and matches no stored
 // version, so a Replace, Delete or Save with it is answered as any stale

@@ -42,18 +42,23 @@ import (
 // concurrent Updates of one key do): while one batch is in flight, the
 // callers that arrive queue, and each fn of the next batch runs in turn,
 // on its caller's goroutine, on the documents as the transactions before
-// it in the batch left them. The batch's writes and checks go in one
-// request, within the backend's limits (tables: one partition, 100
-// entities; a transaction that does not fit waits for the next batch).
-// Each caller gets the documents it put; one that a later transaction of
-// the batch wrote again carries a Superseded ETag (see ETag.Superseded).
-// A fn that returns an error or panics on another transaction's writes,
-// returns an error matching ErrConflict, or takes longer than 10 ms beyond
-// its reads while another caller waits for it (one that calls Transact on
-// this Store, say), runs again on its own, so that it affects only its caller; its runs in the batch count
-// toward the policy's MaxAttempts. Options.DisableGroupCommit, or a fenced
-// ctx (WithFence), makes each transaction commit on its own, as the
-// package-level Transact always does. Failures:
+// it in the batch left them (tx.ETag of a document one of them wrote is
+// a Superseded ETag: its version is not stored yet). The batch's writes
+// and checks go in one request, within the backend's limits (tables: one
+// partition, 100 entities; a transaction that does not fit waits for the
+// next batch). Each caller gets the documents it put; one that a later
+// transaction of the batch wrote again carries a Superseded ETag (see
+// ETag.Superseded). A fn that returns an error or panics after seeing
+// another transaction's writes, returns an error matching ErrConflict,
+// or takes longer than 10 ms beyond its reads while another caller waits
+// for it (one that calls Transact on this Store, say), runs again on its
+// own, so that it affects only its caller; its runs in the batch count
+// toward the policy's MaxAttempts, except a slow one's. When a caller of
+// the batch leaves (ctx) before the commit is sent, the others' fns run
+// again, uncounted; one that leaves while the commit is in flight gets an
+// *OutcomeUnknownError if it wrote anything. Options.DisableGroupCommit,
+// or a fenced ctx (WithFence), makes each transaction commit on its own,
+// as the package-level Transact always does. Failures:
 //
 //   - fn's error aborts with nothing written and is returned as is; a
 //     panic in fn goes on up the caller's stack, with nothing written.
@@ -202,6 +207,10 @@ func (tx *Tx[T]) docs() []Doc[T] {
 func (tx *Tx[T]) Get(key string) (T, error) {
 	var zero T
 	if w, ok := tx.writes[key]; ok {
+		tx.own.touch(key)
+		if w.inherited {
+			tx.own.saw(key)
+		}
 		if w.del {
 			return zero, errorf(ErrNotFound, "%q was deleted in this transaction", key)
 		}
@@ -317,6 +326,14 @@ func (tx *Tx[T]) Delete(key string) error {
 // key matches ErrInvalidKey.
 func (tx *Tx[T]) ETag(key string) (ETag, error) {
 	b, err := tx.version(key)
+	if w, ok := tx.writes[key]; err == nil && ok && w.inherited && !tx.txn.done {
+		// An earlier transaction of the batch wrote it (txgroup.go): its
+		// version is not stored yet, and no ETag held matches it.
+		if w.del {
+			return "", nil
+		}
+		return driver.Superseded("pending"), nil
+	}
 	if err != nil || !b.Exists {
 		return "", err
 	}
@@ -340,9 +357,19 @@ func (tx *Tx[T]) open() error {
 	return nil
 }
 
+// readNow reads key; in a batch, its turn's timer does not count the read.
+func (tx *Tx[T]) readNow(key string) (version, error) {
+	tx.own.reading(true)
+	defer tx.own.reading(false)
+	return (hooks{&tx.s.core}).Read(tx.txn.ctx, key)
+}
+
 // version returns the version of key the transaction read, reading it the
 // first time.
 func (tx *Tx[T]) version(key string) (version, error) {
+	if w, ok := tx.writes[key]; ok && w.inherited {
+		tx.own.saw(key)
+	}
 	if b, ok := tx.reads[key]; ok {
 		tx.own.touch(key)
 		return b, nil
@@ -361,10 +388,7 @@ func (tx *Tx[T]) version(key string) (version, error) {
 		b = c[0] // checked by the commit, by its ETag
 	} else if !ok {
 		var err error
-		tx.own.reading(true)
-		b, err = (hooks{&tx.s.core}).Read(tx.txn.ctx, key)
-		tx.own.reading(false)
-		if err != nil {
+		if b, err = tx.readNow(key); err != nil {
 			return version{}, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -36,15 +37,19 @@ import (
 // member wrote again carries a Superseded ETag, as in an Update batch.
 //
 // A member leaves the batch and runs its transaction on its own
-// (transactAlone) when its fn returns an error or panics on a view that
-// held an earlier member's writes, or on reads no longer current (its
-// error would then be made on a view that was never current); when its fn
-// returns an error matching ErrConflict; when its turn lasts turnTimeout
-// beyond its reads while another caller waits for it (a slow fn, or one
-// that calls Transact on the same Store); and when its keys cannot be committed with the batch's on its
-// own (the first member's): it then waits for the next batch. An error or
-// panic on a view of its own reads, all current, is its caller's at once,
-// as on its own.
+// (transactAlone) when its fn returns an error or panics after seeing a
+// write of an earlier member (not stored yet), or on reads no longer
+// current (its error would then be made on a view that was never
+// current); when its fn returns an error matching ErrConflict; and when
+// its turn lasts turnTimeout beyond its reads while another caller waits
+// for it (a slow fn, or one that calls Transact on the same Store). A
+// member whose keys cannot be committed with the batch's waits for the
+// next batch; the first member of a batch, whose keys cannot be committed
+// at all, fails as it would on its own. An error or panic on a view of
+// its own reads, all current, is its caller's at once, as on its own. A
+// member whose caller leaves (ctx) after its writes were adopted and
+// before the commit is sent makes the batch run its turns again without
+// it; after, its caller gets an unknown outcome if it wrote anything.
 
 // txGroup is a Store's queue of transactions; guarded by Store.gmu.
 type txGroup[T any] struct {
@@ -60,19 +65,22 @@ type txMember[T any] struct {
 	answer chan txAnswer // caller → runner (one per turn)
 	done   chan struct{} // closed when res is set
 
-	status  memberStatus // guarded by Store.gmu, as Update's members'
-	batch   *txBatch[T]
-	res     txResult[T]
-	reading bool // inside a read of its fn (guarded by Store.gmu)
-	reads   int  // reads begun (guarded by Store.gmu)
+	status memberStatus // guarded by Store.gmu, as Update's members'
+	batch  *txBatch[T]
+	res    txResult[T]
+	// Its turn's time in reads, which the turn's bound does not count
+	// (guarded by Store.gmu).
+	reading   bool          // inside a read of its fn
+	readSince time.Time     // when the read it is inside began
+	inReads   time.Duration // the turn's reads that ended
 
-	view *Tx[T] // the fork the batch adopted last (runner only)
+	view *Tx[T] // the fork its last turn ran on (guarded by Store.gmu)
 }
 
 // txAnswer is a member's answer to a turn.
 type txAnswer struct {
 	alone bool  // run the transaction on its own instead
-	err   error // fn's own failure, on current reads of its own
+	err   error // fn's own failure, on current reads of its own; with alone, the failure if no attempt is left
 	left  bool  // the caller left (context done) before running its turn
 }
 
@@ -81,7 +89,7 @@ type txResult[T any] struct {
 	docs  []Doc[T]
 	err   error
 	alone bool // run the transaction on its own instead (left out of the batch)
-	ran   int  // with alone: the runs of fn in the batch that count as attempts
+	ran   int  // with alone: the attempts its runs in the batch count for (err: the failure if that is all)
 	batch int  // the documents committed
 	tries int  // the batch's attempts
 }
@@ -93,13 +101,22 @@ type ownTouches struct {
 	keys    []string
 	seen    map[string]bool
 	written map[string]bool
-	onRead  func(start bool)
+	// other: fn saw a key an earlier member wrote, whose version is not
+	// stored yet: an error or panic of fn was made on it.
+	other  bool
+	onRead func(start bool)
 }
 
 func (o *ownTouches) touch(key string) {
 	if o != nil && !o.seen[key] {
 		o.seen[key] = true
 		o.keys = append(o.keys, key)
+	}
+}
+
+func (o *ownTouches) saw(string) {
+	if o != nil {
+		o.other = true
 	}
 }
 
@@ -127,6 +144,10 @@ func (s *Store[T]) transactGrouped(ctx context.Context, fn func(tx *Tx[T]) error
 	}
 	s.gmu.Unlock()
 	res := s.txAwait(ctx, r)
+	if res.alone && res.err != nil && s.retry.MaxAttempts > 0 && res.ran >= s.retry.MaxAttempts {
+		st.Attempts = res.ran
+		return nil, res.err // no attempt left: what another would have ended with
+	}
 	if res.alone {
 		return s.transactAlone(ctx, fn, res.ran, st)
 	}
@@ -172,11 +193,7 @@ func (s *Store[T]) txLeave(ctx context.Context, r *txMember[T]) txResult[T] {
 		default: // answered already
 		}
 	case applied:
-		if r.batch.inFlight {
-			key := ""
-			if r.view != nil && len(r.view.own.keys) > 0 {
-				key = r.view.own.keys[0]
-			}
+		if key, wrote := r.view.firstWritten(); wrote && r.batch.inFlight {
 			gone.err = outcomeUnknown(telemetry.OpTransact, key, ctx.Err())
 		}
 	}
@@ -197,12 +214,14 @@ func (s *Store[T]) takeTxTurn(r *txMember[T], f *Tx[T]) {
 	var a txAnswer
 	switch {
 	case err == nil && !panicked:
-	case errors.Is(err, ErrConflict) || f.inherits():
-		a.alone = true // a conflict fn saw, or a view never current: again, on its own
+	case errors.Is(err, ErrConflict):
+		a = txAnswer{alone: true, err: err} // a conflict fn saw: again, on its own
+	case f.own.other:
+		a = txAnswer{alone: true, err: f.stale()} // made on writes not stored yet: again, on its own
 	default:
 		switch stale := f.txn.revalidate(); {
 		case errors.Is(stale, engine.ErrStale):
-			a.alone = true // a torn view: again, on its own
+			a = txAnswer{alone: true, err: f.stale()} // a torn view: again, on its own
 		case panicked:
 			a.err = errPanicked
 		case stale != nil:
@@ -215,6 +234,29 @@ func (s *Store[T]) takeTxTurn(r *txMember[T], f *Tx[T]) {
 	if panicked && !a.alone {
 		panic(p)
 	}
+}
+
+// stale is the failure of a transaction whose last run acted on a view
+// that was not current, as the engine words it.
+func (tx *Tx[T]) stale() error {
+	key := ""
+	if len(tx.own.keys) > 0 {
+		key = tx.own.keys[0]
+	}
+	return errorf(ErrConflict, "%s %q: %v", telemetry.OpTransact, key, engine.ErrStale)
+}
+
+// firstWritten is the first key tx's fn wrote, if any.
+func (tx *Tx[T]) firstWritten() (string, bool) {
+	if tx == nil {
+		return "", false
+	}
+	for _, key := range tx.own.keys {
+		if tx.own.written[key] {
+			return key, true
+		}
+	}
+	return "", false
 }
 
 // runFn calls fn(tx), turning a panic into its value.
@@ -286,16 +328,15 @@ func (b *txBatch[T]) turns(t *Txn) error {
 	}
 	b.applied, b.later = b.applied[:0], b.later[:0]
 	for _, r := range b.members {
-		f, ok := b.turn(r, tx.fork(r.ctx, b.onRead(r)))
+		f, ok := b.turn(r, tx.fork(r.ctx, b.onRead(r)), t.attempt)
 		if !ok {
 			continue
 		}
-		if b.fits(t, f) != nil {
-			b.leaveFor(r, len(b.applied) == 0)
+		if err := b.fits(t, f); err != nil {
+			b.leaveFor(r, err, len(b.applied) == 0)
 			continue
 		}
 		tx.adopt(f)
-		r.view = f
 		b.applied = append(b.applied, r)
 	}
 	b.keys = b.keys[:0]
@@ -305,12 +346,13 @@ func (b *txBatch[T]) turns(t *Txn) error {
 	return nil
 }
 
-// turn gives r a turn on f and waits for its answer: at most turnTimeout
-// beyond the reads its fn makes, once another caller waits for it
-// (waitedFor). It reports whether f may be adopted; a
+// turn gives r a turn on f in the batch's attempt and waits for its
+// answer: at most turnTimeout beyond the reads its fn makes, once another
+// caller waits for it (waitedFor). It reports whether f may be adopted; a
 // member that failed, was too slow, or must run on its own is handed its
-// result on the spot.
-func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T]) (*Tx[T], bool) {
+// result on the spot. Once answered, f is ended: a Tx its fn kept refuses
+// writes.
+func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T], attempt int) (*Tx[T], bool) {
 	s := b.s
 	s.gmu.Lock()
 	if r.status != taken && r.status != applied {
@@ -319,41 +361,62 @@ func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T]) (*Tx[T], bool) {
 	}
 	r.status = onTurn
 	r.turns <- f // buffered and empty: sent under the lock, so txLeave sees it
-	reads := r.reads
+	began := time.Now()
+	r.reading, r.inReads = false, 0
 	s.gmu.Unlock()
 	var a txAnswer
 	timedOut := false
-	for wait := true; wait; {
-		b.timer.Reset(turnTimeout)
+	for bound := turnTimeout; ; {
+		b.timer.Reset(bound)
 		select {
 		case a = <-r.answer:
-			wait = false
 		case <-b.timer.C:
 			s.gmu.Lock()
-			if r.reading || r.reads != reads || !b.waitedFor(r) { // its reads, and a wait that holds up nobody, do not count
-				reads = r.reads
-			} else {
-				timedOut, wait = true, false
+			bound = turnTimeout - r.outsideReads(began)
+			if bound <= 0 && b.waitedFor(r) {
+				timedOut = true
 			}
 			s.gmu.Unlock()
+			if !timedOut {
+				bound = max(bound, turnTimeout/4) // nobody waits yet: look again
+				continue
+			}
 		}
+		break
 	}
 	b.timer.Stop()
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
+	if !timedOut {
+		f.txn.done = true // fn has returned
+	}
 	switch {
 	case r.status == left || a.left:
 		r.status = left
 		return nil, false
-	case timedOut || a.alone:
-		b.hand(r, txResult[T]{alone: true, ran: 1})
+	case timedOut:
+		b.hand(r, txResult[T]{alone: true})
+		return nil, false
+	case a.alone:
+		b.hand(r, txResult[T]{alone: true, ran: attempt, err: a.err})
 		return nil, false
 	case a.err != nil:
-		b.hand(r, txResult[T]{err: a.err})
+		b.hand(r, txResult[T]{err: a.err, tries: attempt})
 		return nil, false
 	}
-	r.status = applied
+	r.status, r.view = applied, f
 	return f, true
+}
+
+// outsideReads is how long r's turn, begun at began, has run outside its
+// fn's reads. Store.gmu is held.
+func (r *txMember[T]) outsideReads(began time.Time) time.Duration {
+	now := time.Now()
+	in := r.inReads
+	if r.reading {
+		in += now.Sub(r.readSince)
+	}
+	return now.Sub(began) - in
 }
 
 // waitedFor reports whether another caller waits for r's turn to end: a
@@ -373,15 +436,20 @@ func (b *txBatch[T]) waitedFor(r *txMember[T]) bool {
 	return false
 }
 
-// onRead is the hook by which r's reads tell its turn's timer to wait.
+// onRead is the hook by which r's fn's reads are kept out of its turn's
+// bound.
 func (b *txBatch[T]) onRead(r *txMember[T]) func(bool) {
 	return func(start bool) {
 		b.s.gmu.Lock()
-		r.reading = start
-		if start {
-			r.reads++
+		defer b.s.gmu.Unlock()
+		now := time.Now()
+		switch {
+		case start:
+			r.reading, r.readSince = true, now
+		case r.reading:
+			r.reading = false
+			r.inReads += now.Sub(r.readSince)
 		}
-		b.s.gmu.Unlock()
 	}
 }
 
@@ -400,16 +468,16 @@ func (b *txBatch[T]) fits(t *Txn, f *Tx[T]) error {
 }
 
 // leaveFor takes r, whose keys do not fit the batch, out of it: alone
-// (first) it runs on its own, where the check fails it or it commits
-// alone; otherwise it waits for a later batch.
-func (b *txBatch[T]) leaveFor(r *txMember[T], first bool) {
+// (first), it fails with err, as it would on its own; otherwise it waits
+// for a later batch.
+func (b *txBatch[T]) leaveFor(r *txMember[T], err error, first bool) {
 	s := b.s
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	switch {
 	case r.status == left:
 	case first:
-		b.hand(r, txResult[T]{alone: true})
+		b.hand(r, txResult[T]{err: err})
 	default:
 		r.status = taken
 		b.later = append(b.later, r)
@@ -501,32 +569,48 @@ func (b *txBatch[T]) finish(t *Txn, res engine.Result, err error) {
 
 // docs is the documents the i-th applied member put, in the order its fn
 // first touched their keys, with the versions the commit made: a
-// document a later member of the batch wrote again has a Superseded ETag
-// naming the commit and the member.
+// document a later member of the batch wrote again (or deleted, so that
+// the batch wrote nothing of it) has a Superseded ETag naming the commit
+// and the member. The member's Tx reports them from then on (Tx.ETag).
 func (b *txBatch[T]) docs(t *Txn, res engine.Result, i int) []Doc[T] {
 	r := b.applied[i]
-	own := r.view.own
+	f := r.view
 	sent := make(map[string]int, len(t.order))
 	for j, tc := range t.order {
 		sent[tc.key] = j
 	}
 	var docs []Doc[T]
-	for _, key := range own.keys {
-		w, ok := r.view.writes[key]
-		j, in := sent[key]
-		if !ok || w.del || w.inherited || !in || j >= len(res.Out) {
+	for _, key := range f.own.keys {
+		w, ok := f.writes[key]
+		if !ok || w.inherited || !f.own.written[key] {
 			continue
 		}
-		d := Doc[T]{Key: key, Value: w.value, ETag: res.Out[j].ETag, Extra: b.s.extraOf(res.Out[j], w.data)}
-		for _, l := range b.applied[i+1:] {
-			if l.view.own.written[key] {
-				d.ETag = engine.Superseded(res.Sent[j].Meta, i)
-				break
-			}
+		if w.del {
+			f.reads[key] = version{Item: driver.Item{Key: key}, Verified: true, MetaKnown: true, Missing: errorf(ErrNotFound, "%q was deleted by the transaction", key)}
+			continue
 		}
-		docs = append(docs, d)
+		it := driver.Item{Key: key}
+		var m meta.Meta
+		if j, in := sent[key]; in && j < len(res.Out) {
+			it, m = res.Out[j], res.Sent[j].Meta
+		}
+		if it.ETag == "" || b.rewritten(i, key) {
+			it.ETag = engine.Superseded(m, i)
+		}
+		f.reads[key] = version{Item: driver.Item{Key: key, ETag: it.ETag}, Exists: true, Verified: true}
+		docs = append(docs, Doc[T]{Key: key, Value: w.value, ETag: it.ETag, Extra: b.s.extraOf(it, w.data)})
 	}
 	return docs
+}
+
+// rewritten reports whether a member after the i-th in the batch wrote key.
+func (b *txBatch[T]) rewritten(i int, key string) bool {
+	for _, l := range b.applied[i+1:] {
+		if l.view.own.written[key] {
+			return true
+		}
+	}
+	return false
 }
 
 // named is err, the batch's failure, as r's: an unknown outcome names r's

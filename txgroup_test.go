@@ -278,7 +278,9 @@ func TestTransactBatchPanic(t *testing.T) {
 		ctx := t.Context()
 		var wg sync.WaitGroup
 		holding(t, s, &wg)
+		first := make(chan struct{})
 		wg.Go(func() {
+			defer close(first)
 			if _, err := s.Transact(ctx, increment("n")); err != nil {
 				t.Errorf("the first member: %v", err)
 			}
@@ -289,7 +291,9 @@ func TestTransactBatchPanic(t *testing.T) {
 		wg.Go(func() {
 			defer func() { recovered = recover() }()
 			_, _ = s.Transact(ctx, func(tx *etagstore.Tx[counter]) error {
-				runs.Add(1)
+				if runs.Add(1) > 1 {
+					<-first // alone: after the batch committed n
+				}
 				if err := tx.Put("mine", counter{7}); err != nil {
 					return err
 				}

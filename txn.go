@@ -37,8 +37,9 @@ type Txn struct {
 	// the first attempt of an unfenced transaction (a fence is checked
 	// against versions read): after a refusal, or a run of fn on a torn
 	// view, every key is read.
-	copies bool
-	made   int // runs of fn made before (in a batch of transactions): they count as attempts
+	copies  bool
+	made    int // runs of fn made before (in a batch of transactions): they count as attempts
+	attempt int // the engine's attempt that runs fn
 }
 
 // touch is a key a view touched.
@@ -118,7 +119,8 @@ func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error, flight engine
 	_, fenced := FenceFrom(ctx)
 	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
 		t.reset()
-		t.copies = d.Attempts() <= t.made+1 && !fenced
+		t.attempt = d.Attempts()
+		t.copies = t.attempt <= t.made+1 && !fenced
 		err := t.run(fn)
 		keys := make([]string, len(t.order))
 		for i, tc := range t.order {
