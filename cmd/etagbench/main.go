@@ -145,6 +145,7 @@ type result struct {
 	Requests int64     `json:"requests"`
 	Writes   int64     `json:"writes"` // successful write requests (see isDataWrite)
 	Seconds  float64   `json:"seconds"`
+	Moved    []int64   `json:"moved,omitempty"` // transfers: net units in, by account, of the transfers that succeeded
 }
 
 // add counts one goroutine's commits: the attempts and latency (ms) of
@@ -672,6 +673,14 @@ func multiProcess(conn, spec string, procs int, d time.Duration) result {
 			total.Attempts = append(total.Attempts, r.Attempts...)
 			total.Latency = append(total.Latency, r.Latency...)
 			total.Seconds = max(total.Seconds, r.Seconds)
+			if r.Moved != nil && total.Moved == nil {
+				total.Moved = make([]int64, len(r.Moved))
+			}
+			if r.Moved != nil {
+				for i, n := range r.Moved {
+					total.Moved[i] += n
+				}
+			}
 			mu.Unlock()
 		})
 	}
@@ -693,7 +702,12 @@ func runWorker(conn, spec string, d time.Duration) {
 		runLockWorker(e, parts[1], parts[2], d)
 		return
 	}
-	r := cellShared(context.Background(), e, parts[1], parts[2], 4, d)
+	var r result
+	if mode, ok := strings.CutPrefix(parts[1], "transfers-"); ok {
+		r = transferCell(context.Background(), e, mode, parts[2], 4, d)
+	} else {
+		r = cellShared(context.Background(), e, parts[1], parts[2], 4, d)
+	}
 	// Each process's share and tail, on the progress output: a process
 	// starved by the others shows here, not in the pooled row.
 	fmt.Fprintf(os.Stderr, "  worker %d, %s: %d commits, p50 %.0f ms, p99 %.0f ms, max %.0f ms\n", os.Getpid(), parts[1], r.Commits, pct(r.Latency, 50), pct(r.Latency, 99), pct(r.Latency, 100))

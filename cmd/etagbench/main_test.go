@@ -18,13 +18,15 @@ func TestMainSmoke(t *testing.T) {
 	azuritetest.ConnectionString(t) // fails in CI, never skips, without Azurite
 	bin := smoke.Build(t)
 	out, errOut := smoke.Run(t, 3*time.Minute, bin, "-d", "300ms", "-writers", "4", "-only", "4", "-rtt", "0,2ms", "-locks=false")
-	rows, transfers := 0, 0
+	rows, transfers, spread := 0, 0, 0
 	for _, line := range strings.Split(out, "\n") {
 		switch {
 		case strings.HasPrefix(line, "| hot key"):
 			rows++
 		case strings.HasPrefix(line, "| transfers, 4 writers"):
 			transfers++
+		case strings.HasPrefix(line, "| transfers, 4 processes"):
+			spread++
 		default:
 			continue
 		}
@@ -41,6 +43,11 @@ func TestMainSmoke(t *testing.T) {
 	// table at rtt 0, table at 2ms (blobs have no transactions).
 	if transfers != 3*2 {
 		t.Errorf("%d transfers rows, want %d", transfers, 3*2)
+	}
+	// And in 4 processes × 4 writers: table at rtt 0 and 2ms (memory is
+	// not shared between processes).
+	if spread != 2*2 {
+		t.Errorf("%d transfers rows of 4 processes, want %d", spread, 2*2)
 	}
 	if t.Failed() {
 		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))

@@ -113,20 +113,32 @@ func transfer(ctx context.Context, s *etagstore.Store[Counter], from, to string,
 
 func account(i int) string { return fmt.Sprintf("acct-%d", i) }
 
-// transferRows runs the transfers scenario once per writer count, naive
-// then library, on backends with transactions.
+// transferRows runs the transfers scenario once per writer count, and
+// once in 4 processes of 4 writers (not on memory, which processes do not
+// share), naive then library, on backends with transactions.
 func transferRows(ctx context.Context, e *env, backend string, writers []int, d time.Duration) []row {
 	if e.transfer == nil {
 		return nil
 	}
 	var rows []row
-	for _, w := range writers {
+	for _, w := range append(slices.Clone(writers), -4) { // -4: 4 processes × 4 writers
 		name := fmt.Sprintf("transfers, %d writers, %d accounts", w, transferAccounts)
-		if !strings.Contains(name, only) {
+		if w < 0 {
+			name = fmt.Sprintf("transfers, %d processes × 4 writers, %d accounts", -w, transferAccounts)
+		}
+		if !strings.Contains(name, only) || w < 0 && backend == "memory" {
 			continue
 		}
 		for _, mode := range []string{"naive", "library"} {
-			r := transferCell(ctx, e, mode, fmt.Sprintf("t%d%s", w, mode), w, d)
+			space := fmt.Sprintf("t%d%s", w, mode)
+			s := seedAccounts(ctx, e, mode, space)
+			var r result
+			if w < 0 {
+				r = multiProcess(e.conn, backend+"/transfers-"+mode+"/"+space+"/"+e.resource, -w, d)
+			} else {
+				r = transferCell(ctx, e, mode, space, w, d)
+			}
+			checkBalances(ctx, s, e.name+" transfers "+mode+" "+space, r.Moved)
 			rows = append(rows, row{name, mode, r})
 			fmt.Fprintf(os.Stderr, "%s / %s / %s: %.0f commits/s\n", backend, name, mode, float64(r.Commits)/r.Seconds)
 		}
@@ -134,24 +146,29 @@ func transferRows(ctx context.Context, e *env, backend string, writers []int, d 
 	return rows
 }
 
-// transferCell runs writers goroutines transferring among the accounts of
-// space for d with one mode, then checks the balances: the total
-// conserved, and every account moved by exactly the transfers that
-// reported success.
-func transferCell(ctx context.Context, e *env, mode, space string, writers int, d time.Duration) result {
+// seedAccounts gives the accounts of space their opening balance.
+func seedAccounts(ctx context.Context, e *env, mode, space string) *etagstore.Store[Counter] {
 	s := e.store(space, mode)
 	for i := range transferAccounts {
 		if _, err := s.Upsert(ctx, account(i), Counter{N: openingBalance, Note: "etagbench account"}); err != nil {
 			log.Fatal(err)
 		}
 	}
+	return s
+}
+
+// transferCell runs writers goroutines transferring among the accounts of
+// space for d with one mode. Its result's Moved is the net units in, by
+// account, of the transfers that reported success, for checkBalances.
+func transferCell(ctx context.Context, e *env, mode, space string, writers int, d time.Duration) result {
+	s := e.store(space, mode)
 	var naive naiveTransfer
 	if mode == "naive" {
 		naive = e.transfer(s, space)
 	}
 	var mu sync.Mutex
 	var res result
-	var moved [transferAccounts]int64 // net units in, by account, of the transfers that succeeded
+	moved := make([]int64, transferAccounts)
 	before := e.requests.n.Load()
 	start := time.Now()
 	deadline := start.Add(d)
@@ -195,10 +212,9 @@ func transferCell(ctx context.Context, e *env, mode, space string, writers int, 
 	res.Seconds = time.Since(start).Seconds()
 	res.Requests = e.requests.n.Load() - before
 	// No commits/write column: a batch is answered 202 whether or not its
-	// change set committed, so the counting transport cannot tell, and there
-	// is no group commit to measure (each commit is one batch).
+	// change set committed, so the counting transport cannot tell.
 	res.Writes = 0
-	checkBalances(ctx, s, e.name+" transfers "+mode+" "+space, moved[:])
+	res.Moved = moved
 	return res
 }
 
