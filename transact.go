@@ -133,6 +133,10 @@ type txWrite[T any] struct {
 	value T
 	data  []byte  // T's encoding of value
 	onto  written // data applied to the version read (not for a blind write)
+	// whole: it writes T alone, keeping nothing of the stored document (an
+	// Upsert, or a write after a delete in the transaction); anew: it
+	// starts a new history over the stored version (after a delete).
+	whole, anew bool
 	// inherited: made by an earlier transaction of a batch; its value is
 	// that transaction's, so a Get decodes data afresh.
 	inherited bool
@@ -157,6 +161,8 @@ func (tx *Tx[T]) action(d *engine.Delivery, key string) (engine.KeyWrite, bool) 
 		return engine.DeleteOf(key, b.ETag), true
 	case w.blind:
 		return engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, w.data, 0), true
+	case w.anew: // created again after a delete: nothing of the stored version's bookkeeping carries over
+		return engine.Fresh(key, driver.IfMatch(b.ETag), w.data, d.Fence()), true
 	}
 	return over(d, b, w.onto), true
 }
@@ -208,16 +214,16 @@ func (tx *Tx[T]) Get(key string) (T, error) {
 	var zero T
 	if w, ok := tx.writes[key]; ok {
 		tx.own.touch(key)
-		if w.inherited {
-			tx.own.saw(key)
-		}
+		tx.own.saw(key)
 		if w.del {
 			return zero, errorf(ErrNotFound, "%q was deleted in this transaction", key)
 		}
 		if w.inherited {
 			var v T // a copy of its own: the earlier transaction keeps its value
-			err := tx.s.codec.Unmarshal(w.data, &v)
-			return v, err
+			if err := tx.s.codec.Unmarshal(w.data, &v); err != nil {
+				return zero, decodeError(key, err)
+			}
+			return v, nil
 		}
 		return w.value, nil
 	}
@@ -251,11 +257,14 @@ func (tx *Tx[T]) Put(key string, v T) error {
 	if err != nil {
 		return err
 	}
-	w, err := tx.s.apply(b, nil, data) // the change, to the document read
-	if err != nil {
+	prev, had := tx.writes[key]
+	next := txWrite[T]{value: v, data: data, whole: had && (prev.del || prev.whole), anew: had && (prev.del || prev.anew)}
+	if next.whole {
+		next.onto = written{data: data, canonical: true} // over a delete or an Upsert: T alone
+	} else if next.onto, err = tx.s.apply(b, nil, data); err != nil { // the change, to the document read
 		return err
 	}
-	tx.writes[key] = txWrite[T]{value: v, data: data, onto: w}
+	tx.writes[key] = next
 	tx.own.wrote(key)
 	return nil
 }
@@ -286,7 +295,7 @@ func (tx *Tx[T]) Upsert(key string, v T) error {
 	if err != nil {
 		return err
 	}
-	tx.writes[key] = txWrite[T]{value: v, data: data, blind: true}
+	tx.writes[key] = txWrite[T]{value: v, data: data, blind: true, whole: true}
 	tx.txn.order = append(tx.txn.order, touch{tx, key})
 	tx.own.touch(key)
 	tx.own.wrote(key)
@@ -326,10 +335,11 @@ func (tx *Tx[T]) Delete(key string) error {
 // key matches ErrInvalidKey.
 func (tx *Tx[T]) ETag(key string) (ETag, error) {
 	b, err := tx.version(key)
-	if w, ok := tx.writes[key]; err == nil && ok && w.inherited && !tx.txn.done {
-		// An earlier transaction of the batch wrote it (txgroup.go): its
-		// version is not stored yet, and no ETag held matches it.
-		if w.del {
+	if w, ok := tx.writes[key]; err == nil && tx.own.pending(key) && !tx.txn.done {
+		// An earlier transaction of the batch wrote it (txgroup.go): the
+		// version this one sees is not stored yet, and no ETag held
+		// matches it.
+		if ok && w.del && w.inherited {
 			return "", nil
 		}
 		return driver.Superseded("pending"), nil
@@ -367,9 +377,7 @@ func (tx *Tx[T]) readNow(key string) (version, error) {
 // version returns the version of key the transaction read, reading it the
 // first time.
 func (tx *Tx[T]) version(key string) (version, error) {
-	if w, ok := tx.writes[key]; ok && w.inherited {
-		tx.own.saw(key)
-	}
+	tx.own.saw(key)
 	if b, ok := tx.reads[key]; ok {
 		tx.own.touch(key)
 		return b, nil

@@ -101,10 +101,12 @@ type ownTouches struct {
 	keys    []string
 	seen    map[string]bool
 	written map[string]bool
-	// other: fn saw a key an earlier member wrote, whose version is not
-	// stored yet: an error or panic of fn was made on it.
-	other  bool
-	onRead func(start bool)
+	// inherited: the keys earlier members wrote, as the fork began; other:
+	// fn touched one, whose version is not stored yet, so an error or
+	// panic of fn may have been made on it.
+	inherited map[string]bool
+	other     bool
+	onRead    func(start bool)
 }
 
 func (o *ownTouches) touch(key string) {
@@ -114,11 +116,15 @@ func (o *ownTouches) touch(key string) {
 	}
 }
 
-func (o *ownTouches) saw(string) {
-	if o != nil {
+// saw records that fn touched key.
+func (o *ownTouches) saw(key string) {
+	if o.pending(key) {
 		o.other = true
 	}
 }
+
+// pending reports whether an earlier member wrote key.
+func (o *ownTouches) pending(key string) bool { return o != nil && o.inherited[key] }
 
 func (o *ownTouches) wrote(key string) {
 	if o != nil {
@@ -207,7 +213,14 @@ func (s *Store[T]) txLeave(ctx context.Context, r *txMember[T]) txResult[T] {
 // reads are all current (as Txn.run decides on its own); the panic then
 // goes on up the caller's stack. Otherwise the member runs on its own.
 func (s *Store[T]) takeTxTurn(r *txMember[T], f *Tx[T]) {
+	answered := false
+	defer func() {
+		if !answered { // fn ended its goroutine (runtime.Goexit): its caller is gone
+			r.answer <- txAnswer{left: true}
+		}
+	}()
 	err, panicked, p := runFn(r.fn, f)
+	answered = true
 	if f.txn.err != nil {
 		err = f.txn.err
 	}
@@ -408,15 +421,20 @@ func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T], attempt int) (*Tx[T], bool) 
 	return f, true
 }
 
+// readAllowance is how much of a turn's time in reads its bound leaves
+// out: reads a fn makes at the service's latency do not make it leave the
+// batch, and a read that hangs does not hold the batch longer than this.
+const readAllowance = 250 * time.Millisecond
+
 // outsideReads is how long r's turn, begun at began, has run outside its
-// fn's reads. Store.gmu is held.
+// fn's reads (up to readAllowance of them). Store.gmu is held.
 func (r *txMember[T]) outsideReads(began time.Time) time.Duration {
 	now := time.Now()
 	in := r.inReads
 	if r.reading {
 		in += now.Sub(r.readSince)
 	}
-	return now.Sub(began) - in
+	return now.Sub(began) - min(in, readAllowance)
 }
 
 // waitedFor reports whether another caller waits for r's turn to end: a
@@ -638,13 +656,14 @@ func (tx *Tx[T]) fork(ctx context.Context, onRead func(bool)) *Tx[T] {
 	t := tx.txn
 	ft := &Txn{base: t.base, ctx: ctx, lead: t.lead, copies: t.copies, owner: maps.Clone(t.owner), order: make([]touch, len(t.order), len(t.order)+4)}
 	f := &Tx[T]{s: tx.s, txn: ft, reads: maps.Clone(tx.reads), writes: make(map[string]txWrite[T], len(tx.writes)), ahead: tx.ahead,
-		own: &ownTouches{seen: map[string]bool{}, written: map[string]bool{}, onRead: onRead}}
+		own: &ownTouches{seen: map[string]bool{}, written: map[string]bool{}, inherited: make(map[string]bool, len(tx.writes)), onRead: onRead}}
 	if f.reads == nil {
 		f.reads = map[string]version{}
 	}
 	for k, w := range tx.writes {
 		w.inherited = true
 		f.writes[k] = w
+		f.own.inherited[k] = true
 	}
 	for i, tc := range t.order {
 		ft.order[i] = touch{f, tc.key}
@@ -663,15 +682,4 @@ func (tx *Tx[T]) adopt(f *Tx[T]) {
 	for _, tc := range f.txn.order {
 		t.order = append(t.order, touch{tx, tc.key})
 	}
-}
-
-// inherits reports whether tx holds a write of an earlier member of its
-// batch.
-func (tx *Tx[T]) inherits() bool {
-	for _, w := range tx.writes {
-		if w.inherited {
-			return true
-		}
-	}
-	return false
 }
