@@ -44,10 +44,11 @@
 // written, without a read. Each caller still gets the state right after its
 // own mutation (linearizable per key, as without grouping), its own errors
 // and its own deadline; a mutate that panics, fails, blocks or calls Update
-// on the same key affects only its own caller. A version cache, on by
-// default (Options.CacheSize), lets an Update write straight against the
-// last version the Store saw: one request where no other writer came in
-// between; a key other processes write is read first. Backoff is
+// on the same key affects only its own caller. Concurrent Transacts of one
+// Store share one commit the same way (see Store.Transact). A version
+// cache, on by default (Options.CacheSize), lets an Update write straight
+// against the last version the Store saw: one request where no other
+// writer came in between; a key other processes write is read first. Backoff is
 // full-jitter exponential and starts higher on keys that keep losing races;
 // a write that has waited long retries sooner, and a Store streaming writes
 // of one key pauses now and then so that other processes get their turn
