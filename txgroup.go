@@ -209,9 +209,10 @@ func (s *Store[T]) txLeave(ctx context.Context, r *txMember[T]) txResult[T] {
 
 // takeTxTurn runs r's fn on f, a fork of its batch's transaction, on the
 // caller's goroutine, and answers the runner. An error or a panic of fn
-// is the caller's only when f holds no earlier member's writes and its
-// reads are all current (as Txn.run decides on its own); the panic then
-// goes on up the caller's stack. Otherwise the member runs on its own.
+// is the caller's only when fn touched no key an earlier member wrote and
+// its reads are all current (as Txn.run decides on its own); the panic
+// then goes on up the caller's stack. Otherwise the member runs on its
+// own.
 func (s *Store[T]) takeTxTurn(r *txMember[T], f *Tx[T]) {
 	answered := false
 	defer func() {

@@ -120,7 +120,7 @@ func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error, flight engine
 	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
 		t.reset()
 		t.attempt = d.Attempts()
-		t.copies = t.attempt <= t.made+1 && !fenced
+		t.copies = t.attempt == 1 && !fenced // not after a batch's runs (made): they left it on a stale or torn view
 		err := t.run(fn)
 		keys := make([]string, len(t.order))
 		for i, tc := range t.order {
