@@ -179,6 +179,30 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 			})
 			return err
 		}},
+		{"TransactConcurrent", etagstore.Options{}, func(ctx context.Context, s *etagstore.Store[Older], key string) error {
+			if s.Backend().Abilities().Commit == nil {
+				_, err := s.Update(ctx, key, func(o *Older) error { bump(o); return nil })
+				return err
+			}
+			// Four at once: one Store's concurrent transactions share a
+			// commit (group commit), each bump on the one before it.
+			errs := make([]error, 4)
+			var wg sync.WaitGroup
+			for i := range errs {
+				wg.Go(func() {
+					_, errs[i] = s.Transact(ctx, func(tx *etagstore.Tx[Older]) error {
+						o, err := tx.Get(key)
+						if err != nil {
+							return err
+						}
+						bump(&o)
+						return tx.Put(key, o)
+					})
+				})
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -196,6 +220,9 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if tc.name == "TransactConcurrent" && b.Abilities().Commit != nil && got.Value.N != 4 {
+				t.Errorf("four concurrent transactions' bumps: N = %d, want 4", got.Value.N)
+			}
 			if got.Value.N < 1 || !strings.HasSuffix(got.Value.Addr.City, "+") || !strings.HasSuffix(got.Value.Items[0].Name, "+") {
 				t.Errorf("the older type's change is lost: N = %d, Addr.City %q, Items[0].Name %q", got.Value.N, got.Value.Addr.City, got.Value.Items[0].Name)
 			}
@@ -208,11 +235,67 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 		})
 	}
 	t.Run("FromNothing", func(t *testing.T) { testExtraFromNothing(t, newBackend(t)) })
+	t.Run("TransactRewrite", func(t *testing.T) { testTransactRewrite(t, newBackend(t)) })
 	t.Run("CaseOnlyRename", func(t *testing.T) { testCaseOnlyRename(t, newBackend(t)) })
 	t.Run("OmitEmpty", func(t *testing.T) { testOmitEmpty(t, newBackend(t)) })
 	t.Run("Without", func(t *testing.T) { testWithout(t, newBackend(t)) })
 	t.Run("DeepChanges", func(t *testing.T) { testDeepChanges(t, newBackend(t)) })
 	t.Run("OlderAndNewerRacing", func(t *testing.T) { testOlderAndNewerRacing(t, newBackend(t)) })
+}
+
+// testTransactRewrite: in one transaction, a Put of a key the
+// transaction deleted, or upserted, writes the older type alone, as the
+// same writes in a row would; a create after a delete keeps nothing of
+// the deleted document's bookkeeping (its fencing token: a writer fenced
+// with a lower one may write it).
+func testTransactRewrite(t *testing.T, b driver.Backend) {
+	ctx := t.Context()
+	newer := etagstore.New[Newer](b, nil)
+	older := etagstore.New[Older](b, nil)
+	if b.Abilities().Commit == nil { // blobs: no transactions, refused before fn runs
+		_, err := older.Transact(ctx, func(*etagstore.Tx[Older]) error { return errors.New("fn ran") })
+		if !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("Transact without Commit = %v, want errors.ErrUnsupported", err)
+		}
+		return
+	}
+	for _, key := range []string{"deleted", "upserted"} {
+		if _, err := newer.Create(etagstore.WithFence(ctx, 5), key, newerOnly(key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := older.Transact(ctx, func(tx *etagstore.Tx[Older]) error {
+		if err := tx.Delete("deleted"); err != nil {
+			return err
+		}
+		if err := tx.Put("deleted", Older{Title: "deleted"}); err != nil {
+			return err
+		}
+		if err := tx.Upsert("upserted", Older{Title: "upserted"}); err != nil {
+			return err
+		}
+		o, err := tx.Get("upserted")
+		if err != nil {
+			return err
+		}
+		o.N = 7
+		return tx.Put("upserted", o)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]Newer{"deleted": {Title: "deleted"}, "upserted": {Title: "upserted", N: 7}} {
+		got, err := newer.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got.Value); diff != "" {
+			t.Errorf("%s: the older type alone (-want +got):\n%s", key, diff)
+		}
+	}
+	if _, err := older.Update(etagstore.WithFence(ctx, 3), "deleted", func(o *Older) error { o.N++; return nil }); err != nil {
+		t.Errorf("a write fenced with 3 after the document under token 5 was deleted and created again: %v", err)
+	}
 }
 
 // testWithout: Extra.Without drops one member the older type does not
