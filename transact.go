@@ -53,7 +53,10 @@ import (
 // or takes longer than 10 ms beyond its reads while another caller waits
 // for it (one that calls Transact on this Store, say), runs again on its
 // own, so that it affects only its caller; its runs in the batch count
-// toward the policy's MaxAttempts, except a slow one's. When a caller of
+// toward the policy's MaxAttempts, except a slow one's. A fn that wrote
+// nothing is checked by its own reads, as on its own, and does not join
+// the commit; a transaction whose batch lost a race over keys it did not
+// touch runs again on its own. When a caller of
 // the batch leaves (ctx) before the commit is sent, the others' fns run
 // again, uncounted; one that leaves while the commit is in flight gets an
 // *OutcomeUnknownError if it wrote anything. Options.DisableGroupCommit,
@@ -280,9 +283,7 @@ func (tx *Tx[T]) Upsert(key string, v T) error {
 	if err := tx.open(); err != nil {
 		return err
 	}
-	_, read := tx.reads[key]
-	_, wrote := tx.writes[key]
-	if _, fenced := FenceFrom(tx.txn.ctx); read || wrote || fenced {
+	if _, fenced := FenceFrom(tx.txn.ctx); fenced || tx.mine(key) {
 		return tx.Put(key, v)
 	}
 	if err := tx.s.checkKey(key); err != nil {
@@ -295,11 +296,33 @@ func (tx *Tx[T]) Upsert(key string, v T) error {
 	if err != nil {
 		return err
 	}
-	tx.writes[key] = txWrite[T]{value: v, data: data, blind: true, whole: true}
-	tx.txn.order = append(tx.txn.order, touch{tx, key})
+	w := txWrite[T]{value: v, data: data, whole: true, onto: written{data: data, canonical: true}}
+	prev, had := tx.writes[key]
+	_, read := tx.reads[key] // in a batch: by an earlier transaction, whose check the write keeps
+	switch {
+	case !had && !read:
+		w.blind = true
+		tx.txn.order = append(tx.txn.order, touch{tx, key})
+	case had && prev.blind:
+		w.blind = true // over an earlier transaction's blind Upsert: still nothing read
+	default:
+		w.anew = had && (prev.del || prev.anew) // T alone, conditioned as the key's action is
+	}
+	tx.writes[key] = w
 	tx.own.touch(key)
 	tx.own.wrote(key)
 	return nil
+}
+
+// mine reports whether the transaction read or wrote key (in a batch of
+// transactions: this one, not an earlier one of the batch).
+func (tx *Tx[T]) mine(key string) bool {
+	if tx.own != nil {
+		return tx.own.seen[key]
+	}
+	_, read := tx.reads[key]
+	_, wrote := tx.writes[key]
+	return read || wrote
 }
 
 // Delete buffers the delete of key, conditioned on the version the

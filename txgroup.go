@@ -46,7 +46,11 @@ import (
 // member whose keys cannot be committed with the batch's waits for the
 // next batch; the first member of a batch, whose keys cannot be committed
 // at all, fails as it would on its own. An error or panic on a view of
-// its own reads, all current, is its caller's at once, as on its own. A
+// its own reads, all current, is its caller's at once, as on its own; a
+// fn that wrote nothing is checked the same way and answered at once,
+// never joining the commit (tables would give the documents it read new
+// ETags, and could not check a key it found missing). A member whose
+// batch lost its last race over a key it did not touch runs on its own. A
 // member whose caller leaves (ctx) after its writes were adopted and
 // before the commit is sent makes the batch run its turns again without
 // it; after, its caller gets an unknown outcome if it wrote anything.
@@ -79,6 +83,7 @@ type txMember[T any] struct {
 
 // txAnswer is a member's answer to a turn.
 type txAnswer struct {
+	done  bool  // fn wrote nothing, on reads all current: answered now, nothing to commit
 	alone bool  // run the transaction on its own instead
 	err   error // fn's own failure, on current reads of its own; with alone, the failure if no attempt is left
 	left  bool  // the caller left (context done) before running its turn
@@ -227,19 +232,24 @@ func (s *Store[T]) takeTxTurn(r *txMember[T], f *Tx[T]) {
 	}
 	var a txAnswer
 	switch {
-	case err == nil && !panicked:
+	case err == nil && !panicked && len(f.own.written) > 0:
 	case errors.Is(err, ErrConflict):
 		a = txAnswer{alone: true, err: err} // a conflict fn saw: again, on its own
 	case f.own.other:
 		a = txAnswer{alone: true, err: f.stale()} // made on writes not stored yet: again, on its own
-	default:
-		switch stale := f.txn.revalidate(); {
+	default: // an error, a panic, or nothing written: checked as on its own, by its own reads
+		f.own.reading(true) // the check's reads do not count toward the turn's bound
+		stale := f.txn.revalidateOnly(f.own.seen)
+		f.own.reading(false)
+		switch {
 		case errors.Is(stale, engine.ErrStale):
 			a = txAnswer{alone: true, err: f.stale()} // a torn view: again, on its own
 		case panicked:
 			a.err = errPanicked
 		case stale != nil:
 			a.err = stale // the check failed: as Txn.run reports it
+		case err == nil:
+			a.done = true
 		default:
 			a.err = err
 		}
@@ -414,7 +424,7 @@ func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T], attempt int) (*Tx[T], bool) 
 	case a.alone:
 		b.hand(r, txResult[T]{alone: true, ran: attempt, err: a.err})
 		return nil, false
-	case a.err != nil:
+	case a.err != nil || a.done:
 		b.hand(r, txResult[T]{err: a.err, tries: attempt})
 		return nil, false
 	}
@@ -558,6 +568,7 @@ func (b *txBatch[T]) finish(t *Txn, res engine.Result, err error) {
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	b.inFlight = false
+	refused := refusedKey(t, err)
 	for i, r := range b.applied {
 		if r.status != applied {
 			continue
@@ -567,6 +578,8 @@ func (b *txBatch[T]) finish(t *Txn, res engine.Result, err error) {
 			b.hand(r, txResult[T]{docs: b.docs(t, res, i), batch: len(res.Out), tries: res.Attempts})
 		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
 			b.hand(r, txResult[T]{alone: true}) // one member's writes may be at fault
+		case refused != "" && !r.view.own.seen[refused]:
+			b.hand(r, txResult[T]{alone: true}) // another's race: alone it may not lose it
 		default:
 			b.hand(r, txResult[T]{err: r.named(err), tries: res.Attempts})
 		}
@@ -584,6 +597,16 @@ func (b *txBatch[T]) finish(t *Txn, res engine.Result, err error) {
 			b.hand(r, txResult[T]{err: err, alone: err == nil})
 		}
 	}
+}
+
+// refusedKey is the key whose action a lost race of the batch's commit
+// names ("" when err is no such refusal, or names none).
+func refusedKey(t *Txn, err error) string {
+	var ae *driver.ActionError
+	if !errors.Is(err, ErrConflict) || !errors.As(err, &ae) || ae.Index < 0 || ae.Index >= len(t.order) {
+		return ""
+	}
+	return t.order[ae.Index].key
 }
 
 // docs is the documents the i-th applied member put, in the order its fn

@@ -277,14 +277,18 @@ func (t *Txn) request(d *engine.Delivery) (request, error) {
 // absences included. Otherwise it reads every key again: a document
 // whose ETag did not change was current throughout, but a key missing
 // at both reads may have existed between them.
-func (t *Txn) revalidate() error {
+func (t *Txn) revalidate() error { return t.revalidateOnly(nil) }
+
+// revalidateOnly is revalidate of the keys in only (nil: all).
+func (t *Txn) revalidateOnly(only map[string]bool) error {
 	if len(t.order) == 0 {
 		return nil
 	}
+	checked := func(tc touch) bool { return tc.view.wasRead(tc.key) && (only == nil || only[tc.key]) }
 	if a := t.lead.abilities; a.PureChecks {
 		var checks []driver.Action
 		for _, tc := range t.order {
-			if tc.view.wasRead(tc.key) {
+			if checked(tc) {
 				checks = append(checks, engine.Check(tc.view.read(tc.key)).Action)
 			}
 		}
@@ -298,7 +302,7 @@ func (t *Txn) revalidate() error {
 		return err
 	}
 	for _, tc := range t.order {
-		if !tc.view.wasRead(tc.key) {
+		if !checked(tc) {
 			continue
 		}
 		it, err := tc.view.core().b.Read(t.ctx, tc.key)
