@@ -55,8 +55,9 @@ import (
 // own, so that it affects only its caller; its runs in the batch count
 // toward the policy's MaxAttempts, except a slow one's. A fn that wrote
 // nothing is checked by its own reads, as on its own, and does not join
-// the commit; a transaction whose batch lost a race over keys it did not
-// touch runs again on its own. When a caller of
+// the commit; a transaction whose batch lost its last race over keys it
+// did not touch runs again on its own, its runs in the batch uncounted.
+// When a caller of
 // the batch leaves (ctx) before the commit is sent, the others' fns run
 // again, uncounted; one that leaves while the commit is in flight gets an
 // *OutcomeUnknownError if it wrote anything. Options.DisableGroupCommit,
