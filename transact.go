@@ -57,12 +57,12 @@ import (
 // nothing is checked by its own reads, as on its own, and does not join
 // the commit; a transaction whose batch lost its last race over keys it
 // did not touch runs again on its own, its runs in the batch uncounted.
-// When a caller of
-// the batch leaves (ctx) before the commit is sent, the others' fns run
-// again, uncounted; one that leaves while the commit is in flight gets an
-// *OutcomeUnknownError if it wrote anything. Options.DisableGroupCommit,
-// or a fenced ctx (WithFence), makes each transaction commit on its own,
-// as the package-level Transact always does. Failures:
+// When a caller of the batch leaves (ctx) before the commit is sent, the
+// others' fns run again, uncounted; one that leaves while the commit is in
+// flight gets an *OutcomeUnknownError if it wrote anything.
+// Options.DisableGroupCommit, or a fenced ctx (WithFence), makes each
+// transaction commit on its own, as the package-level Transact always
+// does. Failures:
 //
 //   - fn's error aborts with nothing written and is returned as is; a
 //     panic in fn goes on up the caller's stack, with nothing written.
