@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -190,13 +191,7 @@ func (s *Store[T]) txLeave(ctx context.Context, r *txMember[T]) txResult[T] {
 	case answered:
 		return r.res
 	case queued:
-		g := &s.txg
-		for i, q := range g.queue {
-			if q == r {
-				g.queue = append(g.queue[:i], g.queue[i+1:]...)
-				break
-			}
-		}
+		s.txg.queue = slices.DeleteFunc(s.txg.queue, func(q *txMember[T]) bool { return q == r })
 	case onTurn:
 		select {
 		case <-r.turns: // not taken up: the runner waits for an answer
@@ -388,27 +383,7 @@ func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T], attempt int) (*Tx[T], bool) 
 	began := time.Now()
 	r.reading, r.inReads = false, 0
 	s.gmu.Unlock()
-	var a txAnswer
-	timedOut := false
-	for bound := turnTimeout; ; {
-		b.timer.Reset(bound)
-		select {
-		case a = <-r.answer:
-		case <-b.timer.C:
-			s.gmu.Lock()
-			bound = turnTimeout - r.outsideReads(began)
-			if bound <= 0 && b.waitedFor(r) {
-				timedOut = true
-			}
-			s.gmu.Unlock()
-			if !timedOut {
-				bound = max(bound, turnTimeout/4) // nobody waits yet: look again
-				continue
-			}
-		}
-		break
-	}
-	b.timer.Stop()
+	a, timedOut := b.await(r, began)
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	if !timedOut {
@@ -430,6 +405,29 @@ func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T], attempt int) (*Tx[T], bool) 
 	}
 	r.status, r.view = applied, f
 	return f, true
+}
+
+// await waits for r's answer to the turn it began at began, or until the
+// turn has lasted turnTimeout beyond its reads while another caller waits
+// for it (timedOut).
+func (b *txBatch[T]) await(r *txMember[T], began time.Time) (a txAnswer, timedOut bool) {
+	defer b.timer.Stop()
+	for bound := turnTimeout; ; {
+		b.timer.Reset(bound)
+		select {
+		case a = <-r.answer:
+			return a, false
+		case <-b.timer.C:
+		}
+		b.s.gmu.Lock()
+		bound = turnTimeout - r.outsideReads(began)
+		timedOut = bound <= 0 && b.waitedFor(r)
+		b.s.gmu.Unlock()
+		if timedOut {
+			return txAnswer{}, true
+		}
+		bound = max(bound, turnTimeout/4) // nobody waits yet: look again
+	}
 }
 
 // readAllowance is how much of a turn's time in reads its bound leaves

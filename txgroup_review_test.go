@@ -916,7 +916,7 @@ func TestTxBatchStressSlow(t *testing.T) {
 						}
 						switch (g + i) % 6 {
 						case 0:
-							time.Sleep(15 * time.Millisecond) // times out
+							time.Sleep(15 * time.Millisecond) // a slow fn on the bubble's fake clock: its turn times out
 						case 1:
 							if _, err := s.Transact(ctx, increment("nested")); err != nil {
 								return err

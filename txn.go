@@ -281,30 +281,19 @@ func (t *Txn) revalidate() error { return t.revalidateOnly(nil) }
 
 // revalidateOnly is revalidate of the keys in only (nil: all).
 func (t *Txn) revalidateOnly(only map[string]bool) error {
-	if len(t.order) == 0 {
+	var read []touch
+	for _, tc := range t.order {
+		if tc.view.wasRead(tc.key) && (only == nil || only[tc.key]) {
+			read = append(read, tc)
+		}
+	}
+	if len(read) == 0 {
 		return nil
 	}
-	checked := func(tc touch) bool { return tc.view.wasRead(tc.key) && (only == nil || only[tc.key]) }
 	if a := t.lead.abilities; a.PureChecks {
-		var checks []driver.Action
-		for _, tc := range t.order {
-			if checked(tc) {
-				checks = append(checks, engine.Check(tc.view.read(tc.key)).Action)
-			}
-		}
-		if len(checks) == 0 {
-			return nil
-		}
-		_, err := a.Commit(t.ctx, checks)
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
-			return engine.ErrStale
-		}
-		return err
+		return t.checkAtOnce(a, read)
 	}
-	for _, tc := range t.order {
-		if !checked(tc) {
-			continue
-		}
+	for _, tc := range read {
 		it, err := tc.view.core().b.Read(t.ctx, tc.key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
@@ -314,6 +303,20 @@ func (t *Txn) revalidateOnly(only map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// checkAtOnce checks the versions read of keys at one instant, with a
+// commit of checks that writes nothing (a backend with PureChecks).
+func (t *Txn) checkAtOnce(a driver.Abilities, keys []touch) error {
+	checks := make([]driver.Action, len(keys))
+	for i, tc := range keys {
+		checks[i] = engine.Check(tc.view.read(tc.key)).Action
+	}
+	_, err := a.Commit(t.ctx, checks)
+	if errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
+		return engine.ErrStale
+	}
+	return err
 }
 
 // txnCtx is the context a package-level Transact runs the engine under:
