@@ -192,6 +192,11 @@ type Delivery struct {
 	res       Result
 	lost      bool   // some attempt lost a race (Heat.Rival)
 	claimed   string // the key whose senior place d holds (Heat.Senior)
+
+	began    time.Time   // when Run started
+	turnEnds int         // turns' ends seen while waiting (handover.go)
+	turnEnd  driver.ETag // the last one's
+	awaited  bool        // this attempt waited for its turn
 }
 
 // carry is what an attempt leaves to the next; at most one of resend,
@@ -258,6 +263,7 @@ func (d *Delivery) Run(ctx context.Context) (Result, error) {
 		warm = d.env.Heat.Warmth(d.name())
 	}
 	defer d.retire() // also when user code inside the plan panics
+	d.began = d.env.Clock.Now()
 	attempts, err := d.env.retry(ctx, d.attempt, d.made, warm, d.op, d.senior)
 	if d.mode != Blind && len(d.keys) > 0 {
 		d.env.Heat.Learn(d.name(), attempts, d.env.Clock)
@@ -291,7 +297,7 @@ func (d *Delivery) senior() bool {
 	if d.claimed != "" && d.claimed != d.name() { // a transaction's first key changed
 		d.retire()
 	}
-	if !d.env.Heat.Senior(d.name(), d, d.env.Clock) {
+	if !d.env.Heat.Senior(d.name(), d, d.began, d.env.Clock) {
 		return false
 	}
 	d.claimed = d.name()
@@ -322,7 +328,7 @@ func (d *Delivery) unknown(cause error) error {
 func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	d.res.Attempts = n
 	c := d.then
-	d.then = carry{}
+	d.then, d.awaited = carry{}, false
 	if c.raced {
 		d.env.Hooks.Conflict(ctx)
 	}
@@ -335,6 +341,11 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	}
 	if c.check != nil && d.foundLanded(c.check, base) {
 		return stop, nil
+	}
+	if d.mode == Based && c.base == nil {
+		if base, err = d.awaitTurn(ctx, base); err != nil {
+			return stop, err
+		}
 	}
 	if err := d.admit(base); err != nil {
 		return stop, err
@@ -359,16 +370,21 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 // dispatch sends req, built over base, unless ctx is done or a member of
 // the batch behind it has left (then it is built again). A Based write
 // built on a copy first pauses when its Store has held the key long
-// enough while others also write it (Heat.Pause).
+// enough while others also write it, and the last write before the pause
+// is marked as the end of the Store's turn (Heat.Pause).
 func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (next, error) {
 	if err := ctx.Err(); err != nil {
 		return stop, err // nothing sent; Run reports an unsettled earlier request
 	}
 	if d.mode == Based && !verified(base) {
-		if pause := d.env.Heat.Pause(d.name(), d.env.Clock); pause > 0 {
+		pause, last := d.env.Heat.Pause(d.name(), d.env.Clock)
+		if pause > 0 {
 			if err := d.env.Clock.Sleep(ctx, pause); err != nil {
 				return stop, err // nothing sent, as above
 			}
+		}
+		if last && len(req) == 1 && req[0].Write.Meta != "" {
+			req = Request{endTurn(req[0])}
 		}
 	}
 	if !d.flight.Hold() {

@@ -17,15 +17,16 @@ import (
 // (group commit's chaining, the version cache) wins every race on a key
 // that other processes also write — they must read before they write —
 // and would keep the key while they starve; its own writes never lose, so
-// it cannot see them. So a run of back-to-back wins on copies pauses now
-// and then before its next write: a writer of another process that is
-// trying again reads and writes in the pause, and losers that have waited
-// long retry sooner (see seniority), so the pause goes to them. While
-// there is a sign of rivals (the Store lost a race on the key within
-// turnMemory sends) a run pauses for turnPause sends every turnLength
-// sends. Without one, it pauses once after probeFirst sends, and then
-// after twice as many each time the pause drew no rival: a lone writer
-// pays a pause now and then, less and less often, and a rival that
+// it cannot see them. So a run of back-to-back wins on copies ends now
+// and then: its last write is marked as the end of the Store's turn
+// (meta's yield) and the Store pauses before its next write, and a writer
+// of another process that is waiting for the key takes it in the pause,
+// the one that has waited longest first (handover.go). While there is a
+// sign of rivals (the Store lost a race on the key within turnMemory
+// sends) a turn ends every turnLength sends, and the pause lasts
+// turnPause sends. Without one, a run ends once after probeFirst sends,
+// and then after twice as many each time the pause drew no rival: a lone
+// writer pays a pause now and then, less and less often, and a rival that
 // started while the key was held gets its first turn within probeFirst
 // sends. A turn lasts at least turnFloor: where sends are fast (Azurite
 // on loopback) shorter turns would spend the service on hand-overs.
@@ -51,9 +52,12 @@ type heat struct {
 	last  time.Time     // the last win
 	send  time.Duration // how long a write of the key takes (moving average)
 	probe int           // sends before the next pause without a sign of rivals
+	ended bool          // the last write ended the Store's turn: pause before the next
+	yield time.Time     // the last turn's end written or read on the key
 
 	senior      any       // the Store's longest-waiting write of the key (nil: none)
 	seniorSince time.Time // when it last claimed it
+	seniorWait  time.Time // since when it has waited
 }
 
 const (
@@ -124,7 +128,7 @@ func (h *Heat) Rival(key string, clock Clock) {
 	now := clock.Now()
 	h.turn(now)
 	e := h.take(key, true)
-	e.rival, e.run, e.probe = now, time.Time{}, probeFirst // a new run starts at the next win
+	e.rival, e.run, e.probe, e.ended = now, time.Time{}, probeFirst, false // a new run starts at the next win
 }
 
 // Won records a write of key that landed after a send that took took;
@@ -161,56 +165,65 @@ func (h *Heat) Won(key string, took time.Duration, copy bool, clock Clock) {
 	e.last = now
 }
 
-// Pause is how long a write of key built on a copy waits before it is
-// sent, so that writers in other processes get their turn: turnPause
-// sends once the current run of back-to-back wins has lasted turnLength
-// sends (with a sign of rivals) or the probe's length (without), and at
-// least turnFloor; the run then starts again. Otherwise zero.
-func (h *Heat) Pause(key string, clock Clock) time.Duration {
+// Pause says, before a write of key built on a copy is sent, how long it
+// waits first and whether it is the last of the Store's turn (marked so,
+// for the processes waiting for the key: handover.go). A run of
+// back-to-back wins ends with the write sent once it has lasted turnLength
+// sends less one (with a sign of rivals) or the probe's length (without),
+// and at least turnFloor; the write after it waits turnPause sends, and
+// the run starts again. Otherwise zero and false.
+func (h *Heat) Pause(key string, clock Clock) (wait time.Duration, last bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.idle() {
-		return 0
+		return 0, false
 	}
 	e := h.peek(key)
 	if e == nil || e.run.IsZero() || e.send <= 0 {
-		return 0
+		return 0, false
 	}
 	now := clock.Now()
 	if now.Sub(e.last) > turnPause*e.send {
-		e.run = time.Time{} // idle for a pause's length: the run is over
-		return 0
+		e.run, e.ended = time.Time{}, false // idle for a pause's length: the run is over
+		return 0, false
+	}
+	if e.ended {
+		e.run, e.ended = time.Time{}, false
+		return turnPause * e.send, false
 	}
 	probing := e.rival.IsZero() || now.Sub(e.rival) > turnMemory*e.send
 	length := time.Duration(turnLength)
 	if probing {
 		length = time.Duration(e.probe)
 	}
-	if now.Sub(e.run) < max(length*e.send, turnFloor) {
-		return 0
+	if now.Sub(e.run)+e.send < max(length*e.send, turnFloor) {
+		return 0, false
 	}
 	if probing {
 		e.probe = min(2*e.probe, probeLast) // if it draws no rival, the next comes later
 	}
-	e.run = time.Time{}
-	return turnPause * e.send
+	e.ended, e.yield = true, now
+	return 0, true
 }
 
-// Senior reports whether w, a write of key that has waited its patience,
-// is the Store's senior write of the key: the first to ask while no other
-// holds the place (or its holder has not asked for seniorLease), and then
-// until it retires. Only the senior write's backoff shrinks as it waits
-// (seniority): one poller per key and Store, however many wait.
-func (h *Heat) Senior(key string, w any, clock Clock) bool {
+// Senior reports whether w, a write of key waiting since since (the
+// start of its delivery), is the Store's senior write of the key: the one
+// that has waited longest of those asking. It takes the place when it is
+// free, when its holder has not asked for seniorLease, or when its holder
+// started waiting later; and keeps it until it retires or another takes
+// it. Only the senior write's backoff shrinks as it waits (seniority),
+// and only it waits for the key's turn (handover.go): one poller per key
+// and Store, however many wait.
+func (h *Heat) Senior(key string, w any, since time.Time, clock Clock) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := clock.Now()
 	h.turn(now)
 	e := h.take(key, true)
-	if e.senior != nil && e.senior != w && now.Sub(e.seniorSince) < seniorLease {
+	if e.senior != nil && e.senior != w && now.Sub(e.seniorSince) < seniorLease && !since.Before(e.seniorWait) {
 		return false
 	}
-	e.senior, e.seniorSince = w, now
+	e.senior, e.seniorSince, e.seniorWait = w, now, since
 	return true
 }
 

@@ -72,7 +72,7 @@ func TestContentionKeepsHotKeysWarm(t *testing.T) {
 // the pauses were in all.
 func sendRun(h *Heat, clock *manualClock, key string, n int, send time.Duration) (at []int, paused time.Duration) {
 	for i := 1; i <= n; i++ {
-		if p := h.Pause(key, clock); p > 0 {
+		if p, _ := h.Pause(key, clock); p > 0 {
 			at = append(at, i)
 			paused += p
 			clock.now = clock.now.Add(p)
@@ -110,7 +110,7 @@ func TestTurns(t *testing.T) {
 
 	// Idle for a pause's length between writes: no run builds up.
 	for range 50 {
-		if p := h.Pause("k", clock); p > 0 {
+		if p, _ := h.Pause("k", clock); p > 0 {
 			t.Fatalf("a write after an idle spell paused %v", p)
 		}
 		clock.now = clock.now.Add(send + turnPause*send + time.Millisecond)
@@ -121,7 +121,7 @@ func TestTurns(t *testing.T) {
 	var cold Heat
 	for range 100 {
 		cold.Won("r", send, false, clock)
-		if p := cold.Pause("r", clock); p > 0 {
+		if p, _ := cold.Pause("r", clock); p > 0 {
 			t.Fatalf("a key written from reads paused %v", p)
 		}
 	}
@@ -180,24 +180,29 @@ func TestTurnsFollowBoundedKeys(t *testing.T) {
 	}
 }
 
-// One write per key and Store is senior at a time: the first to ask,
-// until it retires or stops asking for seniorLease; then the next.
+// One write per key and Store is senior at a time: the one waiting
+// longest of those that ask, until it retires or stops asking for
+// seniorLease; then the next.
 func TestSeniorIsOnePerKey(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	since := clock.now
 	var h Heat
 	a, b := new(int), new(int)
-	if !h.Senior("k", a, clock) || h.Senior("k", b, clock) || !h.Senior("k", a, clock) {
+	if !h.Senior("k", a, since, clock) || h.Senior("k", b, since, clock) || !h.Senior("k", a, since, clock) {
 		t.Fatal("a second write took the senior place while the first held it")
 	}
-	if !h.Senior("other", b, clock) {
+	if !h.Senior("other", b, since, clock) {
 		t.Fatal("another key's senior place is taken")
 	}
 	h.Retire("k", a)
-	if !h.Senior("k", b, clock) {
+	if !h.Senior("k", b, since, clock) {
 		t.Fatal("the place was not free after its write retired")
 	}
 	clock.now = clock.now.Add(seniorLease + time.Millisecond)
-	if !h.Senior("k", a, clock) {
+	if !h.Senior("k", a, since, clock) {
 		t.Error("a senior that stopped asking kept its place past seniorLease")
+	}
+	if older := new(int); !h.Senior("k", older, since.Add(-time.Millisecond), clock) || h.Senior("k", a, since, clock) {
+		t.Error("a write waiting longer than the senior did not take its place")
 	}
 }

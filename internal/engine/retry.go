@@ -30,6 +30,7 @@ type next uint8
 const (
 	stop       next = iota // done: return the attempt's error (nil or not)
 	afterLoss              // lost a race: try again after a jittered backoff, sooner the longer the write has waited
+	afterTurn              // lost a race after waiting for its turn (handover.go): try again at once, within the policy's time
 	afterPause             // refused unapplied (throttled): try again after a jittered backoff
 	now                    // try again at once (resolving a lost response)
 	redo                   // start the attempt again at once: nothing was sent, it does not count
@@ -90,6 +91,9 @@ func (env *Env) retry(ctx context.Context, attempt step, made, warm int, op stri
 			limit = seniority(limit, took, waited, p.InitialInterval)
 		}
 		delay := fullJitter(limit)
+		if then == afterTurn {
+			delay = 0
+		}
 		env.Hooks.Attempted(ctx, n, err, delay)
 		env.Hooks.Retrying(ctx, op, n, delay, err)
 		if err := env.Clock.Sleep(ctx, delay); err != nil {

@@ -102,6 +102,9 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 		return now, err
 	case conflict || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound) && refused(req, err).Write.Cond.Kind != driver.CondCreate:
 		d.then, d.lost = carry{check: req, raced: true}, true
+		if d.awaited {
+			return afterTurn, err // waiting for the next turn's end is its backoff
+		}
 		return afterLoss, err
 	}
 	return stop, err

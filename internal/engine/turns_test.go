@@ -28,7 +28,7 @@ func TestTurnsEndWithIdleSpells(t *testing.T) {
 			idle = 10 * time.Second // lone writer
 		}
 		clock.now = clock.now.Add(idle)
-		if p := h.Pause("k", clock); p > 0 {
+		if p, _ := h.Pause("k", clock); p > 0 {
 			t.Errorf("rival=%v: after 3 sends and %v idle, the next write pauses %v", rival, idle, p)
 		}
 	}

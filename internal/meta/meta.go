@@ -23,14 +23,20 @@ import (
 //     tell whether a write whose outcome was lost can still be in the id
 //     window, or whether its outcome is unknowable.
 //   - fence: the highest fencing token any write carried (see WithFence).
+//   - yield: the write was the last of its Store's turn on a key that
+//     several processes write; the Store pauses before its next write, and
+//     the processes waiting for the key take it in turn (engine's
+//     handover.go). Only the version that write made carries it.
 //
-// Encoding: "w=id,id;l=lineage;n=seq;f=fence", fields omitted when empty.
+// Encoding: "w=id,id;l=lineage;n=seq;f=fence;y=1", fields omitted when
+// empty. Parse skips fields it does not know, so older readers ignore y.
 // Ids and lineages are lowercase base32, so the string is printable ASCII.
 type Meta struct {
 	IDs     string // comma-separated, newest last
 	Lineage string
 	Seq     int64
 	Fence   int64
+	Yield   bool   // the write ended its Store's turn on the key
 	raw     string // the encoding, when known (see then)
 }
 
@@ -49,6 +55,8 @@ func Parse(s string) Meta {
 			m.Seq, _ = strconv.ParseInt(v, 10, 64)
 		case "f":
 			m.Fence, _ = strconv.ParseInt(v, 10, 64)
+		case "y":
+			m.Yield = v == "1"
 		}
 	}
 	return m
@@ -81,7 +89,23 @@ func (m Meta) String() string {
 		sep("f=")
 		b.Write(strconv.AppendInt(num[:0], m.Fence, 10))
 	}
+	if m.Yield {
+		sep("y=1")
+	}
 	return b.String()
+}
+
+// Yielding is m marked as the bookkeeping of a write that ends its Store's
+// turn on the key.
+func (m Meta) Yielding() Meta {
+	if m.Yield {
+		return m
+	}
+	m.Yield = true
+	if m.raw != "" {
+		m.raw += ";y=1"
+	}
+	return m
 }
 
 // Count is the number of ids in the window.

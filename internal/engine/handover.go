@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// This file is the hand-over of a key that Stores in several processes
+// write, taking turns (see Heat): the Store holding the key marks the last
+// write of its turn (meta's yield) and pauses; the Stores waiting for the
+// key read it until they see the turn end, and the one that has waited
+// longest writes first.
+//
+// Waiting Stores cannot tell each other how long they have waited, so the
+// order is kept by timing alone. A waiter (its Store's senior write of the
+// key, after a lost race, while the key's writers take turns) reads the
+// key back to back. Its class is how many turns it has seen end while
+// waiting (or, if more, how many turns' time it has waited, less half a
+// turn), at most handoverClasses-1. On reading a version that ends a turn
+// it writes at once in the top class, and otherwise once one more read per
+// class below the top has found the key unchanged. A read takes about a
+// send, and the holder pauses turnPause sends, so every class's write
+// lands in the pause, each a read after the class above: with four Stores
+// the three waiting have seen two, one and no turns end, and the key goes
+// round in the order they lost it. A version that does not end a turn (a
+// writer that stopped, or an older library's) is taken after two reads
+// more than a marked one; and a waiter that has read for two turns' time
+// writes anyway, and waits for the next turn's end if it loses.
+//
+// Reads back to back cost a request per send per waiting Store, which
+// earns its keep where a send takes handoverMinSend or more (storage in
+// another region, or a service under load); where sends are faster the
+// waiters retry as any lost race does.
+const (
+	handoverClasses = turnPause
+	handoverMinSend = 5 * time.Millisecond
+)
+
+// awaitTurn is the read base of a write that lost a race on a key whose
+// writers take turns, made its Store's senior write of the key: it reads
+// again until the key's holder hands it over, as the file's comment says,
+// and returns the version to write over. Otherwise it returns base.
+func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, error) {
+	if !d.lost || len(base) != 1 {
+		return base, nil
+	}
+	heat, key, clock := d.env.Heat, d.name(), d.env.Clock
+	d.sawTurnEnd(base[0])
+	send := heat.Send(key)
+	if send < handoverMinSend || !heat.Turning(key, clock) || !d.senior() {
+		return base, nil
+	}
+	d.awaited = true
+	class := d.class(base[0], send)
+	limit := int(2 * cycle(send) / send)
+	for reads, same := 1, 0; ; reads++ {
+		last := base[0]
+		need := handoverClasses + 1 - class // reads finding the key unchanged
+		if endsTurn(last) {
+			need -= 2
+		}
+		if same >= need || reads > limit {
+			return base, nil
+		}
+		cur, err := d.read(ctx, d.keys)
+		if err != nil {
+			return nil, err
+		}
+		if cur[0].Exists == last.Exists && cur[0].ETag == last.ETag {
+			same++
+			continue
+		}
+		base, same = cur, 0
+		if d.sawTurnEnd(cur[0]) {
+			class = d.class(cur[0], send)
+		}
+	}
+}
+
+// class is the class of the write waiting for v's writer to hand its key
+// over: the turns it has seen end (not v's own) or, if more, the turns'
+// time it has waited less half a turn, at most handoverClasses-1.
+func (d *Delivery) class(v Version, send time.Duration) int {
+	seen := d.turnEnds
+	if endsTurn(v) {
+		seen-- // the end being handed over is not one it waited through
+	}
+	c := cycle(send)
+	byTime := int((d.env.Clock.Now().Sub(d.began) - c/2) / c)
+	return min(max(seen, byTime, 0), handoverClasses-1)
+}
+
+// sawTurnEnd counts v when it is a version not seen before that ends its
+// writer's turn, tells the Store's heat (the key's writers take turns),
+// and reports whether it did.
+func (d *Delivery) sawTurnEnd(v Version) bool {
+	if !endsTurn(v) || v.ETag == d.turnEnd {
+		return false
+	}
+	d.turnEnds++
+	d.turnEnd = v.ETag
+	d.env.Heat.TurnEnded(d.name(), d.env.Clock)
+	return true
+}
+
+// endsTurn reports whether v was written as the last of its Store's turn.
+func endsTurn(v Version) bool { return v.Exists && v.Meta.Yield }
+
+// Send is how long a write of key has taken the Store lately (zero: not
+// known).
+func (h *Heat) Send(key string) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.peek(key); e != nil {
+		return e.send
+	}
+	return 0
+}
+
+// TurnEnded records that a read found a version of key that ended its
+// writer's turn.
+func (h *Heat) TurnEnded(key string, clock Clock) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := clock.Now()
+	h.turn(now)
+	h.take(key, true).yield = now
+}
+
+// Turning reports whether the writers of key take turns: the Store wrote
+// or read a turn's end within the last turnsRemembered turns' time.
+func (h *Heat) Turning(key string, clock Clock) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.idle() {
+		return false
+	}
+	e := h.peek(key)
+	return e != nil && !e.yield.IsZero() && clock.Now().Sub(e.yield) < turnsRemembered*cycle(e.send)
+}
+
+// turnsRemembered is how many turns' time after it last saw a turn end a
+// Store stops waiting for the next.
+const turnsRemembered = 4
+
+// cycle is how long a turn and its hand-over take where a send takes send.
+func cycle(send time.Duration) time.Duration {
+	return max(turnLength*send, turnFloor) + 2*send
+}

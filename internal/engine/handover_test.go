@@ -1,0 +1,242 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/meta"
+)
+
+// waitedKey is a key written by other processes, as a waiting write sees
+// it: each read returns the next stored version of a script (the last one
+// once the script is out) and takes a send of clock. A write is refused
+// (412) while the script has versions left, or when its If-Match is not
+// the stored version; then it lands.
+type waitedKey struct {
+	driver.Backend
+	clock   *stepClock
+	send    time.Duration
+	script  []Version
+	reads   int
+	writes  []driver.Write // every write sent, landed or not
+	readsAt []int          // reads made before each write
+}
+
+func (k *waitedKey) stored() Version {
+	return k.script[min(k.reads, len(k.script))-1]
+}
+
+// waiterHooks are the hooks of a write of a waitedKey: its reads.
+type waiterHooks struct {
+	nopHooks
+	k *waitedKey
+}
+
+func (h waiterHooks) Read(context.Context, string) (Version, error) {
+	k := h.k
+	k.clock.now = k.clock.now.Add(k.send)
+	k.reads++
+	return k.stored(), nil
+}
+
+func (k *waitedKey) Write(_ context.Context, key string, w driver.Write) (driver.ETag, error) {
+	k.clock.now = k.clock.now.Add(k.send)
+	k.writes, k.readsAt = append(k.writes, w), append(k.readsAt, k.reads)
+	if k.reads == 0 || k.reads < len(k.script) || w.Cond.ETag != k.stored().ETag {
+		return "", fmt.Errorf("412: %w", driver.ErrConflict)
+	}
+	return "mine", nil
+}
+
+// versions are stored versions named by etag; a name starting with "end"
+// is the last write of its writer's turn.
+func versions(names ...string) []Version {
+	out := make([]Version, len(names))
+	for i, n := range names {
+		m := meta.Fresh(n, 0)
+		if strings.HasPrefix(n, "end") {
+			m = m.Yielding()
+		}
+		m = meta.Parse(m.String())
+		out[i] = Version{Item: driver.Item{Key: "k", ETag: driver.ETag(n), Data: []byte(n), Meta: m.String()}, Meta: m, Exists: true, MetaKnown: true, Verified: true}
+	}
+	return out
+}
+
+// waitForKey runs one Update-like write of "k" from a stale copy, in a
+// Store that knows the key's writers take turns (it saw a turn end) and
+// that a send takes k.send, and returns its result. firstSend is how long
+// the refused first send takes.
+func waitForKey(t *testing.T, k *waitedKey, firstSend time.Duration) Result {
+	t.Helper()
+	h := &Heat{}
+	h.Won("k", k.send, true, k.clock)
+	h.TurnEnded("k", k.clock)
+	env := &Env{Backend: k, Clock: k.clock, Heat: h, Hooks: waiterHooks{k: k},
+		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+	stale := versions("stale")[0]
+	stale.Verified = false
+	plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
+		if base[0].ETag == "stale" {
+			k.clock.now = k.clock.now.Add(firstSend - k.send)
+		}
+		return Request{d.Over(base[0], []byte("x"))}, nil
+	})
+	res, err := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{stale}}).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// A write that lost a race on a key whose writers take turns waits for a
+// turn to end, and takes the key first if it has waited longest: at once
+// when it has seen two turns end before this one, after one read more
+// finding the key unchanged when it has seen one, two when none. With
+// three Stores waiting, each class's write lands a read before the next's,
+// inside the holder's pause (turnPause sends).
+func TestHandOverInClassOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script []string
+		reads  int // before the write that lands
+	}{
+		{"seen two turns end", []string{"end1", "a", "end2", "b", "end3"}, 5},
+		{"seen one", []string{"end2", "b", "end3"}, 3 + 1},
+		{"seen none", []string{"b", "end3"}, 2 + 2},
+		{"no turn's end: the key still", []string{"b", "c"}, 2 + 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
+			k := &waitedKey{clock: clock, send: 13 * time.Millisecond, script: versions(tc.script...)}
+			res := waitForKey(t, k, k.send)
+			if len(k.writes) != 2 || k.readsAt[1] != tc.reads || res.Out[0].ETag != "mine" {
+				t.Fatalf("writes %d after reads %v, want the refused one and one after %d reads", len(k.writes), k.readsAt, tc.reads)
+			}
+			if want := driver.ETag(tc.script[len(tc.script)-1]); k.writes[1].Cond.ETag != want {
+				t.Errorf("wrote over %q, want %q", k.writes[1].Cond.ETag, want)
+			}
+			if want := handoverClasses * k.send; time.Duration(tc.reads-len(tc.script))*k.send >= want && strings.HasPrefix(tc.script[len(tc.script)-1], "end") {
+				t.Errorf("after the turn's end it read %d times: its write misses the holder's pause of %v", tc.reads-len(tc.script), want)
+			}
+		})
+	}
+}
+
+// A waiting write's class also grows with the time it has waited: one
+// that lost its first race two and a half turns ago writes at once on a
+// turn's end it is the first to see.
+func TestHandOverClassByTime(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	k := &waitedKey{clock: clock, send: 13 * time.Millisecond, script: versions("b", "end3")}
+	waitForKey(t, k, 3*cycle(k.send))
+	if k.readsAt[1] != 2 {
+		t.Errorf("wrote after %d reads, want 2: at once on the turn's end", k.readsAt[1])
+	}
+}
+
+// A waiting write reads for two turns' time at most: a key that keeps
+// changing without a turn's end (a writer that does not mark them) is
+// written anyway, and a write that loses after waiting waits for the next
+// turn without a backoff.
+func TestHandOverWaitsTwoTurnsAtMost(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	send := 13 * time.Millisecond
+	limit := int(2 * cycle(send) / send)
+	var names []string
+	for i := range limit + 2 {
+		names = append(names, fmt.Sprint("v", i))
+	}
+	names = append(names, "end")
+	k := &waitedKey{clock: clock, send: send, script: versions(names...)}
+	waitForKey(t, k, send)
+	if len(k.writes) != 3 || k.readsAt[1] != limit+1 || k.readsAt[2] < len(names) || k.readsAt[2] > len(names)+handoverClasses-1 {
+		t.Fatalf("writes after reads %v, want the refused one, one after %d reads, one on the turn's end (read %d)", k.readsAt, limit+1, len(names))
+	}
+	for _, d := range clock.slept {
+		if d > 0 {
+			t.Errorf("slept %v between attempts: a write waiting for its turn does not back off", clock.slept)
+			break
+		}
+	}
+}
+
+// Where there are no turns to wait for, a lost race reads once and writes:
+// no turn's end seen lately, or sends too fast for waiting to pay.
+func TestNoHandOverWithoutTurns(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		send    time.Duration
+		turning bool
+	}{
+		{"no turn's end seen", 13 * time.Millisecond, false},
+		{"fast sends", handoverMinSend / 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
+			k := &waitedKey{clock: clock, send: tc.send, script: versions("b")}
+			h := &Heat{}
+			h.Won("k", tc.send, true, clock)
+			if tc.turning {
+				h.TurnEnded("k", clock)
+			}
+			env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},
+				Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+			stale := versions("stale")[0]
+			stale.Verified = false
+			plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
+				return Request{d.Over(base[0], []byte("x"))}, nil
+			})
+			if _, err := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{stale}}).Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if k.reads != 1 || len(k.writes) != 2 {
+				t.Errorf("%d reads, %d writes; want 1 read between the refused write and the one that lands", k.reads, len(k.writes))
+			}
+		})
+	}
+}
+
+// A Store that holds a key while it has rivals marks the last write of
+// each turn, and only that write, and pauses after it before the next.
+func TestTurnEndIsMarked(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	be := &throttleOnce{clock: clock}
+	h := &Heat{}
+	h.Rival("k", clock)
+	env := &Env{Backend: be, Clock: clock, Heat: h, Hooks: nopHooks{},
+		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+	cur := versions("e0")[0]
+	cur.Verified = false
+	marked, pauses, lastMarked := 0, 0, false
+	for i := range 40 {
+		plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
+			return Request{d.Over(base[0], []byte("x"))}, nil
+		})
+		slept := len(clock.slept)
+		res, err := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{cur}}).Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		paused := len(clock.slept) > slept
+		if paused != lastMarked {
+			t.Fatalf("write %d: paused %v after a write marked %v", i, paused, lastMarked)
+		}
+		m := meta.Parse(res.Out[0].Meta)
+		if m.Yield {
+			marked++
+		}
+		if paused {
+			pauses++
+		}
+		lastMarked = m.Yield
+		cur.ETag, cur.Meta, cur.Item.Meta = res.Out[0].ETag, m, res.Out[0].Meta
+	}
+	if marked < 3 || pauses < 3 {
+		t.Errorf("%d turns' ends marked and %d pauses in 40 writes of 30 ms, want one every turn (%v)", marked, pauses, turnFloor)
+	}
+}
