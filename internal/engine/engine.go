@@ -14,7 +14,9 @@
 // reported); settle: a lost answer, resolved by reading (resolve.go). What
 // an attempt leaves to the next is one value, a carry. The retry loop
 // (retry.go) decides when the next attempt runs; contention heat (heat.go)
-// where its backoff starts.
+// where its backoff starts and when a Store holding a key pauses for
+// others; the hand-over (handover.go) when a Store waiting for a key whose
+// writers take turns writes.
 //
 // The engine is untyped: it sees keys, bytes, ETags, bookkeeping and
 // conditions, never the document type. It never reaches into its caller:

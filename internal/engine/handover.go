@@ -14,7 +14,7 @@ import (
 // Waiting Stores cannot tell each other how long they have waited, so the
 // order is kept by timing alone. A waiter (its Store's senior write of the
 // key, after a lost race, while the key's writers take turns) reads the
-// key back to back. Its class is how many turns it has seen end while
+// key back to back, a read a send at most. Its class is how many turns it has seen end while
 // waiting (or, if more, how many turns' time it has waited, less half a
 // turn), at most handoverClasses-1. On reading a version that ends a turn
 // it writes at once in the top class, and otherwise once one more read per
@@ -34,6 +34,7 @@ import (
 const (
 	handoverClasses = turnPause
 	handoverMinSend = 5 * time.Millisecond
+	handoverMaxWait = 2 // turns' time a waiter reads before it writes anyway
 )
 
 // awaitTurn is the read base of a write that lost a race on a key whose
@@ -52,16 +53,23 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 	}
 	d.awaited = true
 	class := d.class(base[0], send)
-	limit := int(2 * cycle(send) / send)
-	for reads, same := 1, 0; ; reads++ {
+	start := clock.Now()
+	read := start.Add(-send) // when the last read began (the base's, about a send ago)
+	for same := 0; ; {
 		last := base[0]
 		need := handoverClasses + 1 - class // reads finding the key unchanged
 		if endsTurn(last) {
 			need -= 2
 		}
-		if same >= need || reads > limit {
+		if same >= need || clock.Now().Sub(start) >= handoverMaxWait*cycle(send) {
 			return base, nil
 		}
+		if wait := send - clock.Now().Sub(read); wait > 0 { // a read a send at most
+			if err := clock.Sleep(ctx, wait); err != nil {
+				return nil, err
+			}
+		}
+		read = clock.Now()
 		cur, err := d.read(ctx, d.keys)
 		if err != nil {
 			return nil, err

@@ -20,6 +20,7 @@ type waitedKey struct {
 	driver.Backend
 	clock   *stepClock
 	send    time.Duration
+	read    time.Duration // how long a read takes (0: a send)
 	script  []Version
 	reads   int
 	writes  []driver.Write // every write sent, landed or not
@@ -38,7 +39,10 @@ type waiterHooks struct {
 
 func (h waiterHooks) Read(context.Context, string) (Version, error) {
 	k := h.k
-	k.clock.now = k.clock.now.Add(k.send)
+	if k.read == 0 {
+		k.read = k.send
+	}
+	k.clock.now = k.clock.now.Add(k.read)
 	k.reads++
 	return k.stored(), nil
 }
@@ -146,7 +150,7 @@ func TestHandOverClassByTime(t *testing.T) {
 func TestHandOverWaitsTwoTurnsAtMost(t *testing.T) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 	send := 13 * time.Millisecond
-	limit := int(2 * cycle(send) / send)
+	limit := int((handoverMaxWait*cycle(send) + send - 1) / send) // reads after the first
 	var names []string
 	for i := range limit + 2 {
 		names = append(names, fmt.Sprint("v", i))
@@ -162,6 +166,24 @@ func TestHandOverWaitsTwoTurnsAtMost(t *testing.T) {
 			t.Errorf("slept %v between attempts: a write waiting for its turn does not back off", clock.slept)
 			break
 		}
+	}
+}
+
+// Reads faster than sends do not make a waiting write read faster: it
+// reads once a send at most, so that waiting costs the service a request
+// per send per waiting Store, whatever the backend.
+func TestHandOverPacesReads(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	send := 13 * time.Millisecond
+	var names []string
+	for i := range 100 {
+		names = append(names, fmt.Sprint("v", i))
+	}
+	k := &waitedKey{clock: clock, send: send, read: send / 13, script: versions(names...)}
+	waitForKey(t, k, send)
+	limit := int((handoverMaxWait*cycle(send) + send - 1) / send)
+	if k.readsAt[1] > limit+2 { // the base read, one at once after it, then one a send
+		t.Errorf("wrote after %d reads taking %v each, want at most %d: a read a send", k.readsAt[1], k.read, limit+2)
 	}
 }
 
