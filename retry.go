@@ -33,7 +33,7 @@ import (
 // see them starve. So a run of back-to-back writes of one key from such
 // copies ends now and then: its last write is marked, in the document's
 // bookkeeping, as the end of the Store's turn, and the Store pauses for
-// three of its writes' time before the next. A turn ends once it has
+// four of its writes' time before the next. A turn ends once it has
 // lasted 5 writes and 100 ms when the Store lost a race on the key lately;
 // otherwise once after 128 writes, then after twice as many each time the
 // pause drew nobody. The writers waiting elsewhere take the key in the

@@ -171,7 +171,9 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 // engine's result and the Extra of the document written.
 func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, create bool, start []version, mine *T, ch changer, f engine.Flight) (engine.Result, Extra, error) {
 	m := &modification{create: create, changer: ch, apply: s.apply}
-	res, err := s.delivery(ctx, op, engine.Based, []string{key}, m, start, f).Run(ctx)
+	d := s.delivery(ctx, op, engine.Based, []string{key}, m, start, f)
+	d.TakeTurns()
+	res, err := d.Run(ctx)
 	if err == nil {
 		s.cacheWritten(res, m.last.canonical)
 		return res, s.extraOf(res.Out[0], m.mine), nil

@@ -195,6 +195,7 @@ type Delivery struct {
 	lost      bool   // some attempt lost a race (Heat.Rival)
 	claimed   string // the key whose senior place d holds (Heat.Senior)
 
+	turns    bool        // it waits for its turn after a lost race (TakeTurns)
 	began    time.Time   // when Run started
 	turnEnds int         // turns' ends seen while waiting (handover.go)
 	turnEnd  driver.ETag // the last one's
@@ -245,6 +246,12 @@ type ungrouped struct{}
 
 func (ungrouped) Hold() bool { return true }
 func (ungrouped) Release()   {}
+
+// TakeTurns marks d as a read-modify-write, built again over whatever
+// version is current: after a lost race on a key whose writers take
+// turns, it waits for its turn (handover.go). A write pinned to a version
+// it holds does not: its lost race is final.
+func (d *Delivery) TakeTurns() { d.turns = true }
 
 // SetKeys names the keys of a SelfReading write, as its plan reads them.
 func (d *Delivery) SetKeys(keys []string) { d.keys = keys }
@@ -344,13 +351,16 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	if c.check != nil && d.foundLanded(c.check, base) {
 		return stop, nil
 	}
-	if d.mode == Based && c.base == nil {
+	if err := d.admit(base); err != nil {
+		return stop, err
+	}
+	if d.turns && c.base == nil {
 		if base, err = d.awaitTurn(ctx, base); err != nil {
 			return stop, err
 		}
-	}
-	if err := d.admit(base); err != nil {
-		return stop, err
+		if err := d.admit(base); err != nil { // versions read while waiting
+			return stop, err
+		}
 	}
 	req, err := d.plan.Build(d, base)
 	if errors.Is(err, ErrStale) && d.mode == SelfReading {
@@ -378,20 +388,24 @@ func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (n
 	if err := ctx.Err(); err != nil {
 		return stop, err // nothing sent; Run reports an unsettled earlier request
 	}
+	last := false
 	if d.mode == Based && !verified(base) {
-		pause, last := d.env.Heat.Pause(d.name(), d.env.Clock)
-		if pause > 0 {
+		var pause time.Duration
+		if pause, last = d.env.Heat.Pause(d.name(), d.env.Clock); pause > 0 {
 			if err := d.env.Clock.Sleep(ctx, pause); err != nil {
 				return stop, err // nothing sent, as above
 			}
-		}
-		if last && len(req) == 1 && req[0].Write.Meta != "" {
-			req = Request{endTurn(req[0])}
 		}
 	}
 	if !d.flight.Hold() {
 		d.then.base = base // a member left the batch: apply again without it
 		return redo, nil
+	}
+	if last { // the turn ends with this write; a merge carries no bookkeeping to mark
+		if len(req) == 1 && req[0].Write.Meta != "" {
+			req = Request{endTurn(req[0])}
+		}
+		d.env.Heat.Ended(d.name(), d.env.Clock)
 	}
 	return d.send(ctx, req, verified(base))
 }

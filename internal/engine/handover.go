@@ -14,15 +14,17 @@ import (
 // Waiting Stores cannot tell each other how long they have waited, so the
 // order is kept by timing alone. A waiter (its Store's senior write of the
 // key, after a lost race, while the key's writers take turns) reads the
-// key back to back, a read a send at most. Its class is how many turns it has seen end while
-// waiting (or, if more, how many turns' time it has waited, less half a
-// turn), at most handoverClasses-1. On reading a version that ends a turn
-// it writes at once in the top class, and otherwise once one more read per
-// class below the top has found the key unchanged. A read takes about a
-// send, and the holder pauses turnPause sends, so every class's write
-// lands in the pause, each a read after the class above: with four Stores
-// the three waiting have seen two, one and no turns end, and the key goes
-// round in the order they lost it. A version that does not end a turn (a
+// key back to back, a read a send at most. Its class is how many turns it
+// has seen end while waiting (or, if more, how many turns' time it has
+// waited, less half a turn), at most handoverClasses-1. On reading a
+// version that ends a turn it writes at once in the top class, and
+// otherwise once one more read per class below the top has found the key
+// unchanged. A read takes about a send, and the holder pauses turnPause
+// sends, a read for each class and one for the write, so every class's
+// write lands in the pause, each a read after the class above: with four
+// Stores the three waiting have seen two, one and no turns end, and the
+// key goes round in the order they lost it; with two, the one waiting
+// takes it in the first pause. A version that does not end a turn (a
 // writer that stopped, or an older library's) is taken after two reads
 // more than a marked one; and a waiter that has read for two turns' time
 // writes anyway, and waits for the next turn's end if it loses.
@@ -32,7 +34,7 @@ import (
 // another region, or a service under load); where sends are faster the
 // waiters retry as any lost race does.
 const (
-	handoverClasses = turnPause
+	handoverClasses = 3
 	handoverMinSend = 5 * time.Millisecond
 	handoverMaxWait = 2 // turns' time a waiter reads before it writes anyway
 )
@@ -40,7 +42,9 @@ const (
 // awaitTurn is the read base of a write that lost a race on a key whose
 // writers take turns, made its Store's senior write of the key: it reads
 // again until the key's holder hands it over, as the file's comment says,
-// and returns the version to write over. Otherwise it returns base.
+// within the policy's MaxElapsedTime, and returns the version to write
+// over. Otherwise it returns base. A wait that lasted a send or more
+// stands for the backoff after the write, if it loses (awaited).
 func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, error) {
 	if !d.lost || len(base) != 1 {
 		return base, nil
@@ -51,9 +55,9 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 	if send < handoverMinSend || !heat.Turning(key, clock) || !d.senior() {
 		return base, nil
 	}
-	d.awaited = true
 	class := d.class(base[0], send)
 	start := clock.Now()
+	defer func() { d.awaited = clock.Now().Sub(start) >= send }()
 	read := start.Add(-send) // when the last read began (the base's, about a send ago)
 	for same := 0; ; {
 		last := base[0]
@@ -61,7 +65,7 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 		if endsTurn(last) {
 			need -= 2
 		}
-		if same >= need || clock.Now().Sub(start) >= handoverMaxWait*cycle(send) {
+		if same >= need || !d.mayWait(start, send) {
 			return base, nil
 		}
 		if wait := send - clock.Now().Sub(read); wait > 0 { // a read a send at most
@@ -83,6 +87,22 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 			class = d.class(cur[0], send)
 		}
 	}
+}
+
+// mayWait reports whether a write waiting for its turn since start may
+// read again: it has waited less than handoverMaxWait turns, a read and
+// its write still fit in the policy's MaxElapsedTime, and it is still its
+// Store's senior write of the key (one that has waited longer may have
+// taken the place).
+func (d *Delivery) mayWait(start time.Time, send time.Duration) bool {
+	now := d.env.Clock.Now()
+	if now.Sub(start) >= handoverMaxWait*cycle(send) {
+		return false
+	}
+	if limit := d.env.Policy.MaxElapsedTime; limit > 0 && now.Add(2*send).Sub(d.began) > limit {
+		return false
+	}
+	return d.senior()
 }
 
 // class is the class of the write waiting for v's writer to hand its key

@@ -90,7 +90,9 @@ func waitForKey(t *testing.T, k *waitedKey, firstSend time.Duration) Result {
 		}
 		return Request{d.Over(base[0], []byte("x"))}, nil
 	})
-	res, err := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{stale}}).Run(context.Background())
+	d := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{stale}})
+	d.TakeTurns()
+	res, err := d.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +215,9 @@ func TestNoHandOverWithoutTurns(t *testing.T) {
 			plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
 				return Request{d.Over(base[0], []byte("x"))}, nil
 			})
-			if _, err := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{stale}}).Run(context.Background()); err != nil {
+			d := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{stale}})
+			d.TakeTurns()
+			if _, err := d.Run(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			if k.reads != 1 || len(k.writes) != 2 {

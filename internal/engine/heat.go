@@ -65,7 +65,7 @@ const (
 	heatWindow = time.Minute
 
 	turnLength = 5                      // sends a run of wins lasts before it pauses
-	turnPause  = 3                      // the pause, in sends
+	turnPause  = handoverClasses + 1    // the pause, in sends: a read for each class of waiting writers, and their write (handover.go)
 	turnMemory = 100                    // sends after the last sign of a rival that turns go on
 	probeFirst = 128                    // sends a run without a sign of rivals lasts before it pauses
 	turnFloor  = 100 * time.Millisecond // the shortest turn, at any latency
@@ -170,8 +170,9 @@ func (h *Heat) Won(key string, took time.Duration, copy bool, clock Clock) {
 // for the processes waiting for the key: handover.go). A run of
 // back-to-back wins ends with the write sent once it has lasted turnLength
 // sends less one (with a sign of rivals) or the probe's length (without),
-// and at least turnFloor; the write after it waits turnPause sends, and
-// the run starts again. Otherwise zero and false.
+// and at least turnFloor; once Ended says that write was sent, the write
+// after it waits turnPause sends, and the run starts again. Otherwise zero
+// and false.
 func (h *Heat) Pause(key string, clock Clock) (wait time.Duration, last bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -191,19 +192,38 @@ func (h *Heat) Pause(key string, clock Clock) (wait time.Duration, last bool) {
 		e.run, e.ended = time.Time{}, false
 		return turnPause * e.send, false
 	}
-	probing := e.rival.IsZero() || now.Sub(e.rival) > turnMemory*e.send
 	length := time.Duration(turnLength)
+	probing := e.rival.IsZero() || now.Sub(e.rival) > turnMemory*e.send
 	if probing {
 		length = time.Duration(e.probe)
 	}
-	if now.Sub(e.run)+e.send < max(length*e.send, turnFloor) {
-		return 0, false
+	return 0, now.Sub(e.run)+e.send >= max(length*e.send, turnFloor)
+}
+
+// Ended records that the write Pause said was the last of the Store's turn
+// on key was sent, marked: the next write of key pauses.
+func (h *Heat) Ended(key string, clock Clock) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.peek(key)
+	if e == nil {
+		return
 	}
-	if probing {
-		e.probe = min(2*e.probe, probeLast) // if it draws no rival, the next comes later
+	now := clock.Now()
+	if e.rival.IsZero() || now.Sub(e.rival) > turnMemory*e.send {
+		e.probe = min(2*e.probe, probeLast) // a probe: if it draws no rival, the next comes later
 	}
 	e.ended, e.yield = true, now
-	return 0, true
+}
+
+// Sent records that a write of key that lost its race took took: a
+// refused send measures the service as a landed one does (Won).
+func (h *Heat) Sent(key string, took time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.peek(key); e != nil && e.send > 0 {
+		e.send = (3*e.send + took) / 4
+	}
 }
 
 // Senior reports whether w, a write of key waiting since since (the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/outcome"
@@ -34,7 +35,7 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 		}
 		return d.settle(ctx, req)
 	}
-	return d.refusal(ctx, req, verified, err)
+	return d.refusal(ctx, req, verified, err, d.env.Clock.Now().Sub(began))
 }
 
 // transmit sends req: one Write or Delete, or a Commit of several, and
@@ -80,8 +81,10 @@ func (d *Delivery) commit(ctx context.Context, req Request) ([]driver.Item, erro
 // refusal acts on a definite refusal of req. A throttled request is sent
 // again as it is after a pause. A Blind write reports every other refusal.
 // A write built on versions that turn out stale is built again: at once
-// when they were only a copy, after a pause when it lost a race.
-func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err error) (next, error) {
+// when they were only a copy, after a pause when it lost a race (none
+// when it waited for its turn: handover.go). took is how long the send
+// took.
+func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err error, took time.Duration) (next, error) {
 	d.flight.Release()
 	conflict := errors.Is(err, driver.ErrConflict)
 	switch {
@@ -102,6 +105,9 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 		return now, err
 	case conflict || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound) && refused(req, err).Write.Cond.Kind != driver.CondCreate:
 		d.then, d.lost = carry{check: req, raced: true}, true
+		if d.mode == Based {
+			d.env.Heat.Sent(d.name(), took)
+		}
 		if d.awaited {
 			return afterTurn, err // waiting for the next turn's end is its backoff
 		}
