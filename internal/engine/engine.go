@@ -403,7 +403,7 @@ func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (n
 	}
 	if last { // the turn ends with this write; a merge carries no bookkeeping to mark
 		if len(req) == 1 && req[0].Write.Meta != "" {
-			req = Request{endTurn(req[0])}
+			req = Request{endTurn(req[0], d.env.Heat.Name())}
 		}
 		d.env.Heat.Ended(d.name(), d.env.Clock)
 	}

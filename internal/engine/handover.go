@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // This file is the hand-over of a key that Stores in several processes
@@ -14,18 +16,20 @@ import (
 // Waiting Stores cannot tell each other how long they have waited, so the
 // order is kept by timing alone. A waiter (its Store's senior write of the
 // key, after a lost race, while the key's writers take turns) reads the
-// key back to back, a read a send at most. Its class is how many turns it
-// has seen end while waiting (or, if more, how many turns' time it has
-// waited, less half a turn), at most handoverClasses-1. On reading a
+// key back to back, a read a send at most. Each turn's end names the
+// Store whose turn it ends, so a waiter knows the other Stores taking
+// turns lately; those whose turns it has not seen end since it started
+// waiting, other than the holder, lost the key before it and wait ahead
+// of it. Its class is handoverClasses-1 less the Stores ahead of it (not
+// below the turns' time it has waited, less half a turn). On reading a
 // version that ends a turn it writes at once in the top class, and
 // otherwise once one more read per class below the top has found the key
 // unchanged. A read takes about a send, and the holder pauses turnPause
 // sends, a read for each class and one for the write, so every class's
-// write lands in the pause, each a read after the class above: with four
-// Stores the three waiting have seen two, one and no turns end, and the
-// key goes round in the order they lost it; with two, the one waiting
-// takes it in the first pause. A version that does not end a turn (a
-// writer that stopped, or an older library's) is taken after two reads
+// write lands in the pause, each a read after the class above: the key
+// goes round the Stores in the order they lost it, and the one that is
+// alone in waiting takes it at once. A version that does not end a turn
+// (a writer that stopped, or an older library's) is taken after two reads
 // more than a marked one; and a waiter that has read for two turns' time
 // writes anyway, and waits for the next turn's end if it loses.
 //
@@ -62,7 +66,7 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 	for same := 0; ; {
 		last := base[0]
 		need := handoverClasses + 1 - class // reads finding the key unchanged
-		if endsTurn(last) {
+		if d.endsTurn(last) {
 			need -= 2
 		}
 		if same >= need || !d.mayWait(start, send) {
@@ -106,33 +110,41 @@ func (d *Delivery) mayWait(start time.Time, send time.Duration) bool {
 }
 
 // class is the class of the write waiting for v's writer to hand its key
-// over: the turns it has seen end (not v's own) or, if more, the turns'
-// time it has waited less half a turn, at most handoverClasses-1.
+// over, from the top (handoverClasses-1) down by the Stores waiting ahead
+// of it: of the other Stores whose turns' ends its Store read lately, all
+// but the holder and those whose turns it has seen end while waiting (not
+// v's own). A write that has waited longer than that many turns (less
+// half a turn) is not put below its wait.
 func (d *Delivery) class(v Version, send time.Duration) int {
 	seen := d.turnEnds
-	if endsTurn(v) {
+	if d.endsTurn(v) {
 		seen-- // the end being handed over is not one it waited through
 	}
+	ahead := d.env.Heat.Holders(d.name(), d.env.Clock) - 1 - seen
+	top := handoverClasses - 1
 	c := cycle(send)
 	byTime := int((d.env.Clock.Now().Sub(d.began) - c/2) / c)
-	return min(max(seen, byTime, 0), handoverClasses-1)
+	return min(max(top-max(ahead, 0), byTime, 0), top)
 }
 
-// sawTurnEnd counts v when it is a version not seen before that ends its
-// writer's turn, tells the Store's heat (the key's writers take turns),
-// and reports whether it did.
+// sawTurnEnd counts v when it is a version not seen before that ends
+// another Store's turn, tells the Store's heat (the key's writers take
+// turns, and who), and reports whether it did.
 func (d *Delivery) sawTurnEnd(v Version) bool {
-	if !endsTurn(v) || v.ETag == d.turnEnd {
+	if !d.endsTurn(v) || v.ETag == d.turnEnd {
 		return false
 	}
 	d.turnEnds++
 	d.turnEnd = v.ETag
-	d.env.Heat.TurnEnded(d.name(), d.env.Clock)
+	d.env.Heat.TurnEnded(d.name(), v.Meta.Yield, d.env.Clock)
 	return true
 }
 
-// endsTurn reports whether v was written as the last of its Store's turn.
-func endsTurn(v Version) bool { return v.Exists && v.Meta.Yield }
+// endsTurn reports whether v was written as the last of another Store's
+// turn.
+func (d *Delivery) endsTurn(v Version) bool {
+	return v.Exists && v.Meta.Yield != "" && v.Meta.Yield != d.env.Heat.Name()
+}
 
 // Send is how long a write of key has taken the Store lately (zero: not
 // known).
@@ -145,15 +157,66 @@ func (h *Heat) Send(key string) time.Duration {
 	return 0
 }
 
-// TurnEnded records that a read found a version of key that ended its
-// writer's turn.
-func (h *Heat) TurnEnded(key string, clock Clock) {
+// Name is the Store's name in the turns' ends it marks: random, short,
+// made at first use.
+func (h *Heat) Name() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.name == "" {
+		h.name = meta.NewID()[:nameLen]
+	}
+	return h.name
+}
+
+// nameLen is the length of a Store's name: 40 bits in base32.
+const nameLen = 8
+
+// TurnEnded records that a read found a version of key that ended the
+// turn of the Store named holder.
+func (h *Heat) TurnEnded(key, holder string, clock Clock) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := clock.Now()
 	h.turn(now)
-	h.take(key, true).yield = now
+	e := h.take(key, true)
+	e.yield = now
+	if e.holders == nil {
+		e.holders = map[string]time.Time{}
+	}
+	e.holders[holder] = now
+	if len(e.holders) > maxHolders {
+		oldest := holder
+		for name, at := range e.holders {
+			if at.Before(e.holders[oldest]) {
+				oldest = name
+			}
+		}
+		delete(e.holders, oldest)
+	}
 }
+
+// Holders is how many other Stores the Store has read a turn's end of key
+// from within the last holdersRemembered turns' time.
+func (h *Heat) Holders(key string, clock Clock) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.peek(key)
+	if e == nil {
+		return 0
+	}
+	n, now := 0, clock.Now()
+	for _, at := range e.holders {
+		if now.Sub(at) < holdersRemembered*cycle(e.send) {
+			n++
+		}
+	}
+	return n
+}
+
+const (
+	maxHolders        = 16 // other Stores a key's heat names at most
+	holdersRemembered = 16 // turns' time a Store counts another as a holder of a key after its last turn's end
+)
 
 // Turning reports whether the writers of key take turns: the Store wrote
 // or read a turn's end within the last turnsRemembered turns' time.

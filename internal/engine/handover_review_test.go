@@ -25,7 +25,7 @@ func TestHandOverWithinMaxElapsedTime(t *testing.T) {
 	k := &waitedKey{clock: clock, send: send, script: versions(names...)}
 	h := &Heat{}
 	h.Won("k", send, true, clock)
-	h.TurnEnded("k", clock)
+	h.TurnEnded("k", "B", clock)
 	const maxElapsed = 60 * time.Millisecond
 	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},
 		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: maxElapsed}}
@@ -57,7 +57,7 @@ func TestPinnedWriteDoesNotWaitForTurn(t *testing.T) {
 	k := &waitedKey{clock: clock, send: send, script: versions("v0", "v1")}
 	h := &Heat{}
 	h.Won("k", send, true, clock)
-	h.TurnEnded("k", clock)
+	h.TurnEnded("k", "B", clock)
 	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},
 		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	errHeld := fmt.Errorf("%w: not the version held", driver.ErrConflict)
@@ -127,7 +127,7 @@ func TestTurnEndSurvivesRedo(t *testing.T) {
 		if paused && !lastMarked {
 			t.Errorf("write %d paused (%v) with no turn's end written before it (member left: %v)", i, clock.slept[slept:], fl.left)
 		}
-		lastMarked = m.Yield
+		lastMarked = m.Yield != ""
 		cur.ETag, cur.Meta, cur.Item.Meta = res.Out[0].ETag, m, res.Out[0].Meta
 	}
 	if !fl.left {
@@ -173,7 +173,7 @@ func TestHandOverWithStaleSendEstimate(t *testing.T) {
 	k := &busyKey{clock: clock}
 	h := &Heat{}
 	h.Won("k", handoverMinSend, true, clock)
-	h.TurnEnded("k", clock)
+	h.TurnEnded("k", "B", clock)
 	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: busyHooks{k: k},
 		Policy: Policy{InitialInterval: 4 * time.Millisecond, MaxInterval: 250 * time.Millisecond, MaxElapsedTime: time.Second}}
 	plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {

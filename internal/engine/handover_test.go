@@ -57,13 +57,13 @@ func (k *waitedKey) Write(_ context.Context, key string, w driver.Write) (driver
 }
 
 // versions are stored versions named by etag; a name starting with "end"
-// is the last write of its writer's turn.
+// is the last write of the turn of the Store named by its next character.
 func versions(names ...string) []Version {
 	out := make([]Version, len(names))
 	for i, n := range names {
 		m := meta.Fresh(n, 0)
 		if strings.HasPrefix(n, "end") {
-			m = m.Yielding()
+			m = m.Yielding(n[3:4])
 		}
 		m = meta.Parse(m.String())
 		out[i] = Version{Item: driver.Item{Key: "k", ETag: driver.ETag(n), Data: []byte(n), Meta: m.String()}, Meta: m, Exists: true, MetaKnown: true, Verified: true}
@@ -72,14 +72,22 @@ func versions(names ...string) []Version {
 }
 
 // waitForKey runs one Update-like write of "k" from a stale copy, in a
-// Store that knows the key's writers take turns (it saw a turn end) and
-// that a send takes k.send, and returns its result. firstSend is how long
-// the refused first send takes.
+// Store that knows the key's writers take turns (it has read turns' ends
+// of Stores B, C and D: four processes) and that a send takes k.send, and
+// returns its result. firstSend is how long the refused first send takes.
 func waitForKey(t *testing.T, k *waitedKey, firstSend time.Duration) Result {
+	return waitForKeyAmong(t, k, firstSend, "B", "C", "D")
+}
+
+// waitForKeyAmong is waitForKey in a Store that has read turns' ends of
+// the Stores named holders.
+func waitForKeyAmong(t *testing.T, k *waitedKey, firstSend time.Duration, holders ...string) Result {
 	t.Helper()
 	h := &Heat{}
 	h.Won("k", k.send, true, k.clock)
-	h.TurnEnded("k", k.clock)
+	for _, holder := range holders {
+		h.TurnEnded("k", holder, k.clock)
+	}
 	env := &Env{Backend: k, Clock: k.clock, Heat: h, Hooks: waiterHooks{k: k},
 		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	stale := versions("stale")[0]
@@ -111,9 +119,9 @@ func TestHandOverInClassOrder(t *testing.T) {
 		script []string
 		reads  int // before the write that lands
 	}{
-		{"seen two turns end", []string{"end1", "a", "end2", "b", "end3"}, 5},
-		{"seen one", []string{"end2", "b", "end3"}, 3 + 1},
-		{"seen none", []string{"b", "end3"}, 2 + 2},
+		{"seen two turns end", []string{"endB", "a", "endC", "b", "endD"}, 5},
+		{"seen one", []string{"endC", "b", "endD"}, 3 + 1},
+		{"seen none", []string{"b", "endD"}, 2 + 2},
 		{"no turn's end: the key still", []string{"b", "c"}, 2 + 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,12 +141,38 @@ func TestHandOverInClassOrder(t *testing.T) {
 	}
 }
 
+// A waiting write counts the Stores ahead of it among those whose turns'
+// ends its Store read lately: of two processes, the one waiting has none
+// ahead and takes the key at once when the holder's turn ends; of three,
+// the one that has seen the other waiter's turn end has none ahead.
+func TestHandOverCountsTheStoresAhead(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		holders []string
+		script  []string
+		reads   int
+	}{
+		{"two processes", []string{"B"}, []string{"b", "endB"}, 2},
+		{"three, first in line", []string{"B", "C"}, []string{"endC", "b", "endB"}, 3},
+		{"three, second", []string{"B", "C"}, []string{"b", "endB"}, 2 + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
+			k := &waitedKey{clock: clock, send: 13 * time.Millisecond, script: versions(tc.script...)}
+			waitForKeyAmong(t, k, k.send, tc.holders...)
+			if len(k.writes) != 2 || k.readsAt[1] != tc.reads {
+				t.Errorf("writes after reads %v, want the refused one and one after %d", k.readsAt, tc.reads)
+			}
+		})
+	}
+}
+
 // A waiting write's class also grows with the time it has waited: one
 // that lost its first race two and a half turns ago writes at once on a
 // turn's end it is the first to see.
 func TestHandOverClassByTime(t *testing.T) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
-	k := &waitedKey{clock: clock, send: 13 * time.Millisecond, script: versions("b", "end3")}
+	k := &waitedKey{clock: clock, send: 13 * time.Millisecond, script: versions("b", "endD")}
 	waitForKey(t, k, 3*cycle(k.send))
 	if k.readsAt[1] != 2 {
 		t.Errorf("wrote after %d reads, want 2: at once on the turn's end", k.readsAt[1])
@@ -157,7 +191,7 @@ func TestHandOverWaitsTwoTurnsAtMost(t *testing.T) {
 	for i := range limit + 2 {
 		names = append(names, fmt.Sprint("v", i))
 	}
-	names = append(names, "end")
+	names = append(names, "endD")
 	k := &waitedKey{clock: clock, send: send, script: versions(names...)}
 	waitForKey(t, k, send)
 	if len(k.writes) != 3 || k.readsAt[1] != limit+1 || k.readsAt[2] < len(names) || k.readsAt[2] > len(names)+handoverClasses-1 {
@@ -206,7 +240,7 @@ func TestNoHandOverWithoutTurns(t *testing.T) {
 			h := &Heat{}
 			h.Won("k", tc.send, true, clock)
 			if tc.turning {
-				h.TurnEnded("k", clock)
+				h.TurnEnded("k", "B", clock)
 			}
 			env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},
 				Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
@@ -253,16 +287,43 @@ func TestTurnEndIsMarked(t *testing.T) {
 			t.Fatalf("write %d: paused %v after a write marked %v", i, paused, lastMarked)
 		}
 		m := meta.Parse(res.Out[0].Meta)
-		if m.Yield {
+		if m.Yield != "" {
 			marked++
 		}
 		if paused {
 			pauses++
 		}
-		lastMarked = m.Yield
+		lastMarked = m.Yield != ""
 		cur.ETag, cur.Meta, cur.Item.Meta = res.Out[0].ETag, m, res.Out[0].Meta
 	}
 	if marked < 3 || pauses < 3 {
 		t.Errorf("%d turns' ends marked and %d pauses in 40 writes of 30 ms, want one every turn (%v)", marked, pauses, turnFloor)
+	}
+}
+
+// A Store counts the other holders of a key whose turns' ends it read
+// within holdersRemembered turns' time, at most maxHolders of them, and
+// never itself: its own turn's end is no turn it waited through.
+func TestHolders(t *testing.T) {
+	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	var h Heat
+	h.Won("k", 13*time.Millisecond, true, clock)
+	for i := range maxHolders + 4 {
+		h.TurnEnded("k", fmt.Sprint("s", i), clock)
+		clock.now = clock.now.Add(time.Millisecond)
+	}
+	if n := h.Holders("k", clock); n != maxHolders {
+		t.Errorf("%d holders after %d named, want %d", n, maxHolders+4, maxHolders)
+	}
+	clock.now = clock.now.Add(holdersRemembered * cycle(13*time.Millisecond))
+	h.TurnEnded("k", "late", clock)
+	if n := h.Holders("k", clock); n != 1 {
+		t.Errorf("%d holders %v later, want the one read since", n, holdersRemembered*cycle(13*time.Millisecond))
+	}
+	own := versions("endX")[0]
+	own.Meta.Yield = h.Name()
+	d := New(&Env{Heat: &h, Clock: clock}, "update", Based, []string{"k"}, nil, Options{})
+	if d.endsTurn(own) || !d.endsTurn(versions("endX")[0]) {
+		t.Error("a Store's own turn's end counted, or another's not")
 	}
 }

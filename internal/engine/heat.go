@@ -39,6 +39,7 @@ import (
 // concurrent use.
 type Heat struct {
 	mu    sync.Mutex
+	name  string           // the Store's, in the turns' ends it marks (Name)
 	cur   map[string]*heat // written in this window
 	old   map[string]*heat // the window before
 	since time.Time        // when cur's window began
@@ -54,6 +55,9 @@ type heat struct {
 	probe int           // sends before the next pause without a sign of rivals
 	ended bool          // the last write ended the Store's turn: pause before the next
 	yield time.Time     // the last turn's end written or read on the key
+	// holders are the other Stores whose turns' ends the Store read lately
+	// (handover.go), by name: when it read the last.
+	holders map[string]time.Time
 
 	senior      any       // the Store's longest-waiting write of the key (nil: none)
 	seniorSince time.Time // when it last claimed it

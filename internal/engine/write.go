@@ -36,10 +36,10 @@ func (d *Delivery) Over(b Version, data []byte) KeyWrite {
 	return KeyWrite{Action: driver.Action{Key: b.Key, Write: driver.Write{Data: data, Cond: driver.IfMatch(b.ETag), Meta: m.String()}}, Meta: m}
 }
 
-// endTurn is w marked as the last write of its Store's turn on the key
-// (handover.go).
-func endTurn(w KeyWrite) KeyWrite {
-	w.Meta = w.Meta.Yielding()
+// endTurn is w marked as the last write of the turn on the key of the
+// Store named store (handover.go).
+func endTurn(w KeyWrite, store string) KeyWrite {
+	w.Meta = w.Meta.Yielding(store)
 	w.Write.Meta = w.Meta.String()
 	return w
 }

@@ -24,11 +24,12 @@ import (
 //     window, or whether its outcome is unknowable.
 //   - fence: the highest fencing token any write carried (see WithFence).
 //   - yield: the write was the last of its Store's turn on a key that
-//     several processes write; the Store pauses before its next write, and
-//     the processes waiting for the key take it in turn (engine's
+//     several processes write, and names that Store (a short random name
+//     of its own); the Store pauses before its next write, and the
+//     processes waiting for the key take it in turn (engine's
 //     handover.go). Only the version that write made carries it.
 //
-// Encoding: "w=id,id;l=lineage;n=seq;f=fence;y=1", fields omitted when
+// Encoding: "w=id,id;l=lineage;n=seq;f=fence;y=store", fields omitted when
 // empty. Parse skips fields it does not know, so older readers ignore y.
 // Ids and lineages are lowercase base32, so the string is printable ASCII.
 type Meta struct {
@@ -36,7 +37,7 @@ type Meta struct {
 	Lineage string
 	Seq     int64
 	Fence   int64
-	Yield   bool   // the write ended its Store's turn on the key
+	Yield   string // the Store whose turn on the key the write ended (empty: none)
 	raw     string // the encoding, when known (see then)
 }
 
@@ -56,7 +57,7 @@ func Parse(s string) Meta {
 		case "f":
 			m.Fence, _ = strconv.ParseInt(v, 10, 64)
 		case "y":
-			m.Yield = v == "1"
+			m.Yield = v
 		}
 	}
 	return m
@@ -89,21 +90,22 @@ func (m Meta) String() string {
 		sep("f=")
 		b.Write(strconv.AppendInt(num[:0], m.Fence, 10))
 	}
-	if m.Yield {
-		sep("y=1")
+	if m.Yield != "" {
+		sep("y=")
+		b.WriteString(m.Yield)
 	}
 	return b.String()
 }
 
-// Yielding is m marked as the bookkeeping of a write that ends its Store's
-// turn on the key.
-func (m Meta) Yielding() Meta {
-	if m.Yield {
-		return m
+// Yielding is m marked as the bookkeeping of a write that ends the turn
+// on the key of the Store named store (a base32 name, as NewID's).
+func (m Meta) Yielding(store string) Meta {
+	if m.Yield != "" {
+		m.raw = "" // String builds the encoding again
 	}
-	m.Yield = true
+	m.Yield = store
 	if m.raw != "" {
-		m.raw += ";y=1"
+		m.raw += ";y=" + store
 	}
 	return m
 }

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -96,25 +97,26 @@ func TestThenLen(t *testing.T) {
 	}
 }
 
-// A write marked as ending its Store's turn carries y=1, whether its
-// encoding was built by Then or by String; Parse reads it back, older
-// fields unchanged; the next write's bookkeeping drops it; and a field
-// Parse does not know is skipped (older readers ignore y the same way).
+// A write marked as ending a Store's turn carries y=<the Store's name>,
+// whether its encoding was built by Then or by String; Parse reads it
+// back, older fields unchanged; marking again names the last Store; the
+// next write's bookkeeping drops it; and a field Parse does not know is
+// skipped (older readers ignore y the same way).
 func TestYield(t *testing.T) {
 	for _, m := range []Meta{Parse("w=a;l=L;n=4").Then("x", 16, 2), Parse("w=a;l=L;n=4")} {
-		y := m.Yielding()
+		y := m.Yielding("s1")
 		again := Parse(y.String())
-		if !again.Yield || again.IDs != m.IDs || again.Lineage != m.Lineage || again.Seq != m.Seq || again.Fence != m.Fence {
+		if again.Yield != "s1" || again.IDs != m.IDs || again.Lineage != m.Lineage || again.Seq != m.Seq || again.Fence != m.Fence {
 			t.Errorf("%q yielding = %q, parsed %+v", m.String(), y.String(), again)
 		}
-		if y.Yielding().String() != y.String() {
-			t.Errorf("yielding twice: %q", y.Yielding().String())
+		if y2 := y.Yielding("s2"); Parse(y2.String()).Yield != "s2" || strings.Count(y2.String(), "y=") != 1 {
+			t.Errorf("yielding twice: %q", y2.String())
 		}
-		if next := again.Then("z", 16, 0); next.Yield || next.String() != Parse(m.String()).Then("z", 16, 0).String() {
+		if next := again.Then("z", 16, 0); next.Yield != "" || next.String() != Parse(m.String()).Then("z", 16, 0).String() {
 			t.Errorf("the write after a yielding one: %q", next.String())
 		}
 	}
-	if m := Parse("w=a;q=7;l=L;n=4"); m.IDs != "a" || m.Lineage != "L" || m.Seq != 4 || m.Yield {
+	if m := Parse("w=a;q=7;l=L;n=4"); m.IDs != "a" || m.Lineage != "L" || m.Seq != 4 || m.Yield != "" {
 		t.Errorf("an unknown field: parsed %+v", m)
 	}
 }
