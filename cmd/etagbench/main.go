@@ -7,7 +7,7 @@
 //	go run ./cmd/etagbench -backends memory                  # no Azure needed
 //
 // Scenarios: 1, 4, 16 and 64 goroutines incrementing one hot key; 16 writers
-// in 4 processes on one hot key; 64 writers on distinct keys. Modes: naive
+// in 4 processes on one hot key (-procs: other counts); 64 writers on distinct keys. Modes: naive
 // (raw SDK calls), library (Store.Update with defaults: group commit and
 // the version cache on), library without the version cache, library
 // without group commit, and the
@@ -32,7 +32,7 @@
 // request, the naive loop's and the library's alike, and those of the
 // worker processes, waits that long before it is forwarded, as for storage
 // in another region. -writers sets the writer counts of the one-process
-// hot-key scenarios.
+// hot-key scenarios, -procs the process counts of the several-process one.
 //
 //	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -writers 16,64
 package main
@@ -163,6 +163,7 @@ func main() {
 	flag.StringVar(&only, "only", "", "run only the scenarios whose name contains this")
 	rttFlag := flag.String("rtt", "0", "latency added to every Azure request (table and blob) by a loopback proxy in front of Azurite; a comma-separated list runs everything once per value")
 	writersFlag := flag.String("writers", "1,4,16,64", "writer counts of the one-process hot-key scenarios")
+	procsFlag := flag.String("procs", "4", "process counts (of 4 writers each) of the several-process hot-key scenarios")
 	flag.BoolVar(&printMetrics, "metrics", false, "also print the library's own OpenTelemetry metrics of every one-process library cell")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (YCSB-F workers carry a pprof label mode=<mode>)")
 	flag.Parse()
@@ -182,6 +183,9 @@ func main() {
 	writers, err := parseWriters(*writersFlag)
 	if err != nil {
 		log.Fatalf("-writers: %v", err)
+	}
+	if procCounts, err = parseWriters(*procsFlag); err != nil {
+		log.Fatalf("-procs: %v", err)
 	}
 	rtts, err := parseRTTs(*rttFlag)
 	if err != nil {
@@ -227,6 +231,10 @@ func parseRTTs(list string) ([]time.Duration, error) {
 	}
 	return ds, nil
 }
+
+// procCounts are the process counts of the several-process hot-key
+// scenarios (-procs).
+var procCounts = []int{4}
 
 func parseWriters(list string) ([]int, error) {
 	var ws []int
@@ -560,7 +568,10 @@ func bench(e *env, backend string, writers []int, d time.Duration) {
 		}
 		scens = append(scens, scen{name, w, false, 1})
 	}
-	scens = append(scens, scen{"hot key, 4 processes × 4 writers", 4, false, 4}, scen{"64 writers, distinct keys", 64, true, 1})
+	for _, p := range procCounts {
+		scens = append(scens, scen{fmt.Sprintf("hot key, %d processes × 4 writers", p), 4, false, p})
+	}
+	scens = append(scens, scen{"64 writers, distinct keys", 64, true, 1})
 	var rows []row
 	var summaries []string
 	for i, sc := range scens {

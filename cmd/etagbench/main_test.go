@@ -71,3 +71,26 @@ func TestYCSBSmoke(t *testing.T) {
 		t.Errorf("%d YCSB rows, want 6\nstdout:\n%s\nstderr:\n%s", rows, smoke.Indent(out), smoke.Indent(errOut))
 	}
 }
+
+// docs/performance.md's command for the hot key across 2, 3 and 4
+// processes (-procs), short, on tables at 2 ms: a row per process count
+// and mode, every counter exact.
+func TestProcsSmoke(t *testing.T) {
+	azuritetest.ConnectionString(t)
+	bin := smoke.Build(t)
+	out, errOut := smoke.Run(t, 3*time.Minute, bin, "-backends", "table", "-d", "300ms", "-only", "hot key", "-writers", "1", "-procs", "2,3", "-rtt", "2ms", "-locks=false")
+	rows := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		for _, p := range []string{"2", "3"} {
+			if strings.HasPrefix(line, "| hot key, "+p+" processes × 4 writers") {
+				rows[p]++
+				if !strings.Contains(line, "exact (") {
+					t.Errorf("a cell whose counter is not exact: %s", line)
+				}
+			}
+		}
+	}
+	if rows["2"] != 4 || rows["3"] != 4 { // naive, library, library-nocache, library-nogroup
+		t.Errorf("rows of 2 and 3 processes: %v, want 4 each\nstdout:\n%s\nstderr:\n%s", rows, smoke.Indent(out), smoke.Indent(errOut))
+	}
+}
