@@ -6,12 +6,12 @@
 //	scripts/with-azurite go run ./cmd/etagbench              # all backends, ETAGSTORE_AZURITE from the script
 //	go run ./cmd/etagbench -backends memory                  # no Azure needed
 //
-// Scenarios: 1, 4, 16 and 64 goroutines incrementing one hot key; 16 writers
-// in 4 processes on one hot key (-procs: other counts); 64 writers on distinct keys. Modes: naive
-// (raw SDK calls), library (Store.Update with defaults: group commit and
-// the version cache on), library without the version cache, library
-// without group commit, and the
-// blob lease Lock (get and replace under it). HTTP requests are counted by a
+// Scenarios: 1, 4, 16 and 64 goroutines incrementing one hot key; 16
+// writers in 4 processes on one hot key (-procs: other counts); 64 writers
+// on distinct keys. Modes: naive (raw SDK calls), library (Store.Update
+// with defaults: group commit and the version cache on), library without
+// the version cache, library without group commit, and the blob lease
+// Lock (get and replace under it). HTTP requests are counted by a
 // counting transport.
 //
 // YCSB workload F (ycsb.go): 32 goroutines on 1,000 keys chosen with a

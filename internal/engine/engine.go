@@ -351,16 +351,8 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	if c.check != nil && d.foundLanded(c.check, base) {
 		return stop, nil
 	}
-	if err := d.admit(base); err != nil {
+	if base, err = d.admitted(ctx, base, c.base == nil); err != nil {
 		return stop, err
-	}
-	if d.turns && c.base == nil {
-		if base, err = d.awaitTurn(ctx, base); err != nil {
-			return stop, err
-		}
-		if err := d.admit(base); err != nil { // versions read while waiting
-			return stop, err
-		}
 	}
 	req, err := d.plan.Build(d, base)
 	if errors.Is(err, ErrStale) && d.mode == SelfReading {
@@ -458,6 +450,20 @@ func (d *Delivery) foundLanded(req Request, base []Version) bool {
 		return true
 	}
 	return false
+}
+
+// admitted is the base an attempt builds on: base, read (or not), once
+// admitted; for a read-modify-write after a lost race, the version its
+// turn hands it (handover.go), admitted too.
+func (d *Delivery) admitted(ctx context.Context, base []Version, read bool) ([]Version, error) {
+	if err := d.admit(base); err != nil || !d.turns || !read {
+		return base, err
+	}
+	base, err := d.awaitTurn(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	return base, d.admit(base)
 }
 
 // admit refuses a write over a version that a newer fencing token holds.

@@ -65,11 +65,7 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 	read := start.Add(-send) // when the last read began (the base's, about a send ago)
 	for same := 0; ; {
 		last := base[0]
-		need := handoverClasses + 1 - class // reads finding the key unchanged
-		if d.endsTurn(last) {
-			need -= 2
-		}
-		if same >= need || !d.mayWait(start, send) {
+		if d.handedOver(last, same, class) || !d.mayWait(start, send) {
 			return base, nil
 		}
 		if wait := send - clock.Now().Sub(read); wait > 0 { // a read a send at most
@@ -91,6 +87,18 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 			class = d.class(cur[0], send)
 		}
 	}
+}
+
+// handedOver reports whether a waiter of class may write over v, having
+// read it same more times since, unchanged: as many reads as classes
+// below the top after a turn's end, two more after a version that does
+// not end a turn.
+func (d *Delivery) handedOver(v Version, same, class int) bool {
+	need := handoverClasses - 1 - class
+	if !d.endsTurn(v) {
+		need += 2
+	}
+	return same >= need
 }
 
 // mayWait reports whether a write waiting for its turn since start may
