@@ -33,6 +33,11 @@ import (
 // more than a marked one; and a waiter that has read for two turns' time
 // writes anyway, and waits for the next turn's end if it loses.
 //
+// Only a Store that read another Store's turn's end lately waits so, and
+// not while it holds the key itself: its writes that lose then lost to
+// its own (several Updates of one key with DisableGroupCommit), and retry
+// as any lost race does.
+//
 // Reads back to back cost a request per send per waiting Store, which
 // earns its keep where a send takes handoverMinSend or more (storage in
 // another region, or a service under load); where sends are faster the
@@ -56,7 +61,7 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 	heat, key, clock := d.env.Heat, d.name(), d.env.Clock
 	d.sawTurnEnd(base[0])
 	send := heat.Send(key)
-	if send < handoverMinSend || !heat.Turning(key, clock) || !d.senior() {
+	if send < handoverMinSend || !heat.Turning(key, clock) || heat.Holding(key, clock) || !d.senior() {
 		return base, nil
 	}
 	class := d.class(base[0], send)
@@ -226,8 +231,8 @@ const (
 	holdersRemembered = 16 // turns' time a Store counts another as a holder of a key after its last turn's end
 )
 
-// Turning reports whether the writers of key take turns: the Store wrote
-// or read a turn's end within the last turnsRemembered turns' time.
+// Turning reports whether the writers of key take turns: the Store read
+// another Store's turn's end within the last turnsRemembered turns' time.
 func (h *Heat) Turning(key string, clock Clock) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -236,6 +241,17 @@ func (h *Heat) Turning(key string, clock Clock) bool {
 	}
 	e := h.peek(key)
 	return e != nil && !e.yield.IsZero() && clock.Now().Sub(e.yield) < turnsRemembered*cycle(e.send)
+}
+
+// Holding reports whether the Store holds key: it is in a run of wins on
+// it (Won), not yet paused. Its own writes that lose meanwhile lost to
+// its own and retry as any lost race does: no other Store's turn is to
+// end before theirs.
+func (h *Heat) Holding(key string, clock Clock) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.peek(key)
+	return e != nil && !e.run.IsZero() && clock.Now().Sub(e.last) <= turnPause*e.send
 }
 
 // turnsRemembered is how many turns' time after it last saw a turn end a

@@ -85,6 +85,7 @@ func waitForKeyAmong(t *testing.T, k *waitedKey, firstSend time.Duration, holder
 	t.Helper()
 	h := &Heat{}
 	h.Won("k", k.send, true, k.clock)
+	h.Rival("k", k.clock) // it lost the key
 	for _, holder := range holders {
 		h.TurnEnded("k", holder, k.clock)
 	}
@@ -233,12 +234,16 @@ func TestNoHandOverWithoutTurns(t *testing.T) {
 	}{
 		{"no turn's end seen", 13 * time.Millisecond, false},
 		{"fast sends", handoverMinSend / 2, true},
+		{"the Store holds the key: its own writes won", 13 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 			k := &waitedKey{clock: clock, send: tc.send, script: versions("b")}
 			h := &Heat{}
 			h.Won("k", tc.send, true, clock)
+			if tc.name != "the Store holds the key: its own writes won" {
+				h.Rival("k", clock) // it lost the key
+			}
 			if tc.turning {
 				h.TurnEnded("k", "B", clock)
 			}

@@ -54,7 +54,7 @@ type heat struct {
 	send  time.Duration // how long a write of the key takes (moving average)
 	probe int           // sends before the next pause without a sign of rivals
 	ended bool          // the last write ended the Store's turn: pause before the next
-	yield time.Time     // the last turn's end written or read on the key
+	yield time.Time     // when the Store last read another Store's turn's end of the key
 	// holders are the other Stores whose turns' ends the Store read lately
 	// (handover.go), by name: when it read the last.
 	holders map[string]time.Time
@@ -217,7 +217,7 @@ func (h *Heat) Ended(key string, clock Clock) {
 	if e.rival.IsZero() || now.Sub(e.rival) > turnMemory*e.send {
 		e.probe = min(2*e.probe, probeLast) // a probe: if it draws no rival, the next comes later
 	}
-	e.ended, e.yield = true, now
+	e.ended = true
 }
 
 // Sent records that a write of key that lost its race took took: a
