@@ -103,22 +103,12 @@ func (*leaveAtTurnEnd) Release() {}
 // write is built again without it): else the Stores waiting for the key
 // see no turn end, and the pause passes unused.
 func TestTurnEndSurvivesRedo(t *testing.T) {
-	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
-	be := &throttleOnce{clock: clock}
-	h := &Heat{}
-	h.Rival("k", clock)
-	env := &Env{Backend: be, Clock: clock, Heat: h, Hooks: nopHooks{},
-		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
-	cur := versions("e0")[0]
-	cur.Verified = false
+	clock, h, env, cur := rivalHolder()
 	fl := &leaveAtTurnEnd{h: h, clock: clock}
 	lastMarked := false
 	for i := range 20 {
-		plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
-			return Request{d.Over(base[0], []byte("x"))}, nil
-		})
 		slept := len(clock.slept)
-		res, err := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{cur}, Flight: fl}).Run(context.Background())
+		res, err := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: []Version{cur}, Flight: fl}).Run(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

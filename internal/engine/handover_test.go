@@ -266,24 +266,33 @@ func TestNoHandOverWithoutTurns(t *testing.T) {
 	}
 }
 
-// A Store that holds a key while it has rivals marks the last write of
-// each turn, and only that write, and pauses after it before the next.
-func TestTurnEndIsMarked(t *testing.T) {
+// rivalHolder is a Store that writes "k" from its copies and lost a race
+// on it lately: its clock, heat and env (writes take 30 ms of clock), and
+// the copy it starts from.
+func rivalHolder() (*stepClock, *Heat, *Env, Version) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
-	be := &throttleOnce{clock: clock}
 	h := &Heat{}
 	h.Rival("k", clock)
-	env := &Env{Backend: be, Clock: clock, Heat: h, Hooks: nopHooks{},
+	env := &Env{Backend: &throttleOnce{clock: clock}, Clock: clock, Heat: h, Hooks: nopHooks{},
 		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	cur := versions("e0")[0]
 	cur.Verified = false
+	return clock, h, env, cur
+}
+
+// overPlan writes "x" over the version it starts from.
+var overPlan = PlanFunc(func(d *Delivery, base []Version) (Request, error) {
+	return Request{d.Over(base[0], []byte("x"))}, nil
+})
+
+// A Store that holds a key while it has rivals marks the last write of
+// each turn, and only that write, and pauses after it before the next.
+func TestTurnEndIsMarked(t *testing.T) {
+	clock, _, env, cur := rivalHolder()
 	marked, pauses, lastMarked := 0, 0, false
 	for i := range 40 {
-		plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
-			return Request{d.Over(base[0], []byte("x"))}, nil
-		})
 		slept := len(clock.slept)
-		res, err := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{cur}}).Run(context.Background())
+		res, err := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: []Version{cur}}).Run(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
