@@ -48,11 +48,11 @@
 // Store share one commit the same way (see Store.Transact). A version
 // cache, on by default (Options.CacheSize), lets an Update write straight
 // against the last version the Store saw: one request where no other
-// writer came in between; a key other processes write is read first. Backoff is
-// full-jitter exponential and starts higher on keys that keep losing races;
-// a write that has waited long retries sooner, and a Store streaming writes
-// of one key pauses now and then so that other processes get their turn
-// (RetryPolicy, "Turns").
+// writer came in between; a key other processes write is read first.
+// Backoff is full-jitter exponential and starts higher on keys that keep
+// losing races; a write that has waited long retries sooner, and a Store
+// streaming writes of one key pauses now and then so that other processes
+// get their turn, in the order they have waited (RetryPolicy, "Turns").
 //
 // # Exactly once
 //
