@@ -25,17 +25,15 @@ func TestHandOverWithinMaxElapsedTime(t *testing.T) {
 	k := &waitedKey{clock: clock, send: send, script: versions(names...)}
 	h := &Heat{}
 	h.Won("k", send, true, clock)
+	h.Rival("k", clock) // it lost the key
 	h.TurnEnded("k", "B", clock)
 	const maxElapsed = 60 * time.Millisecond
 	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},
 		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: maxElapsed}}
 	stale := versions("stale")[0]
 	stale.Verified = false
-	plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
-		return Request{d.Over(base[0], []byte("x"))}, nil
-	})
 	began := clock.now
-	d := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{stale}})
+	d := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: []Version{stale}})
 	d.TakeTurns()
 	_, err := d.Run(context.Background())
 	took := clock.now.Sub(began)
@@ -57,6 +55,7 @@ func TestPinnedWriteDoesNotWaitForTurn(t *testing.T) {
 	k := &waitedKey{clock: clock, send: send, script: versions("v0", "v1")}
 	h := &Heat{}
 	h.Won("k", send, true, clock)
+	h.Rival("k", clock) // it lost the key
 	h.TurnEnded("k", "B", clock)
 	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},
 		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
@@ -163,13 +162,11 @@ func TestHandOverWithStaleSendEstimate(t *testing.T) {
 	k := &busyKey{clock: clock}
 	h := &Heat{}
 	h.Won("k", handoverMinSend, true, clock)
+	h.Rival("k", clock) // it lost the key
 	h.TurnEnded("k", "B", clock)
 	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: busyHooks{k: k},
 		Policy: Policy{InitialInterval: 4 * time.Millisecond, MaxInterval: 250 * time.Millisecond, MaxElapsedTime: time.Second}}
-	plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
-		return Request{d.Over(base[0], []byte("x"))}, nil
-	})
-	d := New(env, "update", Based, []string{"k"}, plan, Options{})
+	d := New(env, "update", Based, []string{"k"}, overPlan, Options{})
 	d.TakeTurns()
 	_, err := d.Run(context.Background())
 	if !errors.Is(err, driver.ErrConflict) {
