@@ -276,9 +276,6 @@ func (d *Delivery) Run(ctx context.Context) (Result, error) {
 	attempts, err := d.env.retry(ctx, d.attempt, d.made, warm, d.op, d.senior)
 	if d.mode != Blind && len(d.keys) > 0 {
 		d.env.Heat.Learn(d.name(), attempts, d.env.Clock)
-		if d.lost {
-			d.env.Heat.Rival(d.name(), d.env.Clock)
-		}
 	}
 	d.res.Attempts = attempts
 	d.res.Raced = d.then.raced
@@ -295,6 +292,16 @@ func (d *Delivery) Run(ctx context.Context) (Result, error) {
 		return d.res, driver.Errorf(driver.ErrConflict, "%s %q lost every race, the last refused as %s", d.op, d.name(), last)
 	}
 	return d.res, err
+}
+
+// lose records that d lost a race (a 412, a copy found stale, a read
+// changed under a transaction): a sign of a rival writer, and the end of
+// any run of wins its Store had on the key (Heat.Rival).
+func (d *Delivery) lose() {
+	d.lost = true
+	if d.mode != Blind && len(d.keys) > 0 {
+		d.env.Heat.Rival(d.name(), d.env.Clock)
+	}
 }
 
 // senior reports whether d is its Store's longest-waiting write of its key
@@ -351,12 +358,16 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	if c.check != nil && d.foundLanded(c.check, base) {
 		return stop, nil
 	}
-	if base, err = d.admitted(ctx, base, c.base == nil); err != nil {
+	if base, err = d.admitted(ctx, base, c.base == nil); errors.Is(err, errDisplaced) {
+		d.then = carry{raced: true} // an older write of the Store waits for the key
+		return afterLoss, driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
+	} else if err != nil {
 		return stop, err
 	}
 	req, err := d.plan.Build(d, base)
 	if errors.Is(err, ErrStale) && d.mode == SelfReading {
-		d.then, d.lost = carry{raced: true}, true // a read changed: run the plan again
+		d.then = carry{raced: true} // a read changed: run the plan again
+		d.lose()
 		if !errors.Is(err, driver.ErrConflict) {
 			err = driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
 		}
@@ -393,13 +404,14 @@ func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (n
 		d.then.base = base // a member left the batch: apply again without it
 		return redo, nil
 	}
-	if last { // the turn ends with this write; a merge carries no bookkeeping to mark
-		if len(req) == 1 && req[0].Write.Meta != "" {
-			req = Request{endTurn(req[0], d.env.Heat.Name())}
-		}
-		d.env.Heat.Ended(d.name(), d.env.Clock)
+	if last && len(req) == 1 && req[0].Write.Meta != "" { // a merge carries no bookkeeping to mark
+		req = Request{endTurn(req[0], d.env.Heat.Name())}
 	}
-	return d.send(ctx, req, verified(base))
+	then, err := d.send(ctx, req, verified(base))
+	if last && err == nil {
+		d.env.Heat.Ended(d.name(), d.env.Clock) // the turn ended with this write
+	}
+	return then, err
 }
 
 // base returns the versions an attempt starts from: none unless Based,

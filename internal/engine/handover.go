@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/meta"
 )
 
@@ -55,13 +57,13 @@ const (
 // over. Otherwise it returns base. A wait that lasted a send or more
 // stands for the backoff after the write, if it loses (awaited).
 func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, error) {
-	if !d.lost || len(base) != 1 {
-		return base, nil
+	if !d.lost || len(base) != 1 || !base[0].Exists {
+		return base, nil // a missing key has no holder to hand it over
 	}
 	heat, key, clock := d.env.Heat, d.name(), d.env.Clock
 	d.sawTurnEnd(base[0])
 	send := heat.Send(key)
-	if send < handoverMinSend || !heat.Turning(key, clock) || heat.Holding(key, clock) || !d.senior() {
+	if send < handoverMinSend || !heat.Turning(key, clock) || heat.Holding(key, base[0].ETag) || !d.senior() {
 		return base, nil
 	}
 	class := d.class(base[0], send)
@@ -70,8 +72,11 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 	read := start.Add(-send) // when the last read began (the base's, about a send ago)
 	for same := 0; ; {
 		last := base[0]
-		if d.handedOver(last, same, class) || !d.mayWait(start, send) {
+		if d.handedOver(last, same, class) || !d.inTime(start, send) {
 			return base, nil
+		}
+		if !d.senior() {
+			return nil, errDisplaced // an older write of the Store waits for the key: it backs off
 		}
 		if wait := send - clock.Now().Sub(read); wait > 0 { // a read a send at most
 			if err := clock.Sleep(ctx, wait); err != nil {
@@ -88,6 +93,9 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 			continue
 		}
 		base, same = cur, 0
+		if heat.Holding(key, cur[0].ETag) {
+			return base, nil // another write of its Store took the key: no turn to wait for
+		}
 		if d.sawTurnEnd(cur[0]) {
 			class = d.class(cur[0], send)
 		}
@@ -106,21 +114,22 @@ func (d *Delivery) handedOver(v Version, same, class int) bool {
 	return same >= need
 }
 
-// mayWait reports whether a write waiting for its turn since start may
-// read again: it has waited less than handoverMaxWait turns, a read and
-// its write still fit in the policy's MaxElapsedTime, and it is still its
-// Store's senior write of the key (one that has waited longer may have
-// taken the place).
-func (d *Delivery) mayWait(start time.Time, send time.Duration) bool {
+// inTime reports whether a write waiting for its turn since start may
+// read again: it has waited less than handoverMaxWait turns, and a read
+// and its write still fit in the policy's MaxElapsedTime.
+func (d *Delivery) inTime(start time.Time, send time.Duration) bool {
 	now := d.env.Clock.Now()
 	if now.Sub(start) >= handoverMaxWait*cycle(send) {
 		return false
 	}
-	if limit := d.env.Policy.MaxElapsedTime; limit > 0 && now.Add(2*send).Sub(d.began) > limit {
-		return false
-	}
-	return d.senior()
+	limit := d.env.Policy.MaxElapsedTime
+	return limit <= 0 || now.Add(2*send).Sub(d.began) <= limit
 }
+
+// errDisplaced is what a waiting write reports when an older write of its
+// Store takes the senior place mid-wait: it backs off as after a lost
+// race, and leaves the wait to the older one.
+var errDisplaced = errors.New("an older write of the key waits for its turn")
 
 // class is the class of the write waiting for v's writer to hand its key
 // over, from the top (handoverClasses-1) down by the Stores waiting ahead
@@ -243,15 +252,25 @@ func (h *Heat) Turning(key string, clock Clock) bool {
 	return e != nil && !e.yield.IsZero() && clock.Now().Sub(e.yield) < turnsRemembered*cycle(e.send)
 }
 
-// Holding reports whether the Store holds key: it is in a run of wins on
-// it (Won), not yet paused. Its own writes that lose meanwhile lost to
-// its own and retry as any lost race does: no other Store's turn is to
-// end before theirs.
-func (h *Heat) Holding(key string, clock Clock) bool {
+// Wrote records etag, the version of key the Store's last write made
+// ("": not known).
+func (h *Heat) Wrote(key string, etag driver.ETag) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.peek(key); e != nil {
+		e.wrote = etag
+	}
+}
+
+// Holding reports whether the Store holds key: etag, the version read, is
+// the one its last write made. Its own writes that lose then lost to its
+// own and retry as any lost race does: no other Store's turn is to end
+// before theirs.
+func (h *Heat) Holding(key string, etag driver.ETag) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e := h.peek(key)
-	return e != nil && !e.run.IsZero() && clock.Now().Sub(e.last) <= turnPause*e.send
+	return e != nil && etag != "" && e.wrote == etag
 }
 
 // turnsRemembered is how many turns' time after it last saw a turn end a

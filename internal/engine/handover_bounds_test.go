@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // A write that lost a race on a key whose writers take turns is still
@@ -179,5 +180,179 @@ func TestHandOverWithStaleSendEstimate(t *testing.T) {
 	t.Logf("%d reads, %d writes, slept %v in all", k.reads, k.writes, slept)
 	if k.reads+k.writes > 1000 {
 		t.Errorf("%d reads and %d writes in 1 s of MaxElapsedTime, sleeping %v", k.reads, k.writes, slept)
+	}
+}
+
+// liveKey is one stored key: reads and writes take a send of clock; a
+// write lands when its If-Match names the stored version.
+type liveKey struct {
+	driver.Backend
+	clock *stepClock
+	send  time.Duration
+	cur   Version
+	n     int
+	reads int
+}
+
+func newLiveKey(clock *stepClock, send time.Duration) *liveKey {
+	return &liveKey{clock: clock, send: send, cur: versions("b")[0]}
+}
+
+func (k *liveKey) Write(_ context.Context, key string, w driver.Write) (driver.ETag, error) {
+	k.clock.now = k.clock.now.Add(k.send)
+	if w.Cond.ETag != k.cur.ETag {
+		return "", fmt.Errorf("412: %w", driver.ErrConflict)
+	}
+	k.n++
+	m := meta.Parse(w.Meta)
+	k.cur = Version{Item: driver.Item{Key: key, ETag: driver.ETag(fmt.Sprint("w", k.n)), Data: w.Data, Meta: w.Meta}, Meta: m, Exists: true, MetaKnown: true, Verified: true}
+	return k.cur.ETag, nil
+}
+
+type liveHooks struct {
+	nopHooks
+	k *liveKey
+}
+
+func (h liveHooks) Read(context.Context, string) (Version, error) {
+	h.k.clock.now = h.k.clock.now.Add(h.k.send)
+	h.k.reads++
+	return h.k.cur, nil
+}
+
+func copyOf(v Version) []Version {
+	v.Verified = false
+	return []Version{v}
+}
+
+// A Store whose write lost a race and then took the key (waiting for its
+// turn) holds the key: its own next write that lost to it does not wait
+// for another Store's turn's end (Heat.Holding, handover.go: "not while it
+// holds the key itself"); it reads once and writes.
+func TestHandOverNotWhileHolding(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	send := 13 * time.Millisecond
+	k := newLiveKey(clock, send)
+	h := &Heat{}
+	h.Won("k", send, true, clock)
+	h.Rival("k", clock)
+	h.TurnEnded("k", "B", clock) // B's turns' ends read lately
+	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: liveHooks{k: k},
+		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+	stale := versions("stale")[0]
+	d1 := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: copyOf(stale)})
+	d1.TakeTurns()
+	if _, err := d1.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !h.Holding("k", k.cur.ETag) {
+		t.Error("the Store's write made the stored version, but Holding is false")
+	}
+	// Its own next write, from the copy its first write overwrote.
+	reads := k.reads
+	d2 := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: copyOf(versions("b")[0])})
+	d2.TakeTurns()
+	if _, err := d2.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := k.reads - reads; n != 1 {
+		t.Errorf("a write that lost to its own Store's write read %d times before writing, want 1 (no wait: the Store holds the key)", n)
+	}
+}
+
+// A Store that marked its turn's end pauses before its next write from a
+// copy, also when another write of the key in the same Store (a Save from
+// a stale Doc) lost a race meanwhile: else that write would go out at
+// once over the marked version, racing the waiter that the mark told to
+// write at once.
+func TestPauseAfterTurnEndSurvivesOtherLosses(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	send := 30 * time.Millisecond
+	k := newLiveKey(clock, send)
+	h := &Heat{}
+	h.Rival("k", clock) // a rival seen lately: turns
+	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: liveHooks{k: k},
+		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1, MaxAttempts: 1}}
+	marked := false
+	for i := 0; i < 40 && !marked; i++ {
+		res, err := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: copyOf(k.cur)}).Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		marked = res.Sent[0].Meta.Yield != ""
+	}
+	if !marked {
+		t.Fatal("no turn's end marked")
+	}
+	// Another write of the Store, from a read but conditioned on a stale
+	// version (a Save from a stale Doc), loses (MaxAttempts 1); then the
+	// Store writes on from its copy.
+	slept := len(clock.slept)
+	stalePlan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
+		b := base[0]
+		b.ETag = "old"
+		return Request{d.Over(b, []byte("x"))}, nil
+	})
+	dx := New(env, "save", Based, []string{"k"}, stalePlan, Options{})
+	if _, err := dx.Run(context.Background()); err == nil {
+		t.Fatal("the stale write landed")
+	}
+	if _, err := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: copyOf(k.cur)}).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Duration(0)
+	for _, d := range clock.slept[slept:] {
+		paused += d
+	}
+	if paused < turnPause*send {
+		t.Errorf("the writes after a marked turn's end paused %v in all, want the turn's pause (%v)", paused, turnPause*send)
+	}
+}
+
+// displacingHooks read the key as waiterHooks do, and after the first
+// read of the wait let an older write of the same Store take the senior
+// place.
+type displacingHooks struct {
+	waiterHooks
+	h     *Heat
+	began time.Time
+	older *int
+}
+
+func (h displacingHooks) Read(ctx context.Context, key string) (Version, error) {
+	v, err := h.waiterHooks.Read(ctx, key)
+	if h.k.reads == 2 {
+		h.h.Senior("k", h.older, h.began, h.k.clock)
+	}
+	return v, err
+}
+
+// A waiting write of the lowest class (two Stores ahead of it) that an
+// older write of its Store displaces from the senior place mid-wait
+// leaves the key to the Stores waiting before it and backs off; it does
+// not write over the turn's end at once, ahead of them.
+func TestDisplacedWaiterBacksOff(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	send := 13 * time.Millisecond
+	k := &waitedKey{clock: clock, send: send, script: versions("endB")}
+	h := &Heat{}
+	h.Won("k", send, true, clock)
+	h.Rival("k", clock)
+	for _, s := range []string{"B", "C", "D"} {
+		h.TurnEnded("k", s, clock)
+	}
+	older := new(int)
+	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: displacingHooks{waiterHooks: waiterHooks{k: k}, h: h, began: clock.now.Add(-time.Second), older: older},
+		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+	stale := versions("stale")[0]
+	stale.Verified = false
+	d := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: []Version{stale}})
+	d.TakeTurns()
+	if _, err := d.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// class 0 on endB: two more reads (3 in all) before writing.
+	if k.readsAt[1] < 3 {
+		t.Errorf("the displaced waiter wrote over the turn's end after %d reads, before its class's turn (3): it jumped the Stores waiting ahead", k.readsAt[1])
 	}
 }

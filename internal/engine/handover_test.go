@@ -234,15 +234,16 @@ func TestNoHandOverWithoutTurns(t *testing.T) {
 	}{
 		{"no turn's end seen", 13 * time.Millisecond, false},
 		{"fast sends", handoverMinSend / 2, true},
-		{"the Store holds the key: its own writes won", 13 * time.Millisecond, true},
+		{"the Store holds the key: its own write made the version read", 13 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 			k := &waitedKey{clock: clock, send: tc.send, script: versions("b")}
 			h := &Heat{}
 			h.Won("k", tc.send, true, clock)
-			if tc.name != "the Store holds the key: its own writes won" {
-				h.Rival("k", clock) // it lost the key
+			h.Rival("k", clock) // it lost a race
+			if tc.name == "the Store holds the key: its own write made the version read" {
+				h.Wrote("k", "b")
 			}
 			if tc.turning {
 				h.TurnEnded("k", "B", clock)

@@ -3,6 +3,8 @@ package engine
 import (
 	"sync"
 	"time"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // Heat remembers, per key, how contended a Store has found it lately.
@@ -55,6 +57,7 @@ type heat struct {
 	probe int           // sends before the next pause without a sign of rivals
 	ended bool          // the last write ended the Store's turn: pause before the next
 	yield time.Time     // when the Store last read another Store's turn's end of the key
+	wrote driver.ETag   // the version the Store's last write of the key made (Wrote)
 	// holders are the other Stores whose turns' ends the Store read lately
 	// (handover.go), by name: when it read the last.
 	holders map[string]time.Time
@@ -132,7 +135,7 @@ func (h *Heat) Rival(key string, clock Clock) {
 	now := clock.Now()
 	h.turn(now)
 	e := h.take(key, true)
-	e.rival, e.run, e.probe, e.ended = now, time.Time{}, probeFirst, false // a new run starts at the next win
+	e.rival, e.run, e.probe = now, time.Time{}, probeFirst // a new run starts at the next win
 }
 
 // Won records a write of key that landed after a send that took took;
@@ -184,17 +187,19 @@ func (h *Heat) Pause(key string, clock Clock) (wait time.Duration, last bool) {
 		return 0, false
 	}
 	e := h.peek(key)
-	if e == nil || e.run.IsZero() || e.send <= 0 {
+	if e == nil || e.send <= 0 {
 		return 0, false
 	}
 	now := clock.Now()
-	if now.Sub(e.last) > turnPause*e.send {
+	switch {
+	case now.Sub(e.last) > turnPause*e.send:
 		e.run, e.ended = time.Time{}, false // idle for a pause's length: the run is over
 		return 0, false
-	}
-	if e.ended {
+	case e.ended: // the last write ended the turn, whatever else lost since
 		e.run, e.ended = time.Time{}, false
 		return turnPause * e.send, false
+	case e.run.IsZero():
+		return 0, false
 	}
 	length := time.Duration(turnLength)
 	probing := e.rival.IsZero() || now.Sub(e.rival) > turnMemory*e.send
@@ -205,7 +210,7 @@ func (h *Heat) Pause(key string, clock Clock) (wait time.Duration, last bool) {
 }
 
 // Ended records that the write Pause said was the last of the Store's turn
-// on key was sent, marked: the next write of key pauses.
+// on key landed (marked, unless a merge): the next write of key pauses.
 func (h *Heat) Ended(key string, clock Clock) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

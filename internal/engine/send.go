@@ -25,6 +25,9 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 	case err == nil:
 		if d.mode == Based {
 			d.env.Heat.Won(d.name(), d.env.Clock.Now().Sub(began), !verified, d.env.Clock)
+			if len(out) == 1 {
+				d.env.Heat.Wrote(d.name(), out[0].ETag)
+			}
 		}
 		d.unsettled = nil
 		d.res.Out, d.res.Sent, d.res.FromCopy = out, req, !verified
@@ -99,12 +102,13 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 		}
 		if conflict {
 			d.env.Hooks.Conflict(ctx)
-			d.lost = true
+			d.lose()
 		}
 		d.then = carry{check: req}
 		return now, err
 	case conflict || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound) && refused(req, err).Write.Cond.Kind != driver.CondCreate:
-		d.then, d.lost = carry{check: req, raced: true}, true
+		d.then = carry{check: req, raced: true}
+		d.lose()
 		if d.mode == Based {
 			d.env.Heat.Sent(d.name(), took)
 		}
@@ -145,7 +149,8 @@ func (d *Delivery) settle(ctx context.Context, req Request) (next, error) {
 	case v == outcome.NotApplied && d.mode != Blind:
 		d.unsettled = nil
 		d.flight.Release()
-		d.then, d.lost = carry{base: base, raced: true}, true
+		d.then = carry{base: base, raced: true}
+		d.lose()
 		return afterLoss, fmt.Errorf("%w: %q moved on", driver.ErrConflict, d.name())
 	}
 	return stop, d.unknown(d.unsettled)
