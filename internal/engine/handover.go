@@ -36,9 +36,11 @@ import (
 // writes anyway, and waits for the next turn's end if it loses.
 //
 // Only a Store that read another Store's turn's end lately waits so, and
-// not while it holds the key itself: its writes that lose then lost to
-// its own (several Updates of one key with DisableGroupCommit), and retry
-// as any lost race does.
+// not while it holds the key itself (the version read is the one its last
+// write made): its writes that lose then lost to its own (several Updates
+// of one key with DisableGroupCommit), and retry as any lost race does. A
+// waiter that an older write of its Store displaces from the senior place
+// backs off, and leaves the wait to the older one.
 //
 // Reads back to back cost a request per send per waiting Store, which
 // earns its keep where a send takes handoverMinSend or more (storage in
