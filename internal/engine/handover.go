@@ -95,8 +95,8 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 			continue
 		}
 		base, same = cur, 0
-		if heat.Holding(key, cur[0].ETag) {
-			return base, nil // another write of its Store took the key: no turn to wait for
+		if !cur[0].Exists || heat.Holding(key, cur[0].ETag) {
+			return base, nil // deleted, or another write of its Store took it: no turn to wait for
 		}
 		if d.sawTurnEnd(cur[0]) {
 			class = d.class(cur[0], send)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -340,5 +341,35 @@ func TestHolders(t *testing.T) {
 	d := New(&Env{Heat: &h, Clock: clock}, "update", Based, []string{"k"}, nil, Options{})
 	if d.endsTurn(own) || !d.endsTurn(versions("endX")[0]) {
 		t.Error("a Store's own turn's end counted, or another's not")
+	}
+}
+
+// A key deleted while a write waits for its turn has no holder to hand it
+// over: the write stops waiting at the read that finds it missing.
+func TestHandOverStopsAtDeletion(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	k := &waitedKey{clock: clock, send: 13 * time.Millisecond, script: versions("b", "c")}
+	k.script = append(k.script, Version{Item: driver.Item{Key: "k"}, Verified: true, Missing: driver.ErrNotFound})
+	plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
+		if !base[0].Exists {
+			return nil, base[0].Missing
+		}
+		return Request{d.Over(base[0], []byte("x"))}, nil
+	})
+	h := &Heat{}
+	h.Won("k", k.send, true, clock)
+	h.Rival("k", clock)
+	h.TurnEnded("k", "B", clock)
+	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},
+		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+	stale := versions("stale")[0]
+	stale.Verified = false
+	d := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{stale}})
+	d.TakeTurns()
+	if _, err := d.Run(context.Background()); !errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("err %v, want not found", err)
+	}
+	if k.reads != len(k.script) {
+		t.Errorf("%d reads, want %d: none after the one that found the key missing", k.reads, len(k.script))
 	}
 }
