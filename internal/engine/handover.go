@@ -59,15 +59,14 @@ const (
 // over. Otherwise it returns base. A wait that lasted a send or more
 // stands for the backoff after the write, if it loses (awaited).
 func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, error) {
-	if !d.lost || len(base) != 1 || !base[0].Exists {
-		return base, nil // a missing key has no holder to hand it over
-	}
-	heat, key, clock := d.env.Heat, d.name(), d.env.Clock
-	d.sawTurnEnd(base[0])
-	send := heat.Send(key)
-	if send < handoverMinSend || !heat.Turning(key, clock) || heat.Holding(key, base[0].ETag) || !d.senior() {
+	if len(base) != 1 {
 		return base, nil
 	}
+	send, ok := d.waitsTurn(base[0])
+	if !ok {
+		return base, nil
+	}
+	clock := d.env.Clock
 	class := d.class(base[0], send)
 	start := clock.Now()
 	defer func() { d.awaited = clock.Now().Sub(start) >= send }()
@@ -80,13 +79,7 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 		if !d.senior() {
 			return nil, errDisplaced // an older write of the Store waits for the key: it backs off
 		}
-		if wait := send - clock.Now().Sub(read); wait > 0 { // a read a send at most
-			if err := clock.Sleep(ctx, wait); err != nil {
-				return nil, err
-			}
-		}
-		read = clock.Now()
-		cur, err := d.read(ctx, d.keys)
+		cur, err := d.readPaced(ctx, &read, send)
 		if err != nil {
 			return nil, err
 		}
@@ -95,13 +88,40 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 			continue
 		}
 		base, same = cur, 0
-		if !cur[0].Exists || heat.Holding(key, cur[0].ETag) {
+		if !cur[0].Exists || d.env.Heat.Holding(d.name(), cur[0].ETag) {
 			return base, nil // deleted, or another write of its Store took it: no turn to wait for
 		}
 		if d.sawTurnEnd(cur[0]) {
 			class = d.class(cur[0], send)
 		}
 	}
+}
+
+// waitsTurn reports whether a write whose base read found v waits for its
+// turn, and how long a send takes: it lost a race, v exists, a send takes
+// handoverMinSend or more, its Store read another Store's turn's end
+// lately and does not hold the key (v is not its own last write), and it
+// is its Store's senior write of the key.
+func (d *Delivery) waitsTurn(v Version) (time.Duration, bool) {
+	if !d.lost || !v.Exists {
+		return 0, false // a missing key has no holder to hand it over
+	}
+	heat, key := d.env.Heat, d.name()
+	d.sawTurnEnd(v)
+	send := heat.Send(key)
+	return send, send >= handoverMinSend && heat.Turning(key, d.env.Clock) && !heat.Holding(key, v.ETag) && d.senior()
+}
+
+// readPaced reads the key a send at most after the last read began
+// (*last, moved on to this one's start).
+func (d *Delivery) readPaced(ctx context.Context, last *time.Time, send time.Duration) ([]Version, error) {
+	if wait := send - d.env.Clock.Now().Sub(*last); wait > 0 {
+		if err := d.env.Clock.Sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+	*last = d.env.Clock.Now()
+	return d.read(ctx, d.keys)
 }
 
 // handedOver reports whether a waiter of class may write over v, having
