@@ -3,6 +3,7 @@ package etagstore_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,46 +53,13 @@ func TestHotKeyTurnsAcrossProcesses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer runOutTimers()
 		const procs, writers = 4, 4
-		mem := memstore.New(nil)
-		ctx := t.Context()
-		if _, err := etagstore.New[counter](mem, nil).Create(ctx, "hot", counter{}); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(8 * time.Second)
-		var mu sync.Mutex
-		commits := make([]int, procs)
-		var longest time.Duration
-		var wg sync.WaitGroup
-		for p := range procs {
-			s := etagstore.New[counter](newLaggy(mem, 10*time.Millisecond), nil)
-			for range writers {
-				wg.Go(func() {
-					for time.Now().Before(deadline) {
-						began := time.Now()
-						if _, err := s.Update(ctx, "hot", func(c *counter) error { c.N++; return nil }); err != nil {
-							t.Errorf("Update: %v", err)
-							return
-						}
-						mu.Lock()
-						commits[p]++
-						longest = max(longest, time.Since(began))
-						mu.Unlock()
-					}
-				})
-			}
-		}
-		wg.Wait()
-		d, err := etagstore.New[counter](mem, nil).Get(ctx, "hot")
-		if err != nil {
-			t.Fatal(err)
-		}
+		commits, longest := hotKeyProcesses(t, procs, writers, 8*time.Second, nil, func(s *etagstore.Store[counter], _ int) error {
+			_, err := s.Update(t.Context(), "hot", func(c *counter) error { c.N++; return nil })
+			return err
+		})
 		total := 0
 		for _, n := range commits {
 			total += n
-		}
-		t.Logf("commits per Store %v (total %d), longest Update %v", commits, total, longest)
-		if d.Value.N != total {
-			t.Fatalf("counter %d after %d commits", d.Value.N, total)
 		}
 		if least := slices.Min(commits); least < total/16 {
 			t.Errorf("a Store committed %d of %d: starved (a fair share is %d)", least, total, total/procs)
@@ -136,4 +104,58 @@ func TestHotKeyTurnsCostALoneWriterLittle(t *testing.T) {
 			t.Errorf("1000 uncontended increments took %v: %v more than their %d writes and %d reads, want at most one pause of 30 ms", took, paused, writes, reads)
 		}
 	})
+}
+
+// hotKeyProcesses runs procs Stores (standing for processes, with o) over
+// one memstore, each behind 10 ms of latency a request, with writers
+// goroutines each calling write (its index) on "hot" until d has passed
+// on the bubble's clock. It checks the counter against the writes that
+// succeeded and returns each Store's count and the longest write.
+func hotKeyProcesses(t *testing.T, procs, writers int, d time.Duration, o *etagstore.Options, write func(s *etagstore.Store[counter], w int) error) ([]int, time.Duration) {
+	t.Helper()
+	mem := memstore.New(nil)
+	ctx := t.Context()
+	if _, err := etagstore.New[counter](mem, nil).Create(ctx, "hot", counter{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(d)
+	var mu sync.Mutex
+	commits := make([]int, procs)
+	var longest time.Duration
+	var wg sync.WaitGroup
+	for p := range procs {
+		s := etagstore.New[counter](newLaggy(mem, 10*time.Millisecond), o)
+		for w := range writers {
+			wg.Go(func() {
+				for time.Now().Before(deadline) {
+					began := time.Now()
+					if err := write(s, w); err != nil {
+						t.Errorf("write: %v", err)
+						return
+					}
+					mu.Lock()
+					commits[p]++
+					longest = max(longest, time.Since(began))
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	doc, err := etagstore.New[counter](mem, nil).Get(ctx, "hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, n := range commits {
+		total += n
+	}
+	t.Logf("commits per Store %v (total %d), longest write %v", commits, total, longest)
+	if doc.Value.N != total {
+		t.Fatalf("counter %d after %d commits", doc.Value.N, total)
+	}
+	if it, err := mem.Read(ctx, "hot"); err != nil || strings.Contains(string(it.Data), "y=") {
+		t.Errorf("stored %s (%v): the turns' marks belong in the bookkeeping, not the data", it.Data, err)
+	}
+	return commits, longest
 }
