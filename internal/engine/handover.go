@@ -274,16 +274,6 @@ func (h *Heat) Turning(key string, clock Clock) bool {
 	return e != nil && !e.yield.IsZero() && clock.Now().Sub(e.yield) < turnsRemembered*cycle(e.send)
 }
 
-// Wrote records etag, the version of key the Store's last write made
-// ("": not known).
-func (h *Heat) Wrote(key string, etag driver.ETag) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if e := h.peek(key); e != nil {
-		e.wrote = etag
-	}
-}
-
 // Holding reports whether the Store holds key: etag, the version read, is
 // the one its last write made. Its own writes that lose then lost to its
 // own and retry as any lost race does: no other Store's turn is to end

@@ -25,7 +25,7 @@ func TestHandOverWithinMaxElapsedTime(t *testing.T) {
 	}
 	k := &waitedKey{clock: clock, send: send, script: versions(names...)}
 	h := &Heat{}
-	h.Won("k", send, true, clock)
+	h.Won("k", send, true, "", clock)
 	h.Rival("k", clock) // it lost the key
 	h.TurnEnded("k", "B", clock)
 	const maxElapsed = 60 * time.Millisecond
@@ -55,7 +55,7 @@ func TestPinnedWriteDoesNotWaitForTurn(t *testing.T) {
 	send := 13 * time.Millisecond
 	k := &waitedKey{clock: clock, send: send, script: versions("v0", "v1")}
 	h := &Heat{}
-	h.Won("k", send, true, clock)
+	h.Won("k", send, true, "", clock)
 	h.Rival("k", clock) // it lost the key
 	h.TurnEnded("k", "B", clock)
 	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},
@@ -162,7 +162,7 @@ func TestHandOverWithStaleSendEstimate(t *testing.T) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 	k := &busyKey{clock: clock}
 	h := &Heat{}
-	h.Won("k", handoverMinSend, true, clock)
+	h.Won("k", handoverMinSend, true, "", clock)
 	h.Rival("k", clock) // it lost the key
 	h.TurnEnded("k", "B", clock)
 	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: busyHooks{k: k},
@@ -234,7 +234,7 @@ func TestHandOverNotWhileHolding(t *testing.T) {
 	send := 13 * time.Millisecond
 	k := newLiveKey(clock, send)
 	h := &Heat{}
-	h.Won("k", send, true, clock)
+	h.Won("k", send, true, "", clock)
 	h.Rival("k", clock)
 	h.TurnEnded("k", "B", clock) // B's turns' ends read lately
 	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: liveHooks{k: k},
@@ -336,7 +336,7 @@ func TestDisplacedWaiterBacksOff(t *testing.T) {
 	send := 13 * time.Millisecond
 	k := &waitedKey{clock: clock, send: send, script: versions("endB")}
 	h := &Heat{}
-	h.Won("k", send, true, clock)
+	h.Won("k", send, true, "", clock)
 	h.Rival("k", clock)
 	for _, s := range []string{"B", "C", "D"} {
 		h.TurnEnded("k", s, clock)

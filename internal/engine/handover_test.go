@@ -85,7 +85,7 @@ func waitForKey(t *testing.T, k *waitedKey, firstSend time.Duration) Result {
 func waitForKeyAmong(t *testing.T, k *waitedKey, firstSend time.Duration, holders ...string) Result {
 	t.Helper()
 	h := &Heat{}
-	h.Won("k", k.send, true, k.clock)
+	h.Won("k", k.send, true, "", k.clock)
 	h.Rival("k", k.clock) // it lost the key
 	for _, holder := range holders {
 		h.TurnEnded("k", holder, k.clock)
@@ -241,11 +241,12 @@ func TestNoHandOverWithoutTurns(t *testing.T) {
 			clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 			k := &waitedKey{clock: clock, send: tc.send, script: versions("b")}
 			h := &Heat{}
-			h.Won("k", tc.send, true, clock)
-			h.Rival("k", clock) // it lost a race
+			wrote := driver.ETag("")
 			if tc.name == "the Store holds the key: its own write made the version read" {
-				h.Wrote("k", "b")
+				wrote = "b"
 			}
+			h.Won("k", tc.send, true, wrote, clock)
+			h.Rival("k", clock) // it lost a race
 			if tc.turning {
 				h.TurnEnded("k", "B", clock)
 			}
@@ -323,7 +324,7 @@ func TestTurnEndIsMarked(t *testing.T) {
 func TestHolders(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
 	var h Heat
-	h.Won("k", 13*time.Millisecond, true, clock)
+	h.Won("k", 13*time.Millisecond, true, "", clock)
 	for i := range maxHolders + 4 {
 		h.TurnEnded("k", fmt.Sprint("s", i), clock)
 		clock.now = clock.now.Add(time.Millisecond)
@@ -357,7 +358,7 @@ func TestHandOverStopsAtDeletion(t *testing.T) {
 		return Request{d.Over(base[0], []byte("x"))}, nil
 	})
 	h := &Heat{}
-	h.Won("k", k.send, true, clock)
+	h.Won("k", k.send, true, "", clock)
 	h.Rival("k", clock)
 	h.TurnEnded("k", "B", clock)
 	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},

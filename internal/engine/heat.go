@@ -57,7 +57,7 @@ type heat struct {
 	probe int           // sends before the next pause without a sign of rivals
 	ended bool          // the last write ended the Store's turn: pause before the next
 	yield time.Time     // when the Store last read another Store's turn's end of the key
-	wrote driver.ETag   // the version the Store's last write of the key made (Wrote)
+	wrote driver.ETag   // the version the Store's last write of the key made (Won)
 	// holders are the other Stores whose turns' ends the Store read lately
 	// (handover.go), by name: when it read the last.
 	holders map[string]time.Time
@@ -138,10 +138,11 @@ func (h *Heat) Rival(key string, clock Clock) {
 	e.rival, e.run, e.probe = now, time.Time{}, probeFirst // a new run starts at the next win
 }
 
-// Won records a write of key that landed after a send that took took;
-// copy says it was built on a copy (a version not read during its call).
-// Clock is read only when the key is known or copy.
-func (h *Heat) Won(key string, took time.Duration, copy bool, clock Clock) {
+// Won records a write of key that landed after a send that took took,
+// making version etag ("": not known; see Holding); copy says it was
+// built on a copy (a version not read during its call). Clock is read
+// only when the key is known or copy.
+func (h *Heat) Won(key string, took time.Duration, copy bool, etag driver.ETag, clock Clock) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !copy && h.idle() {
@@ -166,6 +167,7 @@ func (h *Heat) Won(key string, took time.Duration, copy bool, clock Clock) {
 		e.send = took
 	}
 	e.send = (3*e.send + took) / 4
+	e.wrote = etag
 	if e.run.IsZero() || now.Sub(e.last) > turnPause*e.send {
 		e.run = now // idle for a pause's length: others had their turn
 	}

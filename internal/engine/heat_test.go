@@ -82,7 +82,7 @@ func sendRun(h *Heat, clock *manualClock, key string, n int, send time.Duration)
 			clock.now = clock.now.Add(p)
 		}
 		clock.now = clock.now.Add(send)
-		h.Won(key, send, true, clock)
+		h.Won(key, send, true, "", clock)
 		h.Learn(key, 1, clock)
 	}
 	return at, paused
@@ -118,13 +118,13 @@ func TestTurns(t *testing.T) {
 			t.Fatalf("a write after an idle spell paused %v", p)
 		}
 		clock.now = clock.now.Add(send + turnPause*send + time.Millisecond)
-		h.Won("k", send, true, clock)
+		h.Won("k", send, true, "", clock)
 	}
 
 	// A key written only from reads is never tracked.
 	var cold Heat
 	for range 100 {
-		cold.Won("r", send, false, clock)
+		cold.Won("r", send, false, "", clock)
 		if p, _ := cold.Pause("r", clock); p > 0 {
 			t.Fatalf("a key written from reads paused %v", p)
 		}
@@ -173,7 +173,7 @@ func TestTurnsFollowBoundedKeys(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
 	var h Heat
 	for i := range 3 * maxRuns {
-		h.Won(fmt.Sprintf("key-%d", i), time.Millisecond, true, clock)
+		h.Won(fmt.Sprintf("key-%d", i), time.Millisecond, true, "", clock)
 	}
 	if n := len(h.cur) + len(h.old); n != maxRuns {
 		t.Errorf("following %d keys after wins on %d, want %d", n, 3*maxRuns, maxRuns)

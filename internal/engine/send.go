@@ -24,10 +24,11 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 	switch {
 	case err == nil:
 		if d.mode == Based {
-			d.env.Heat.Won(d.name(), d.env.Clock.Now().Sub(began), !verified, d.env.Clock)
+			var etag driver.ETag
 			if len(out) == 1 {
-				d.env.Heat.Wrote(d.name(), out[0].ETag)
+				etag = out[0].ETag
 			}
+			d.env.Heat.Won(d.name(), d.env.Clock.Now().Sub(began), !verified, etag, d.env.Clock)
 		}
 		d.unsettled = nil
 		d.res.Out, d.res.Sent, d.res.FromCopy = out, req, !verified
