@@ -81,8 +81,9 @@ func properties(doc []byte) ([]property, map[string]int, error) {
 //   - one T changed is T's new value; a field held as JSON whose stored
 //     JSON holds members T does not know is merged as the JSON codec
 //     merges documents, keeping them;
-//   - one T no longer writes (an emptied omitempty field, a zero time) is
-//     removed; parts of a split field beyond its new count stay, unread.
+//   - one T no longer writes (an emptied omitempty field, a zero time, a
+//     part of a split field beyond its new count) is removed: no stale
+//     part survives beside a count that does not name it.
 //
 // changes is the properties T changed, which a write conditioned on the
 // version read sends alone (Merge Entity). When a property must be
@@ -108,26 +109,14 @@ func (EntityCodec) Merge(stored, base, mine []byte) (data, changes []byte, err e
 	}
 	changes = append(changes, '}')
 	if bytes.Equal(stored, base) {
-		parts := false
 		for _, b := range bp {
-			switch _, kept := mx[b.name]; {
-			case !kept && !isPart(b.name):
+			if _, kept := mx[b.name]; !kept {
 				return mine, nil, nil // removes a property: written whole
-			case !kept:
-				parts = true // a part past a split field's new count: it stays
 			}
 		}
-		if !parts {
-			return mine, changes, nil
-		}
+		return mine, changes, nil
 	}
 	return mergeEntity(stored, bp, bx, mp, mx)
-}
-
-// isPart reports whether name is a part's, F‿k.
-func isPart(name string) bool {
-	_, _, ok := partOf([]byte(name))
-	return ok
 }
 
 // entityMerge is the state of mergeEntity: T's properties before (base)
@@ -178,7 +167,7 @@ func (m *entityMerge) stored(s property) {
 	switch {
 	case !ours && inMine: // T writes it now (an omitempty field set)
 		m.write(m.mp[mi], true)
-	case !ours || !inMine && isPart(s.name): // not T's, or a part past T's new count
+	case !ours: // not T's
 		m.write(s, false)
 		if m.untyped == "" && s.annot == nil && wholeNumber(s.value) {
 			m.untyped = s.name

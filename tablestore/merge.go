@@ -32,11 +32,12 @@ import (
 //     sends no bookkeeping at all: Merge Entity leaves properties it does
 //     not name alone, so the stored ids, lineage and token are kept.
 
-// Merge writes only the named properties of d.Value (all of its properties
-// if none are named) into the stored entity if its ETag is still d.ETag
-// (Merge Entity); properties not named keep their stored values. A field
-// split across properties (see EntityCodec) is written whole: its count
-// and every part. It returns the entity's new ETag.
+// Merge writes only the named fields of d.Value (every field of T if none
+// are named) into the stored entity if its ETag is still d.ETag (Merge
+// Entity); fields not named, and properties T does not know, keep their
+// stored values. A field split across properties (see EntityCodec) is
+// written whole: its count and every part, and no stale part stays. It
+// returns the entity's new ETag.
 //
 // Merge reads the entity first and sends the merge with If-Match of the
 // version read, carrying that version's bookkeeping extended by a write id
@@ -81,11 +82,20 @@ func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T]
 	return etags[0], nil
 }
 
-// UpsertMerge inserts v under key, or merges the named properties of v (all
-// if none are named) into the stored entity with no concurrency check
-// (Insert or Merge Entity): the documented bypass, like Store.Upsert. It
-// sends no bookkeeping, so the stored write ids, lineage and fencing token
-// are kept (an inserted entity has none).
+// UpsertMerge writes the named properties of v (every property v has if
+// none are named) under key with no concurrency check (Insert or Merge
+// Entity): the documented bypass, like Store.Upsert. On a missing key it
+// inserts those properties alone, so a key inserted with names holds only
+// the named fields. It sends no bookkeeping, so the stored write ids,
+// lineage and fencing token are kept (an inserted entity has none).
+//
+// UpsertMerge reads nothing, and Merge Entity cannot remove a property: a
+// field of v whose value is no property (a zero time, a nil []byte, an
+// empty GUID) keeps its stored value when none are named, and naming one
+// matches etagstore.ErrInvalidInput; a split field whose new value has
+// fewer parts leaves the stored parts beyond them, which no read uses,
+// until a write that reads first (Update, Merge, Save, Replace of a read
+// Doc) removes them. Clear a field with Update or Merge.
 //
 // A fenced context (etagstore.WithFence) matches etagstore.ErrInvalidInput
 // and nothing is sent: UpsertMerge checks nothing and cannot honour a
@@ -149,6 +159,9 @@ func fieldsOf[T any](s *etagstore.Store[T]) map[string]bool {
 // field of T whose value is no property (a zero time, a nil []byte, an
 // empty GUID) is named all the same, and the merge removes it (overlay).
 func selectFields(data []byte, names []string, fields map[string]bool) ([]byte, error) {
+	if len(names) == 0 {
+		return data, nil // every field: the overlay removes those data holds no property of
+	}
 	for _, n := range names {
 		if !fields[n] {
 			return nil, fmt.Errorf("%w: tablestore: the document type has no field %q", etagstore.ErrInvalidInput, n)
@@ -162,7 +175,7 @@ func selectFields(data []byte, names []string, fields map[string]bool) ([]byte, 
 		return true
 	})
 	if len(present) == 0 {
-		return []byte("{}"), nil // every field named is cleared (selectProperties of none is all)
+		return []byte("{}"), nil // every field named is cleared (selectProperties of none would be all)
 	}
 	return selectProperties(data, present)
 }

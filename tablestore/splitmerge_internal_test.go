@@ -3,7 +3,6 @@ package tablestore
 import (
 	"encoding/json"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -14,57 +13,54 @@ type shrinking struct {
 	N    int
 }
 
-// serviceMerge is what Merge Entity does: the stored properties with
-// changes' replacing or adding theirs.
-func serviceMerge(t *testing.T, stored, changes []byte) map[string]json.RawMessage {
-	var s, c map[string]json.RawMessage
-	if err := json.Unmarshal(stored, &s); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(changes, &c); err != nil {
-		t.Fatal(err)
-	}
-	for k := range c {
-		delete(s, k)
-		delete(s, k+"@odata.type")
-	}
-	for k, v := range c {
-		s[k] = v
-	}
-	return s
-}
-
-// TestSplitShrinkKeepsPartsInData: a split field shrinks; a merge cannot
-// remove the old parts Body‿1..k, so the service keeps them, and the data
-// the Store keeps as the new version holds them too.
-func TestSplitShrinkKeepsPartsInData(t *testing.T) {
+// TestSplitShrinkRemovesParts: a split field shrinks to fewer parts, or
+// to one property; a merge cannot remove the old parts Body‿k past the
+// new count, so the entity is written whole (no changes), without them,
+// whether or not the stored entity holds a property T does not know.
+func TestSplitShrinkRemovesParts(t *testing.T) {
 	var c EntityCodec
-	stored, err := c.Marshal(shrinking{Body: strings.Repeat("x", 3*partUnits), N: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v shrinking
-	base, err := c.Decode(stored, &v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.Body = "short"
-	mine, _ := c.Marshal(v)
-	data, changes, err := c.Merge(stored, base, mine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if changes == nil {
-		t.Fatal("a shrinking split field is written whole; want a merge of its changes (old parts stay, unread)")
-	}
-	svc := serviceMerge(t, stored, changes)
-	var d map[string]json.RawMessage
-	if err := json.Unmarshal(data, &d); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(keys(svc), keys(d)) {
-		t.Errorf("service holds %v, Store keeps data with %v", keys(svc), keys(d))
+	for _, tc := range []struct {
+		name    string
+		body    string
+		foreign bool
+	}{
+		{"one property", "short", false},
+		{"fewer parts", strings.Repeat("y", 2*partUnits), false},
+		{"one property, beside a foreign one", "short", true},
+	} {
+		stored, err := c.Marshal(shrinking{Body: strings.Repeat("x", 3*partUnits), N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.foreign {
+			stored = append(stored[:len(stored)-1], []byte(`,"Theirs":"t"}`)...)
+		}
+		var v shrinking
+		base, err := c.Decode(stored, &v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Body = tc.body
+		mine, _ := c.Marshal(v)
+		data, changes, err := c.Merge(stored, base, mine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if changes != nil {
+			t.Errorf("%s: a shrinking split field is merged (%s); want the whole entity written", tc.name, changes)
+		}
+		var d map[string]json.RawMessage
+		if err := json.Unmarshal(data, &d); err != nil {
+			t.Fatal(err)
+		}
+		n := strings.Count(string(mine), "Body‿")
+		for _, k := range slices.Sorted(maps.Keys(d)) {
+			if part, i, ok := partOf([]byte(k)); ok && string(part) == "Body" && i > n {
+				t.Errorf("%s: the entity written holds %s, past the new count", tc.name, k)
+			}
+		}
+		if _, ok := d["Theirs"]; tc.foreign && !ok {
+			t.Errorf("%s: the foreign property is gone: %s", tc.name, data)
+		}
 	}
 }
-
-func keys(m map[string]json.RawMessage) []string { return slices.Sorted(maps.Keys(m)) }
