@@ -26,15 +26,17 @@ const ETagAny = driver.ETagAny
 // empty ETag, which Replace and Delete refuse with ErrETagRequired.
 //
 // Extra is what a Doc carries so that a write of it changes only what its
-// Value changed: the document it was read from, when that holds more than
-// T encodes (members written by a newer version of T during a deploy, or
-// by another program, at any depth), and the bookkeeping of its version.
-// Replace of a Doc that Get, List, Page, Update, Save or Transact returned
-// writes the difference between T's encoding of the value read and of
-// d.Value onto that document, as every write that starts from a read does
-// (see "Writes that start from a read" in docs/rules.md). Create, Upsert
-// and Replace of a Doc built by hand (a zero Extra) write T alone: that is
-// also how to drop what T does not know on purpose (d.Extra =
+// Value changed: T's encoding of the value of its version, the document
+// that version is when it holds more than T encodes (members written by a
+// newer version of T during a deploy, or by another program, at any
+// depth), and the version's bookkeeping. Replace of a Doc that a read or
+// write returned (Get, List, Page, Create, Replace, Upsert, Update, Save,
+// Transact) writes the difference between T's encoding of the value read
+// and of d.Value onto that document, as every write that starts from a
+// read does (see "Writes that start from a read" in docs/rules.md); with
+// ETagAny, onto the version stored when it writes. Create and Upsert of a
+// value, and Replace of a Doc built by hand (a zero Extra), write T alone:
+// that is also how to drop what T does not know on purpose (d.Extra =
 // etagstore.Extra{}, then Replace); d.Extra.Without(name) drops one
 // member. The bookkeeping (write ids, lineage, fencing token) lets a Save
 // from the Doc continue that version's history without reading it first.

@@ -34,6 +34,7 @@ type Extra struct {
 	unknown string // doc's top-level members T does not know (Names)
 	beyond  bool   // doc holds a member T does not know, at some depth
 	drop    string // the members Without drops, each name ended by NUL
+	base    string // T's encoding of the version's value; "" for a Doc built by hand
 }
 
 // Empty reports whether e holds no member T does not know, at any depth
@@ -73,12 +74,17 @@ func (e Extra) dropped(baseline []byte) []byte {
 }
 
 // extraOf is the Extra of it, a stored document, whose value T encodes as
-// baseline (nil: the same as stored).
+// baseline (nil: the same as stored). With a codec that merges it keeps
+// baseline, so that a write of the Doc over a later version (ETagAny)
+// applies only the Doc's change to it (see Store.changeOnto).
 func (c *core) extraOf(it driver.Item, baseline []byte) Extra {
-	if baseline == nil || bytes.Equal(it.Data, baseline) || c.merger == nil {
+	if c.merger == nil {
 		return Extra{meta: it.Meta}
 	}
-	return Extra{doc: string(it.Data), etag: it.ETag, meta: it.Meta,
+	if baseline == nil || bytes.Equal(it.Data, baseline) {
+		return Extra{etag: it.ETag, meta: it.Meta, base: string(it.Data)}
+	}
+	return Extra{doc: string(it.Data), etag: it.ETag, meta: it.Meta, base: string(baseline),
 		unknown: string(members.Unknown(it.Data, c.known)), beyond: members.Beyond(it.Data, baseline)}
 }
 

@@ -63,6 +63,7 @@ type action[T any] struct {
 	access.Action[T]
 	data    []byte
 	changes []byte // a Replace's changes to the document its Doc was read from
+	mine    []byte // a Replace's encoding of its Doc's value, before it was applied (data)
 }
 
 func (s *Store[T]) deliverActions(ctx context.Context, op telemetry.Op, w access.Write[T]) ([]ETag, error) {
@@ -194,6 +195,13 @@ func (s *Store[T]) prepareOne(a *action[T], fenced bool) error {
 		return err
 	}
 	if x, ok := a.Extra.(Extra); ok && a.Kind == access.Replace {
+		if a.ETag == ETagAny && x.base != "" && !fenced {
+			// Sent blind, it would put back what others changed since
+			// the read; a fenced batch reads first and applies the
+			// change to the version read (overAll).
+			return errorf(ErrInvalidInput, "%q: a batch's Replace with ETagAny of a Doc a read returned would undo others' changes since that read (use Merge with ETagAny, or a Doc built by hand to write T alone)", a.Key)
+		}
+		a.mine = a.data
 		w, err := s.onto(a.Key, a.ETag, x, a.data) // the change, to the document the Doc was read from
 		a.data, a.changes = w.data, w.changes
 		return err
@@ -245,9 +253,20 @@ func (s *Store[T]) overAll(d *engine.Delivery, acts []action[T], base []version)
 		case access.Merge:
 			req[i] = d.Over(b, a.data)
 			req[i].Write.Mode = driver.ModeMerge
+		case access.Replace:
+			x, _ := a.Extra.(Extra)
+			if x.base == "" || b.ETag == x.etag {
+				req[i] = d.Over(b, a.data)
+				req[i].Write.Changes = a.changes // nil unless relative to a.ETag, which b is
+				continue
+			}
+			w, err := s.changeOnto(b, x, a.mine) // ETagAny over a later version: the Doc's change onto it
+			if err != nil {
+				return nil, &driver.ActionError{Index: i, Err: err}
+			}
+			req[i] = over(d, b, w)
 		default:
 			req[i] = d.Over(b, a.data)
-			req[i].Write.Changes = a.changes // nil unless relative to a.ETag, which b is
 		}
 	}
 	return req, nil

@@ -38,15 +38,21 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: Extra{meta: it.Meta}}, nil
+	return Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}, nil
 }
 
 // Replace writes d.Value under d.Key only if the stored ETag is still d.ETag
-// (If-Match). d.ETag == ETagAny overwrites whatever is stored (last writer
-// wins) but still requires the document to exist. A Doc a read returned
-// writes its change to the document it was read from (d.Extra): what T
-// does not know, at any depth, and what d.Value did not change stay as
-// stored; a Doc built by hand writes T alone (see Doc).
+// (If-Match). A Doc a read or write returned writes its change to the
+// document it was read from (d.Extra): what T does not know, at any depth,
+// and what d.Value did not change stay as stored; a Doc built by hand
+// writes T alone (see Doc).
+//
+// d.ETag == ETagAny is the last-writer-wins opt-out, and still requires
+// the document to exist. With a Doc a read or write returned, Replace
+// reads the current version and writes the Doc's change onto it,
+// conditioned on that version (read again on a race): the caller's
+// change wins, and what others changed since the Doc's read stays. A Doc
+// built by hand overwrites whatever is stored with T.
 //
 // An empty ETag matches ErrETagRequired and nothing is sent; a stale ETag
 // returns a *ConflictError[T] (matching ErrConflict) holding the current
@@ -76,10 +82,13 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 		return Doc[T]{}, err
 	}
 	var it driver.Item
-	if _, fenced := FenceFrom(ctx); fenced {
+	if _, fenced := FenceFrom(ctx); fenced || d.ETag == ETagAny && d.Extra.base != "" {
+		// Read first, and write the Doc's change onto the version read,
+		// conditioned on it: with ETagAny, a version other writers made
+		// since the Doc's read keeps their changes.
 		it, err = s.conditioned(ctx, telemetry.OpReplace, d.Key, d.ETag, d.Value, func(e *engine.Delivery, b version) (keyWrite, error) {
-			if b.ETag != d.Extra.etag {
-				return e.Over(b, w.data), nil
+			if w, err = s.changeOnto(b, d.Extra, mine); err != nil {
+				return keyWrite{}, err
 			}
 			return over(e, b, w), nil
 		})
@@ -119,6 +128,22 @@ func (s *Store[T]) onto(key string, etag ETag, x Extra, mine []byte) (written, e
 		w.changes = nil // not the version the write is conditioned on
 	}
 	return w, err
+}
+
+// changeOnto is the write of mine, T's encoding of a Doc's value, over b,
+// a version of the Doc's key read just now: the Doc's change (from T's
+// encoding of the version it was read from, x.base, to mine) applied to
+// b's document, so that what others changed since the Doc's read stays.
+// A Doc built by hand (no x.base) writes mine alone: T, whole.
+func (s *Store[T]) changeOnto(b version, x Extra, mine []byte) (written, error) {
+	if x.base == "" {
+		return written{data: mine, canonical: true}, nil
+	}
+	baseline := []byte(x.base)
+	if x.drop != "" {
+		baseline = x.dropped(baseline)
+	}
+	return s.apply(b, baseline, mine)
 }
 
 // blind delivers w, a write that starts from nothing: the request is the
@@ -193,7 +218,7 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: Extra{meta: it.Meta}}, nil
+	return Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}, nil
 }
 
 // Delete removes key only if its stored ETag is still etag (If-Match);

@@ -241,6 +241,7 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 	t.Run("Without", func(t *testing.T) { testWithout(t, newBackend(t)) })
 	t.Run("DeepChanges", func(t *testing.T) { testDeepChanges(t, newBackend(t)) })
 	t.Run("OlderAndNewerRacing", func(t *testing.T) { testOlderAndNewerRacing(t, newBackend(t)) })
+	t.Run("ReplaceAny", func(t *testing.T) { testReplaceAnyOfRead(t, newBackend(t)) })
 }
 
 // testTransactRewrite: in one transaction, a Put of a key the

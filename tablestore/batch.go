@@ -61,13 +61,19 @@ func (b *Batch[T]) Create(key string, v T) *Batch[T] {
 
 // Replace replaces d.Key with d.Value if its ETag is still d.ETag, keeping
 // the properties d.Extra holds (those T does not know; see etagstore.Doc).
+// ETagAny with a Doc a read or write returned matches
+// etagstore.ErrInvalidInput at Submit (nothing is sent) unless the context
+// is fenced: sent blind, it would put back what others changed since the
+// read. A fenced batch reads first and writes the Doc's change onto the
+// version read, as Store.Replace does; a Doc built by hand writes T alone.
 func (b *Batch[T]) Replace(d etagstore.Doc[T]) *Batch[T] {
 	return b.add(batchAction[T]{op: access.Replace, key: d.Key, etag: d.ETag, value: d.Value, extra: d.Extra})
 }
 
-// Merge writes only the named properties of d.Value (all if none are
-// named) if the entity's ETag is still d.ETag; other properties keep their
-// stored values.
+// Merge writes the named properties of d.Value (every property d.Value
+// has if none are named) if the entity's ETag is still d.ETag; other
+// properties keep their stored values. It reads nothing: what it cannot
+// remove is as for UpsertMerge.
 func (b *Batch[T]) Merge(d etagstore.Doc[T], properties ...string) *Batch[T] {
 	return b.add(batchAction[T]{op: access.Merge, key: d.Key, etag: d.ETag, value: d.Value, fields: properties})
 }
@@ -77,8 +83,9 @@ func (b *Batch[T]) Upsert(key string, v T) *Batch[T] {
 	return b.add(batchAction[T]{op: access.Upsert, key: key, value: v})
 }
 
-// UpsertMerge inserts v under key or merges the named properties (all if
-// none are named) into the stored entity, with no concurrency check.
+// UpsertMerge writes the named properties of v (every property v has if
+// none are named) under key, inserting them alone on a missing key, with
+// no concurrency check; see the package-level UpsertMerge.
 func (b *Batch[T]) UpsertMerge(key string, v T, properties ...string) *Batch[T] {
 	return b.add(batchAction[T]{op: access.UpsertMerge, key: key, value: v, fields: properties})
 }
