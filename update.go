@@ -18,8 +18,9 @@ type updateConfig struct {
 }
 
 // CreateIfMissing makes Update create a missing document: mutate receives
-// the zero T and the write is create-only; if another writer creates the
-// key first, Update re-reads and continues as an ordinary update.
+// the zero T and the write is create-only, made even when mutate changes
+// nothing (the zero T is then stored); if another writer creates the key
+// first, Update re-reads and continues as an ordinary update.
 func CreateIfMissing() UpdateOption {
 	return func(c *updateConfig) { c.create = true }
 }
@@ -36,7 +37,9 @@ func CreateIfMissing() UpdateOption {
 //     returned as is. A panic in mutate is this caller's own: it leaves
 //     Update unrecovered, writes nothing and leaves the key usable.
 //   - a mutation that leaves the encoded document unchanged writes nothing
-//     and returns the current document, confirmed by a read.
+//     and returns the current document, confirmed by a read; with
+//     CreateIfMissing, a missing key is created all the same (a mutate
+//     that changes nothing creates the zero T).
 //   - a missing key matches ErrNotFound, unless CreateIfMissing is given.
 //   - when every attempt lost its race, a *ConflictError[T] (ErrConflict).
 //   - a done ctx returns ctx.Err() when nothing was sent for this call, and

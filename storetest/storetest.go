@@ -431,6 +431,13 @@ func testUpdateCreateIfMissing(t *testing.T, s *etagstore.Store[Page]) {
 		t.Fatalf("updated N = %d, want 2", d.Value.N)
 	}
 	wantStored(t, s, d)
+	// A mutation that changes nothing still creates a missing key: the
+	// zero T, as stored by the create that is the write.
+	z, err := s.Update(t.Context(), "zero", func(*Page) error { return nil }, etagstore.CreateIfMissing())
+	if err != nil || z.Value != (Page{}) || z.ETag == "" {
+		t.Fatalf("Update(missing, no change, CreateIfMissing) = %+v, %v; want the zero Page created", z, err)
+	}
+	wantStored(t, s, z)
 }
 
 func testInvalidKey(t *testing.T, s *etagstore.Store[Page]) {
