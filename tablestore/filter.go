@@ -15,7 +15,20 @@ import (
 // Filter is an OData $filter expression built from typed values, so that a
 // value can never change the expression's shape: strings are quoted with
 // ' doubled, numbers, times, GUIDs and binary values get their OData
-// literal forms. The zero Filter matches everything.
+// literal forms.
+//
+// The zero Filter matches everything (no $filter is sent), and
+// Not(Filter{}) matches nothing: its expression is that of
+// Lt("PartitionKey", ""), as no string sorts before the empty one. Both
+// follow logic through And, Or and Not, on either side, where nothing is
+// Not(Filter{}):
+//   - f.And(Filter{}) and Filter{}.And(f) are f;
+//   - f.Or(Filter{}) and Filter{}.Or(f) match everything (String "");
+//   - Not(Not(Filter{})) is the zero Filter again;
+//   - nothing.And(f) and f.And(nothing) match nothing;
+//   - nothing.Or(f) and f.Or(nothing) are f.
+//
+// A filter an error made (see Err) stays that error through all three.
 //
 // A Filter also keeps each property it compares and the value compared
 // with, through And, Or and Not, so that Query and QueryPage can check it
@@ -34,13 +47,27 @@ import (
 type Filter struct {
 	expr string
 	err  error
-	// terms are the comparisons of expr, in order, each a line "prop
-	// type" with the EDM type of the value's literal. A string keeps
+	// terms are the comparisons of the filter's parts, in order, each a
+	// line "prop type" with the EDM type of the value's literal. A part
+	// that And or Or makes moot (f.Or(Filter{}) is everything) leaves
+	// expr but keeps its terms, so it is still checked. A string keeps
 	// Filter comparable, equal for equal filters.
 	terms string
 }
 
-// String returns the OData expression ("" for the zero Filter).
+// nothingExpr is the expression of the filter that matches nothing,
+// Not(Filter{}): no string sorts before the empty one, and every entity
+// has a PartitionKey. It names only a system property, so it needs no
+// terms: checkFilter has nothing to refuse in it.
+const nothingExpr = "PartitionKey lt ''"
+
+// matchesAll and matchesNone classify a filter by its expression.
+func (f Filter) matchesAll() bool  { return f.expr == "" }
+func (f Filter) matchesNone() bool { return f.expr == nothingExpr }
+
+// String returns the OData expression: "" for the zero Filter and any
+// filter matching everything (no $filter is sent), and that of
+// Lt("PartitionKey", "") for Not(Filter{}).
 func (f Filter) String() string { return f.expr }
 
 // Err reports a property name or value that could not be expressed.
@@ -78,32 +105,61 @@ func Gt(prop string, value any) Filter { return compare("gt", prop, value) }
 // Ge matches prop >= value.
 func Ge(prop string, value any) Filter { return compare("ge", prop, value) }
 
-// And matches entities matching both f and g.
+// And matches entities matching both f and g. With the zero Filter on
+// either side it is the other one; with one that matches nothing
+// (Not(Filter{})) it matches nothing. An error in f, else in g, is kept.
 func (f Filter) And(g Filter) Filter { return join(f, "and", g) }
 
-// Or matches entities matching f or g.
+// Or matches entities matching f or g. With the zero Filter on either
+// side it matches everything (its String is ""), not the other side; with
+// one that matches nothing (Not(Filter{})) it is the other one. An error
+// in f, else in g, is kept.
 func (f Filter) Or(g Filter) Filter { return join(f, "or", g) }
 
-// Not matches entities not matching f.
+// Not matches entities not matching f. Not of a filter matching
+// everything (the zero Filter) matches nothing (its expression is that of
+// Lt("PartitionKey", "")), and Not of that matches everything again. An
+// error in f is kept.
 func Not(f Filter) Filter {
-	if f.err != nil || f.expr == "" {
+	switch {
+	case f.err != nil:
 		return f
+	case f.matchesAll():
+		return Filter{expr: nothingExpr, terms: f.terms}
+	case f.matchesNone():
+		return Filter{terms: f.terms}
 	}
 	return Filter{expr: "not (" + f.expr + ")", terms: f.terms}
 }
 
+// join is f op g, op "and" or "or". A side matching everything or nothing
+// decides the result or drops out of it, as logic has it; the terms of
+// both sides are kept either way.
 func join(f Filter, op string, g Filter) Filter {
 	switch {
 	case f.err != nil:
 		return f
 	case g.err != nil:
 		return g
-	case f.expr == "":
-		return g
-	case g.expr == "":
-		return f
 	}
-	return Filter{expr: "(" + f.expr + ") " + op + " (" + g.expr + ")", terms: f.terms + g.terms}
+	terms := f.terms + g.terms
+	// absorbing is the side that decides op (everything for or, nothing
+	// for and); neutral is the one that leaves the other side as it is.
+	absorbing, neutral := Filter.matchesNone, Filter.matchesAll
+	if op == "or" {
+		absorbing, neutral = neutral, absorbing
+	}
+	switch {
+	case absorbing(f):
+		return Filter{expr: f.expr, terms: terms}
+	case absorbing(g):
+		return Filter{expr: g.expr, terms: terms}
+	case neutral(f):
+		return Filter{expr: g.expr, terms: terms}
+	case neutral(g):
+		return Filter{expr: f.expr, terms: terms}
+	}
+	return Filter{expr: "(" + f.expr + ") " + op + " (" + g.expr + ")", terms: terms}
 }
 
 // prefixRange matches string property prop starting with prefix.
