@@ -193,18 +193,26 @@ type leaseKey struct{}
 // WithLease returns a context whose reads, writes and deletes through a
 // blob Backend carry the lease id leaseID: the way to write a leased blob
 // (without it Azure answers 412 LeaseIdMissing, etagstore.ErrLocked) and to
-// read it exclusively.
+// read it exclusively. leaseID is a UUID (see Lease.ID); with any other
+// non-empty id, those reads, writes and deletes fail with
+// etagstore.ErrInvalidInput before anything is sent.
 func WithLease(ctx context.Context, leaseID string) context.Context {
 	// A grouped write carries one caller's context: never let a caller
 	// without the lease ride on one with it, or the other way round.
 	return driver.Ungrouped(context.WithValue(ctx, leaseKey{}, leaseID))
 }
 
-func leaseConditions(ctx context.Context) *blob.LeaseAccessConditions {
+// leaseConditions is the lease condition of ctx's lease id (WithLease),
+// nil without one; an id that is not a UUID matches
+// etagstore.ErrInvalidInput.
+func leaseConditions(ctx context.Context) (*blob.LeaseAccessConditions, error) {
 	if id, ok := ctx.Value(leaseKey{}).(string); ok && id != "" {
-		return &blob.LeaseAccessConditions{LeaseID: &id}
+		if err := checkLeaseID("WithLease lease id", id); err != nil {
+			return nil, err
+		}
+		return &blob.LeaseAccessConditions{LeaseID: &id}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // Read downloads the blob under key, or returns an error matching
@@ -218,8 +226,12 @@ func (b *Backend) Read(ctx context.Context, key string) (driver.Item, error) {
 }
 
 func (b *Backend) read(ctx context.Context, key string, mac *blob.ModifiedAccessConditions) (driver.Item, error) {
+	lac, err := leaseConditions(ctx)
+	if err != nil {
+		return driver.Item{}, err
+	}
 	resp, err := b.blob(key).DownloadStream(ctx, &blob.DownloadStreamOptions{
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: mac, LeaseAccessConditions: leaseConditions(ctx)},
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: mac, LeaseAccessConditions: lac},
 	})
 	if err := driver.Sent(ctx, mapError("read", driver.CondNone, key, err)); err != nil {
 		return driver.Item{}, err
@@ -242,7 +254,9 @@ func (b *Backend) read(ctx context.Context, key string, mac *blob.ModifiedAccess
 // whole: Azurite answers 304 before it checks the lease id, and a read with
 // a wrong id must fail with ErrLockLost, not return a kept copy.
 func (b *Backend) readIfChanged(ctx context.Context, key string, etag etagstore.ETag) (driver.Item, bool, error) {
-	if leaseConditions(ctx) != nil {
+	if lac, err := leaseConditions(ctx); err != nil {
+		return driver.Item{}, false, err
+	} else if lac != nil {
 		it, err := b.read(ctx, key, nil)
 		return it, err == nil, err
 	}
@@ -265,10 +279,11 @@ func metaOf(md map[string]*string) string {
 }
 
 // ReadConditions are the conditional headers of GetIf. Zero fields are not
-// sent.
+// sent. IfNoneMatch etagstore.ETagAny ("*") matches every version: an
+// existing blob gives ErrNotModified, a missing one etagstore.ErrNotFound.
 type ReadConditions struct {
 	IfMatch           etagstore.ETag // mismatch: etagstore.ErrConflict (412)
-	IfNoneMatch       etagstore.ETag // match: ErrNotModified (304)
+	IfNoneMatch       etagstore.ETag // match (ETagAny: the blob exists): ErrNotModified (304)
 	IfModifiedSince   time.Time      // not modified since: ErrNotModified (304)
 	IfUnmodifiedSince time.Time      // modified since: etagstore.ErrConflict (412)
 }
@@ -294,7 +309,8 @@ func (c ReadConditions) azure() *blob.ModifiedAccessConditions {
 
 // GetIf reads the document under key if the conditions hold. A cached copy
 // that is still current gives ErrNotModified (HTTP 304: nothing is
-// downloaded); a failed If-Match or If-Unmodified-Since gives
+// downloaded), and so does any existing blob with IfNoneMatch
+// etagstore.ETagAny; a failed If-Match or If-Unmodified-Since gives
 // etagstore.ErrConflict; a missing blob etagstore.ErrNotFound. The call is
 // one span (etagstore.GetIf) of s's telemetry; a 304 is the outcome
 // not_modified.
@@ -320,11 +336,36 @@ func getIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond R
 	if err := b.ValidateKey(key); err != nil {
 		return etagstore.Doc[T]{}, err
 	}
+	if cond.IfNoneMatch == etagstore.ETagAny {
+		return etagstore.Doc[T]{}, b.notModifiedIfExists(ctx, key, cond)
+	}
 	it, err := b.read(ctx, key, cond.azure())
 	if err != nil {
 		return etagstore.Doc[T]{}, err
 	}
 	return s.DecodeItem(it) // as s decodes its own documents
+}
+
+// notModifiedIfExists is GetIf with If-None-Match: *, which no existing
+// version passes: ErrNotModified if the blob exists, etagstore.ErrNotFound
+// if not. The header is not sent (Azurite refuses it on reads with 400
+// UnsatisfiableCondition, whether the blob exists or not): one HEAD request
+// checks that the blob exists under the conditions that come before
+// If-None-Match (If-Match, else If-Unmodified-Since: RFC 9110, 13.2.2;
+// If-Modified-Since is not evaluated beside If-None-Match).
+func (b *Backend) notModifiedIfExists(ctx context.Context, key string, cond ReadConditions) error {
+	lac, err := leaseConditions(ctx)
+	if err != nil {
+		return err
+	}
+	before := ReadConditions{IfMatch: cond.IfMatch, IfUnmodifiedSince: cond.IfUnmodifiedSince}
+	_, err = b.blob(key).GetProperties(ctx, &blob.GetPropertiesOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: before.azure(), LeaseAccessConditions: lac},
+	})
+	if err := driver.Sent(ctx, mapError("read", driver.CondNone, key, err)); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %q", ErrNotModified, key)
 }
 
 // Write uploads w.Data as the blob under key in one Put Blob request with
@@ -343,9 +384,13 @@ func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (etagst
 	if len(w.Data) > b.opts.MaxDocSize {
 		return "", fmt.Errorf("%w: document %q is %d bytes, the limit is %d", etagstore.ErrTooLarge, key, len(w.Data), b.opts.MaxDocSize)
 	}
+	lac, err := leaseConditions(ctx)
+	if err != nil {
+		return "", err
+	}
 	opts := &blockblob.UploadOptions{
 		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: &b.opts.ContentType},
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(w.Cond), LeaseAccessConditions: leaseConditions(ctx)},
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(w.Cond), LeaseAccessConditions: lac},
 	}
 	if w.Meta != "" {
 		opts.Metadata = map[string]*string{metaKey: &w.Meta}
@@ -386,9 +431,13 @@ func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) erro
 	if err := cond.Check(); err != nil {
 		return err
 	}
+	lac, err := leaseConditions(ctx)
+	if err != nil {
+		return err
+	}
 	ctx = azretry.NoRetry(ctx)
-	_, err := b.blob(key).Delete(ctx, &blob.DeleteOptions{
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(cond), LeaseAccessConditions: leaseConditions(ctx)},
+	_, err = b.blob(key).Delete(ctx, &blob.DeleteOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(cond), LeaseAccessConditions: lac},
 	})
 	return driver.Sent(ctx, mapError("delete", cond.Kind, key, err))
 }

@@ -51,8 +51,10 @@ type leaseOps interface {
 }
 
 // BlobLease returns a handle on the lease of the blob under key. leaseID
-// is the id to acquire with ("" picks a fresh random one); pass the id of a
-// lease already held to renew, change or release it.
+// is the id to acquire with, a UUID ("" picks a fresh random one); pass the
+// id of a lease already held to renew, change or release it. A key the
+// Backend cannot store matches etagstore.ErrInvalidKey, a leaseID that is
+// not a UUID etagstore.ErrInvalidInput; nothing is sent.
 func (b *Backend) BlobLease(key, leaseID string) (*Lease, error) {
 	if err := b.ValidateKey(key); err != nil {
 		return nil, err
@@ -64,6 +66,9 @@ func newBlobLease(client *blockblob.Client, name, key, leaseID string, rec *tele
 	if leaseID == "" {
 		leaseID = NewLeaseID()
 	}
+	if err := checkLeaseID("lease id", leaseID); err != nil {
+		return nil, err
+	}
 	c, err := lease.NewBlobClient(client, &lease.BlobClientOptions{LeaseID: &leaseID})
 	if err != nil {
 		return nil, fmt.Errorf("%w: blobstore: lease id: %w", driver.ErrInvalidInput, err)
@@ -73,10 +78,15 @@ func newBlobLease(client *blockblob.Client, name, key, leaseID string, rec *tele
 
 // ContainerLease returns a handle on the lease of the Backend's container.
 // While it is held, deleting the container without the lease id fails
-// (etagstore.ErrLocked): a lease that guards deletion.
+// (etagstore.ErrLocked): a lease that guards deletion. leaseID is as for
+// BlobLease: a UUID, or "" for a fresh one; any other matches
+// etagstore.ErrInvalidInput, and nothing is sent.
 func (b *Backend) ContainerLease(leaseID string) (*Lease, error) {
 	if leaseID == "" {
 		leaseID = NewLeaseID()
+	}
+	if err := checkLeaseID("lease id", leaseID); err != nil {
+		return nil, err
 	}
 	c, err := lease.NewContainerClient(b.c, &lease.ContainerClientOptions{LeaseID: &leaseID})
 	if err != nil {
@@ -92,6 +102,38 @@ func NewLeaseID() string {
 	u[6] = u[6]&0x0f | 0x40
 	u[8] = u[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
+}
+
+// checkLeaseID refuses, before anything is sent, a lease id that is not a
+// UUID in its 36-character form (8-4-4-4-12 hexadecimal digits, either
+// case), the form Azure hands out and NewLeaseID makes: the error matches
+// etagstore.ErrInvalidInput. what names the id in the error.
+func checkLeaseID(what, id string) error {
+	if isUUID(id) {
+		return nil
+	}
+	return fmt.Errorf("%w: blobstore: %s %.60q is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", driver.ErrInvalidInput, what, id)
+}
+
+// isUUID reports whether s is a UUID in its 36-character form.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // ID returns the lease id this handle uses.
@@ -140,8 +182,14 @@ func (l *Lease) renew(ctx context.Context, opts ...trace.SpanStartOption) error 
 }
 
 // Change replaces the lease id with newID (a UUID) while keeping the lease.
+// A newID that is not a UUID matches etagstore.ErrInvalidInput, and nothing
+// is sent; a lease that is no longer this handle's matches
+// etagstore.ErrLockLost.
 func (l *Lease) Change(ctx context.Context, newID string) error {
 	return l.observe(ctx, telemetry.OpChangeLease, func(ctx context.Context) error {
+		if err := checkLeaseID("new lease id", newID); err != nil {
+			return err
+		}
 		return l.wrap(ctx, "change", l.ops.change(ctx, newID))
 	})
 }

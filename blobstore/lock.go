@@ -77,7 +77,9 @@ type LockOptions struct {
 	// LeaseDuration.
 	RenewInterval time.Duration
 	// PollInitial and PollMax bound Lock's jittered exponential backoff
-	// while another process holds the lock. Defaults: 25ms and 1s.
+	// while another process holds the lock. Defaults: 25ms, and 1s or
+	// PollInitial if that is longer. A PollMax below PollInitial is raised
+	// to PollInitial: the backoff stays at PollInitial.
 	PollInitial, PollMax time.Duration
 	// Tenure is how long a lease this Locker acquired is handed from one
 	// of its waiters to the next before it is released, so that waiters
@@ -191,9 +193,10 @@ func NewLocker(c *container.Client, opts *LockOptions) (*Locker, error) {
 	if o.PollInitial <= 0 {
 		o.PollInitial = 25 * time.Millisecond
 	}
-	if o.PollMax < o.PollInitial {
+	if o.PollMax <= 0 {
 		o.PollMax = max(time.Second, o.PollInitial)
 	}
+	o.PollMax = max(o.PollMax, o.PollInitial)
 	if o.Tenure <= 0 {
 		o.Tenure = 200 * time.Millisecond
 	}
@@ -205,6 +208,12 @@ func NewLocker(c *container.Client, opts *LockOptions) (*Locker, error) {
 // ctx.Err(). Callers of one Locker get the lock in the order they called
 // Lock; while another process holds it, the first in line polls the
 // service with jittered backoff.
+//
+// A ctx done before Lock saw the lock held (the key free in this Locker,
+// and no answer from the service yet that another holds it) fails with
+// ctx.Err() and no sentinel, as TryLock does: nothing says the lock is
+// held. A key that is not a valid lock blob name matches
+// etagstore.ErrInvalidKey; a service failure, the sentinel it maps to.
 func (l *Locker) Lock(ctx context.Context, key string) (*Lock, error) {
 	sctx, sp := l.events.rec.Begin(ctx, telemetry.OpLock, key)
 	lk, err := l.lock(sctx, ctx, key)
@@ -233,7 +242,7 @@ func (l *Locker) lock(ctx, base context.Context, key string) (*Lock, error) {
 		}
 		l.endDetached(ctx, t.sess) // lost, or its token unwritable: a fresh lease then
 	}
-	lk, err := l.poll(ctx, base, q, key, t.yield)
+	lk, err := l.poll(ctx, base, q, key, t.yield, w != nil)
 	if err != nil {
 		l.passDetached(ctx, q, nil)
 	}
@@ -262,7 +271,10 @@ func (l *Locker) endDetached(ctx context.Context, s *session) {
 
 // poll asks the service for a lease until it gets one or ctx is done; the
 // caller has the turn. yield waits a little first, for other processes.
-func (l *Locker) poll(ctx, base context.Context, q *keyQueue, key string, yield bool) (*Lock, error) {
+// held says the caller has seen the lock held (it waited in line behind
+// another caller): a ctx that ends then gives up waiting (ErrLocked), one
+// that ends before the lock was seen held is the ctx's error alone.
+func (l *Locker) poll(ctx, base context.Context, q *keyQueue, key string, yield, held bool) (*Lock, error) {
 	if yield && !sleep(ctx, l.opts.PollInitial/2+jitter(l.opts.PollInitial/2)) {
 		return nil, gaveUp(ctx, key)
 	}
@@ -274,11 +286,15 @@ func (l *Locker) poll(ctx, base context.Context, q *keyQueue, key string, yield 
 			yield = false
 		}
 		if ctx.Err() != nil && (err == nil || errors.Is(err, ctx.Err())) && lk == nil {
+			if !held {
+				return nil, ctxDone(ctx, key)
+			}
 			return nil, gaveUp(ctx, key)
 		}
 		if !errors.Is(err, etagstore.ErrLocked) {
 			return lk, err
 		}
+		held = true
 		if !sleep(ctx, b.next(ctx)) {
 			return nil, gaveUp(ctx, key)
 		}
@@ -287,7 +303,10 @@ func (l *Locker) poll(ctx, base context.Context, q *keyQueue, key string, yield 
 
 // TryLock takes the lock for key if it is free, or fails at once with
 // etagstore.ErrLocked: without a request when a caller of this Locker
-// holds or waits for it.
+// holds or waits for it. With ctx already done (and the key free in this
+// Locker) it sends nothing and fails with ctx.Err() and no sentinel, as
+// Lock does. A key that is not a valid lock blob name matches
+// etagstore.ErrInvalidKey; a service failure, the sentinel it maps to.
 func (l *Locker) TryLock(ctx context.Context, key string) (*Lock, error) {
 	if err := l.checkKey(key); err != nil {
 		return nil, err
@@ -326,6 +345,9 @@ func (l *Locker) tryLock(ctx, base context.Context, q *keyQueue, key string) (*L
 // acquire takes a fresh lease on key's lock blob if it is free, writes the
 // next fencing token under it and starts its renewals.
 func (l *Locker) acquire(ctx, base context.Context, q *keyQueue, key string) (*Lock, error) {
+	if ctx.Err() != nil { // nothing tried: nothing is known of the lock
+		return nil, ctxDone(ctx, key)
+	}
 	name := l.opts.Prefix + key
 	bc := l.c.NewBlockBlobClient(name)
 	ls, err := newBlobLease(bc, name, key, NewLeaseID(), l.events.rec) // a fresh id for every lease
@@ -461,7 +483,8 @@ func (lk *Lock) Context() context.Context { return lk.ctx }
 func (lk *Lock) Lost() <-chan struct{} { return lk.lost }
 
 // Err returns nil while the lock is held (or was unlocked normally) and an
-// error matching etagstore.ErrLockLost once it has been lost.
+// error matching etagstore.ErrLockLost once it has been lost, including a
+// loss that Unlock found (and returned).
 func (lk *Lock) Err() error {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
@@ -474,13 +497,7 @@ func (lk *Lock) lose(err error) {
 	if lk.err != nil || lk.unlocked {
 		return
 	}
-	lk.err = err
-	close(lk.lost)
-	lk.cancel(err)
-	lk.events.counter.Add(context.Background(), 1, lk.events.lost...)
-	rec := lk.events.rec
-	rec.Event(context.Background(), telemetry.OpLockLost, lk.key, err, lk.origin...)
-	rec.Logger().Warn("etagstore: lock lost", append(rec.KeyAttrs(lk.key), "error", rec.Describe(err))...)
+	lk.record(err)
 	// The turn goes on now, not at Unlock: the next caller in line
 	// acquires a fresh lease, and this lock's Unlock only reports the loss.
 	go func() {
@@ -489,13 +506,40 @@ func (lk *Lock) lose(err error) {
 	}()
 }
 
+// lostAtUnlock records the loss that Unlock found as it released the
+// lease (the turn has gone on already).
+func (lk *Lock) lostAtUnlock(err error) {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.err == nil {
+		lk.record(err)
+	}
+}
+
+// record makes err the lock's loss: Err, Lost, the Context's cause, and
+// the loss's telemetry. lk.mu is held.
+func (lk *Lock) record(err error) {
+	lk.err = err
+	close(lk.lost)
+	lk.cancel(err)
+	lk.events.counter.Add(context.Background(), 1, lk.events.lost...)
+	rec := lk.events.rec
+	rec.Event(context.Background(), telemetry.OpLockLost, lk.key, err, lk.origin...)
+	rec.Logger().Warn("etagstore: lock lost", append(rec.KeyAttrs(lk.key), "error", rec.Describe(err))...)
+}
+
 // Unlock ends the hold: it cancels the lock's Context, then hands the
 // lease to the next caller of this Locker waiting for the key, or, with
 // none waiting (or the lease held for LockOptions.Tenure), releases it so
 // another process can take the lock at once. It is idempotent: later calls
 // return nil. If the lock had been lost, Unlock returns that error
 // (matching etagstore.ErrLockLost): work done under it may have overlapped
-// another holder's.
+// another holder's. That includes a loss Unlock finds itself: the release
+// answered that another lease holds the lock blob, or that the lock blob
+// is gone; Err then returns it too, and Lost is closed. A lease handed to
+// the next caller in line is not released, so a loss not yet seen is
+// found by that caller (which then acquires a fresh lease), not by Unlock.
+// Another failure of the release matches the sentinel it maps to.
 func (lk *Lock) Unlock(ctx context.Context) error {
 	ctx, sp := lk.events.rec.Begin(ctx, telemetry.OpUnlock, lk.key)
 	err := lk.unlock(ctx)
@@ -519,9 +563,15 @@ func (lk *Lock) unlock(ctx context.Context) error {
 		<-lk.passed
 		return lostErr
 	}
-	lk.events.counter.Add(ctx, 1, lk.events.released...)
 	if err := s.l.pass(ctx, lk.q, s); err != nil {
-		return fmt.Errorf("%w (unlocking %q)", err, lk.key)
+		err = fmt.Errorf("%w (unlocking %q)", err, lk.key)
+		if errors.Is(err, etagstore.ErrLockLost) {
+			lk.lostAtUnlock(err) // counted as lost, not released
+			return err
+		}
+		lk.events.counter.Add(ctx, 1, lk.events.released...)
+		return err
 	}
+	lk.events.counter.Add(ctx, 1, lk.events.released...)
 	return nil
 }

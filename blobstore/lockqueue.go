@@ -161,9 +161,16 @@ func (l *Locker) passDetached(ctx context.Context, q *keyQueue, s *session) {
 	_ = l.pass(rctx, q, s)
 }
 
-// gaveUp is the error of a Lock whose ctx ended before it had the lock.
+// gaveUp is the error of a Lock whose ctx ended while it waited for another
+// holder: it matches ErrLocked and ctx.Err().
 func gaveUp(ctx context.Context, key string) error {
 	return fmt.Errorf("%w: %q: gave up waiting: %w", driver.ErrLocked, key, ctx.Err())
+}
+
+// ctxDone is the error of a Lock or TryLock whose ctx ended before the
+// lock was seen held: ctx.Err(), and no sentinel.
+func ctxDone(ctx context.Context, key string) error {
+	return fmt.Errorf("blobstore: lock %q: %w", key, ctx.Err())
 }
 
 // backoff paces the waiter that asks the service for a lease another

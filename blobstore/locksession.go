@@ -16,6 +16,7 @@ import (
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/azerr"
 	"github.com/etagstore/etagstore/internal/azretry"
 )
 
@@ -184,7 +185,8 @@ func (s *session) lose(err error) {
 }
 
 // end stops the renewals and releases the lease unless it was lost. Only
-// the caller with the turn calls it, once.
+// the caller with the turn calls it, once. A lease found lost by the
+// release (see release) is an error matching etagstore.ErrLockLost.
 func (s *session) end(ctx context.Context) error {
 	if s.ended {
 		return nil
@@ -195,13 +197,54 @@ func (s *session) end(ctx context.Context) error {
 	if s.lost() != nil {
 		return nil
 	}
-	if err := s.lease.Release(ctx); err != nil && !errors.Is(err, etagstore.ErrLockLost) {
-		// ErrLockLost here most often answers the SDK's retry of a release
-		// whose first answer was lost; a loss while held was reported by
-		// the renewal loop. Either way the lease is no longer ours.
-		return err
+	return s.release(ctx)
+}
+
+// release releases the lease. The service's answer that the lease is not
+// ours (409 LeaseIdMismatchWithLeaseOperation and the other lease codes:
+// another lease holds the lock blob, or none does) or that the lock blob
+// is gone (404) means the lease was lost while held, which the renewals
+// had not seen yet: the error matches etagstore.ErrLockLost.
+//
+// The first try is sent alone (no SDK retry), so that its 409 can only
+// answer this release. If it got no answer, or a 5xx, the release is sent
+// again with the SDK's retries. When the first try may have landed (no
+// answer, or a 5xx but a 503 ServerBusy), a 409 then may answer its
+// success, so it is taken as released: only a 404 says the lock was lost.
+func (s *session) release(ctx context.Context) error {
+	err := s.lease.Release(azretry.NoRetry(ctx))
+	if err == nil {
+		return nil
 	}
-	return nil
+	if re := azerr.ResponseError(err); (re == nil || re.StatusCode >= 500) && ctx.Err() == nil {
+		mayHaveLanded := !errors.Is(err, driver.ErrNotApplied) // a 503 ServerBusy was refused unapplied
+		if err = s.lease.Release(ctx); err == nil || mayHaveLanded && errors.Is(err, etagstore.ErrLockLost) {
+			return nil
+		}
+	}
+	switch {
+	case errors.Is(err, etagstore.ErrNotFound):
+		return lockLost(s.key, "the lock blob was deleted while held", err)
+	case errors.Is(err, etagstore.ErrLockLost):
+		return lockLost(s.key, "the release found the lease broken, expired or another's", err)
+	}
+	return err
+}
+
+// lockLost is the error of the lock on key found lost: it matches
+// etagstore.ErrLockLost and no other sentinel. why says how it was found;
+// cause is the failure that showed it, whose service answer (if any)
+// stays one errors.As away.
+func lockLost(key, why string, cause error) error {
+	if se := (*azerr.ServiceError)(nil); errors.As(cause, &se) {
+		// The answer without the sentinel it was mapped to (a 404's
+		// ErrNotFound, a 503's ErrUnavailable, ErrLockLost again): one
+		// sentinel per failure, one "etagstore:" per text.
+		cause = se
+	} else if driver.SentinelOf(cause) != nil {
+		return fmt.Errorf("%w: lock %q: %s: %s", etagstore.ErrLockLost, key, why, strings.TrimPrefix(cause.Error(), "etagstore: "))
+	}
+	return fmt.Errorf("%w: lock %q: %s: %w", etagstore.ErrLockLost, key, why, cause)
 }
 
 // renewLoop renews the lease every RenewInterval. A transient failure is
@@ -233,11 +276,10 @@ func (s *session) renewLoop(lastOK time.Time) {
 			s.l.events.counter.Add(context.Background(), 1, s.l.events.renewed...)
 			t.Reset(o.RenewInterval)
 		case errors.Is(err, etagstore.ErrLockLost), errors.Is(err, etagstore.ErrLocked), errors.Is(err, etagstore.ErrNotFound):
-			s.lose(fmt.Errorf("%w: lock %q: %w", etagstore.ErrLockLost, s.key, err))
+			s.lose(lockLost(s.key, "the renewal was refused", err))
 			return
 		case !time.Now().Add(retry).Before(deadline()):
-			s.lose(fmt.Errorf("%w: lock %q: renewals failing since %s, the lease may have expired: %w",
-				etagstore.ErrLockLost, s.key, lastOK.Format(time.RFC3339Nano), err))
+			s.lose(lockLost(s.key, "renewals failing since "+lastOK.Format(time.RFC3339Nano)+", the lease may have expired", err))
 			return
 		default:
 			t.Reset(retry)

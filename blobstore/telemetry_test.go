@@ -483,8 +483,10 @@ func checkLockerSpans(t *testing.T, spans tracetest.SpanStubs, recordKeys bool, 
 // that succeeded and Lock's tries.
 func wantLockerSpans(recordKeys bool, busy, gaveUp, lostErr error) []recorded {
 	k := personalKey
-	// The renewal that found the lease broken failed with what lostErr wraps.
-	renewErr := errors.New(strings.TrimPrefix(lostErr.Error(), fmt.Sprintf("%v: lock %q: ", etagstore.ErrLockLost, k)))
+	// The renewal that found the lease broken failed with the service's
+	// answer that lostErr wraps (ErrLockLost: its 409).
+	answer := strings.TrimPrefix(lostErr.Error(), fmt.Sprintf("%v: lock %q: the renewal was refused: ", etagstore.ErrLockLost, k))
+	renewErr := fmt.Errorf("%w: %s", etagstore.ErrLockLost, answer)
 	lost := want("LockLost", k, "locked", lostErr, recordKeys)
 	lost.Kind = "internal"
 	return []recorded{
