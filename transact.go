@@ -22,8 +22,10 @@ import (
 // its ETag (on tables, a Merge Entity without properties, which gives it
 // a new ETag). A Put or Delete of a key fn did not read is conditioned on
 // the version tx reads for it first. A transaction that writes nothing is
-// checked at one instant on a backend with pure checks (memstore), and
-// otherwise by reading its documents again. The exception: on tables a
+// checked at one instant on a backend with pure checks (memstore), by a
+// commit of checks that writes nothing (a lost or throttled answer to it
+// is checked again, within the RetryPolicy), and otherwise by reading its
+// documents again. The exception: on tables a
 // key fn found missing and did not write cannot be checked without
 // creating it, and is not checked, so two transactions that read the same
 // missing keys and each create a different one can both commit (write
@@ -69,7 +71,10 @@ import (
 //   - every attempt lost its race, while the policy's time lasted: an
 //     error matching ErrConflict (never ErrExists or ErrNotFound of the
 //     last refusal).
-//   - every attempt was throttled: ErrUnavailable.
+//   - every attempt was throttled: ErrUnavailable; so is a transaction
+//     that wrote nothing (or whose fn failed) whose checks of its reads
+//     went unanswered, throttled or their answers lost, until the policy
+//     ended. Nothing was written: never an unknown outcome.
 //   - a backend that cannot commit several documents atomically (blobs):
 //     errors.ErrUnsupported, before anything is read.
 //   - keys in more than one partition, or more documents than the backend

@@ -676,7 +676,7 @@ func (b *txBatch[T]) hand(r *txMember[T], res txResult[T]) {
 // own touches are recorded apart (onRead hears of its reads).
 func (tx *Tx[T]) fork(ctx context.Context, onRead func(bool)) *Tx[T] {
 	t := tx.txn
-	ft := &Txn{base: t.base, ctx: ctx, lead: t.lead, copies: t.copies, owner: maps.Clone(t.owner), order: make([]touch, len(t.order), len(t.order)+4)}
+	ft := &Txn{base: t.base, ctx: ctx, lead: t.lead, copies: t.copies, attempt: t.attempt, owner: maps.Clone(t.owner), order: make([]touch, len(t.order), len(t.order)+4)}
 	f := &Tx[T]{s: tx.s, txn: ft, reads: maps.Clone(tx.reads), writes: make(map[string]txWrite[T], len(tx.writes)), ahead: tx.ahead,
 		own: &ownTouches{seen: map[string]bool{}, written: map[string]bool{}, inherited: make(map[string]bool, len(tx.writes)), onRead: onRead}}
 	if f.reads == nil {

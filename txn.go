@@ -122,22 +122,17 @@ func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error, flight engine
 		t.attempt = d.Attempts()
 		t.copies = t.attempt == 1 && !fenced // not after a batch's runs (made): they left it on a stale or torn view
 		err := t.run(fn)
-		keys := make([]string, len(t.order))
-		for i, tc := range t.order {
-			keys[i] = tc.key
-		}
-		d.SetKeys(keys) // also for an error's text
-		if err != nil {
+		d.SetKeys(t.keys()) // also for an error's text
+		switch {
+		case err == nil:
+			return t.request(d)
+		case t.err != nil || errors.Is(err, engine.ErrStale):
 			return nil, err
 		}
-		return t.request(d)
+		return t.failed(err)
 	})
-	env := t.env // a package-level Transact's
-	if env == nil {
-		env = t.lead.env // Store.Transact's: its Store's
-	}
 	fence, _ := FenceFrom(ctx)
-	res, err := engine.New(env, telemetry.OpTransact.String(), engine.SelfReading, nil, p,
+	res, err := engine.New(t.engineEnv(), telemetry.OpTransact.String(), engine.SelfReading, nil, p,
 		engine.Options{Fence: fence, Fenced: fenced, Flight: flight, Made: t.made}).Run(ctx)
 	t.done = true // committed or failed: the views read and write no more
 	if err != nil {
@@ -152,6 +147,24 @@ func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error, flight engine
 		t.lead.obs.Committed(ctx, len(res.Out))
 	}
 	return res, nil
+}
+
+// engineEnv is what the transaction is delivered with: a package-level
+// Transact's own, otherwise its Store's.
+func (t *Txn) engineEnv() *engine.Env {
+	if t.env != nil {
+		return t.env
+	}
+	return t.lead.env
+}
+
+// keys are the keys touched, in order.
+func (t *Txn) keys() []string {
+	keys := make([]string, len(t.order))
+	for i, tc := range t.order {
+		keys[i] = tc.key
+	}
+	return keys
 }
 
 func (t *Txn) reset() {
@@ -210,11 +223,13 @@ func commitTogether(a, b *core) bool {
 	return x.Type() == y.Type() && x.Comparable() && y.Comparable() && x.Equal(y)
 }
 
-// run runs fn on t. An error or a panic of fn counts only when the reads
-// fn saw were current together: they are checked first, and if one
-// changed fn acted on a torn view and runs again (engine.ErrStale). An
-// error matching ErrConflict runs fn again too, within the policy. A
-// Store that could not join fails the attempt, whatever fn returned.
+// run runs fn on t. A Store that could not join fails the attempt,
+// whatever fn returned (t.err). An error matching ErrConflict runs fn
+// again, within the policy (engine.Rerun). Any other error of fn is
+// returned as is: it counts only when the reads fn saw were current
+// together (failed). A panic of fn goes on up only when they were:
+// they are checked first, and if one changed fn acted on a torn view and
+// runs again (engine.ErrStale).
 func (t *Txn) run(fn func(tx *Txn) error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -229,21 +244,32 @@ func (t *Txn) run(fn func(tx *Txn) error) (err error) {
 	switch {
 	case t.err != nil:
 		return t.err
-	case err == nil:
-		return nil
 	case errors.Is(err, ErrConflict):
 		return engine.Rerun(err)
-	}
-	if stale := t.revalidate(); stale != nil {
-		return stale
 	}
 	return err
 }
 
+// failed is the attempt's end when fn returned err, an error of its own:
+// err, once the reads fn made are found current together (engine.ErrStale
+// when one changed: fn runs again). On a backend with PureChecks the
+// engine sends their checks first, as it sends a commit
+// (engine.Checked).
+func (t *Txn) failed(err error) (request, error) {
+	checks, stale := t.verify(nil)
+	switch {
+	case stale != nil:
+		return nil, stale
+	case len(checks) > 0:
+		return checks, engine.Checked(err)
+	}
+	return nil, err
+}
+
 // request is the commit: every key touched, in order — its write, or a
 // check of the version read. A transaction that writes nothing has
-// nothing to send: its reads are checked instead (engine.ErrStale when
-// one changed).
+// nothing to write: its reads are checked instead (verify), by a request
+// of checks alone, which the engine sends, or by reading them again.
 func (t *Txn) request(d *engine.Delivery) (request, error) {
 	_, fenced := FenceFrom(t.ctx)
 	req := make(request, 0, len(t.order))
@@ -261,7 +287,7 @@ func (t *Txn) request(d *engine.Delivery) (request, error) {
 		req = append(req, w)
 	}
 	if writes == 0 {
-		return nil, t.revalidate()
+		return t.verify(nil)
 	}
 	if chk := t.lead.abilities.CheckCommit; chk != nil {
 		if err := chk(req.Actions()); err != nil {
@@ -271,16 +297,14 @@ func (t *Txn) request(d *engine.Delivery) (request, error) {
 	return req, nil
 }
 
-// revalidate checks that every read is still current (engine.ErrStale
-// when one is not). On a backend with PureChecks it commits checks of
-// them all, which write nothing: all were current at that instant,
-// absences included. Otherwise it reads every key again: a document
-// whose ETag did not change was current throughout, but a key missing
-// at both reads may have existed between them.
-func (t *Txn) revalidate() error { return t.revalidateOnly(nil) }
-
-// revalidateOnly is revalidate of the keys in only (nil: all).
-func (t *Txn) revalidateOnly(only map[string]bool) error {
+// verify checks that every version read of the keys in only (nil: all)
+// is still current. On a backend with PureChecks it returns the request
+// that checks them, which writes nothing: sent, it holds only if all are
+// current at that instant, absences included. Otherwise it reads every
+// key again now (engine.ErrStale when one changed): a document whose ETag
+// did not change was current throughout, but a key missing at both reads
+// may have existed between them.
+func (t *Txn) verify(only map[string]bool) (request, error) {
 	var read []touch
 	for _, tc := range t.order {
 		if tc.view.wasRead(tc.key) && (only == nil || only[tc.key]) {
@@ -288,31 +312,48 @@ func (t *Txn) revalidateOnly(only map[string]bool) error {
 		}
 	}
 	if len(read) == 0 {
-		return nil
+		return nil, nil
 	}
-	if a := t.lead.abilities; a.PureChecks {
-		return t.checkAtOnce(a, read)
+	if t.lead.abilities.PureChecks {
+		checks := make(request, len(read))
+		for i, tc := range read {
+			checks[i] = engine.Check(tc.view.read(tc.key))
+		}
+		return checks, nil
 	}
 	for _, tc := range read {
 		it, err := tc.view.core().b.Read(t.ctx, tc.key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			return err
+			return nil, err
 		}
 		if b := tc.view.read(tc.key); b.Exists != (err == nil) || b.ETag != it.ETag {
-			return engine.ErrStale
+			return nil, engine.ErrStale
 		}
 	}
-	return nil
+	return nil, nil
 }
 
-// checkAtOnce checks the versions read of keys at one instant, with a
-// commit of checks that writes nothing (a backend with PureChecks).
-func (t *Txn) checkAtOnce(a driver.Abilities, keys []touch) error {
-	checks := make([]driver.Action, len(keys))
-	for i, tc := range keys {
-		checks[i] = engine.Check(tc.view.read(tc.key)).Action
+// revalidate checks now that every read is still current (engine.ErrStale
+// when one is not): outside the transaction's own delivery (a panic of
+// fn, a batch member's fn that wrote nothing).
+func (t *Txn) revalidate() error { return t.revalidateOnly(nil) }
+
+// revalidateOnly is revalidate of the keys in only (nil: all). The checks
+// of a backend with PureChecks go through the engine as a write of their
+// own: sent again after a lost or throttled answer (they write nothing),
+// within the policy, whose attempts count on from the transaction's.
+func (t *Txn) revalidateOnly(only map[string]bool) error {
+	checks, err := t.verify(only)
+	if err != nil || len(checks) == 0 {
+		return err
 	}
-	_, err := a.Commit(t.ctx, checks)
+	keys := make([]string, len(checks))
+	for i, c := range checks {
+		keys[i] = c.Key
+	}
+	send := engine.PlanFunc(func(*engine.Delivery, []version) (request, error) { return checks, nil })
+	_, err = engine.New(t.engineEnv(), telemetry.OpTransact.String(), engine.Blind, keys, send,
+		engine.Options{Made: max(t.attempt-1, 0)}).Run(t.ctx)
 	if errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
 		return engine.ErrStale
 	}

@@ -76,6 +76,28 @@ func RunFaults(t *testing.T, newBackend NewFaultyBackendFunc) {
 		}
 		transfers(t, s, 8, each/4, func(err error) bool { wantOneSentinel(t, err); return true })
 	})
+	for _, grouped := range []string{"", "Ungrouped"} {
+		// Read-only transactions among transactions whose commits are
+		// lost or throttled: every audit and snapshot returns nil. A
+		// read-only transaction in a batch (group commit) is checked on
+		// its own; ungrouped, by its own delivery.
+		transactStore := func(t *testing.T) (*etagstore.Store[Page], bool) {
+			b, counts := newBackend(t, DefaultFaults)
+			t.Cleanup(func() { t.Logf("faults injected: %v", counts()) })
+			s := etagstore.New[Page](b, withErrorLines(t, etagstore.Options{DisableGroupCommit: grouped != ""}))
+			return s, transacts(t, s)
+		}
+		t.Run("TransfersWithReadOnlyAudits"+grouped, func(t *testing.T) {
+			if s, ok := transactStore(t); ok {
+				faultyTransfersWithAudits(t, s, 8, each/4, 4)
+			}
+		})
+		t.Run("TransactionsLinearizable"+grouped, func(t *testing.T) {
+			if s, ok := transactStore(t); ok {
+				checkTransactionsLinearizable(t, s, linClients, linOps)
+			}
+		})
+	}
 	t.Run("Linearizable", func(t *testing.T) {
 		s, _ := store(t, DefaultFaults) // the default Store: group commit on
 		checkLinearizable(t, s, linClients, linOps, true)

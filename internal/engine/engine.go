@@ -11,12 +11,14 @@
 // plan's request over them (none: nothing to write, confirm); send: one
 // request; refusal: a definite answer (a lost race is built again from a
 // new base, a throttled request sent again as it is, anything else
-// reported); settle: a lost answer, resolved by reading (resolve.go). What
-// an attempt leaves to the next is one value, a carry. The retry loop
-// (retry.go) decides when the next attempt runs; contention heat (heat.go)
-// where its backoff starts and when a Store holding a key pauses for
-// others; the hand-over (handover.go) when a Store waiting for a key whose
-// writers take turns writes.
+// reported); settle: a lost answer, resolved by reading (resolve.go). A
+// request of checks alone (a transaction that wrote nothing) writes
+// nothing, so a lost answer to it is sent again as a throttled one is
+// (send.go). What an attempt leaves to the next is one value, a carry.
+// The retry loop (retry.go) decides when the next attempt runs;
+// contention heat (heat.go) where its backoff starts and when a Store
+// holding a key pauses for others; the hand-over (handover.go) when a
+// Store waiting for a key whose writers take turns writes.
 //
 // The engine is untyped: it sees keys, bytes, ETags, bookkeeping and
 // conditions, never the document type. It never reaches into its caller:
@@ -97,7 +99,8 @@ func (f PlanFunc) Build(d *Delivery, base []Version) (Request, error) { return f
 
 // Flight is how group commit follows the write that holds its members'
 // mutations. Hold is asked before each send of a request built from the
-// changes just applied (or sent again after a throttled try); false means
+// changes just applied (or sent again after a throttled try), not of a
+// request of checks alone, which holds none; false means
 // a member whose change it holds has left, and the changes are applied
 // again without it. Release says the request did not land.
 type Flight interface {
@@ -176,6 +179,18 @@ type rerun struct{ error }
 func (e rerun) Unwrap() error        { return e.error }
 func (e rerun) Is(target error) bool { return target == ErrStale }
 
+// Checked is what a SelfReading plan returns, with a request of checks
+// only (Check), when the write ends with err provided the versions the
+// plan read are still current (a transaction's error made on its reads):
+// the delivery sends the checks as it sends any request that writes
+// nothing (send.go) and, once they hold, ends with err; a check that
+// fails runs the plan again, as ErrStale does.
+func Checked(err error) error { return checked{err} }
+
+type checked struct{ error }
+
+func (c checked) Unwrap() error { return c.error }
+
 // Delivery carries one write to the backend until its fate is known. It is
 // used by one goroutine.
 type Delivery struct {
@@ -191,6 +206,7 @@ type Delivery struct {
 	made      int // attempts made before this delivery (Options.Made)
 	then      carry
 	unsettled error // what lost the answer of a request not settled yet
+	outcome   error // what a request of checks only ends with once they hold (Checked)
 	res       Result
 	lost      bool   // some attempt lost a race (Heat.Rival)
 	claimed   string // the key whose senior place d holds (Heat.Senior)
@@ -294,6 +310,18 @@ func (d *Delivery) Run(ctx context.Context) (Result, error) {
 	return d.res, err
 }
 
+// rerun ends an attempt of a SelfReading write whose reads changed (err
+// matches ErrStale): the plan runs again after a pause, as after a lost
+// race.
+func (d *Delivery) rerun(err error) (next, error) {
+	d.then = carry{raced: true}
+	d.lose()
+	if !errors.Is(err, driver.ErrConflict) {
+		err = driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
+	}
+	return afterLoss, err
+}
+
 // lose records that d lost a race (a 412, a copy found stale, a read
 // changed under a transaction): a sign of a rival writer, and the end of
 // any run of wins its Store had on the key (Heat.Rival).
@@ -348,7 +376,7 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	if c.raced {
 		d.env.Hooks.Conflict(ctx)
 	}
-	if c.resend != nil && (d.unsettled != nil || d.flight.Hold()) {
+	if c.resend != nil && (d.unsettled != nil || d.held(c.resend)) {
 		return d.send(ctx, c.resend, true)
 	}
 	base, err := d.base(ctx, c.base)
@@ -365,13 +393,12 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 		return stop, err
 	}
 	req, err := d.plan.Build(d, base)
+	var after checked
+	if d.outcome = nil; errors.As(err, &after) && req.checksOnly() {
+		d.outcome, err = after.error, nil // the end of the write once its checks hold
+	}
 	if errors.Is(err, ErrStale) && d.mode == SelfReading {
-		d.then = carry{raced: true} // a read changed: run the plan again
-		d.lose()
-		if !errors.Is(err, driver.ErrConflict) {
-			err = driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
-		}
-		return afterLoss, err
+		return d.rerun(err)
 	}
 	if err != nil {
 		return stop, err
@@ -400,7 +427,7 @@ func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (n
 			}
 		}
 	}
-	if !d.flight.Hold() {
+	if !d.held(req) {
 		d.then.base = base // a member left the batch: apply again without it
 		return redo, nil
 	}
@@ -412,6 +439,12 @@ func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (n
 		d.env.Heat.Ended(d.name(), d.env.Clock) // the turn ended with this write
 	}
 	return then, err
+}
+
+// held reports whether req may be sent: a request of checks alone holds
+// no member's changes, so the flight is not asked (see Flight).
+func (d *Delivery) held(req Request) bool {
+	return req.checksOnly() || d.flight.Hold()
 }
 
 // base returns the versions an attempt starts from: none unless Based,

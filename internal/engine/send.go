@@ -11,7 +11,7 @@ import (
 )
 
 // This file is an attempt's send and what follows it: a definite refusal,
-// or a lost answer settled by reading.
+// a lost answer settled by reading, or the answer to checks alone.
 
 // send sends req once and classifies the answer.
 func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, error) {
@@ -22,6 +22,8 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 	began := d.env.Clock.Now()
 	out, err := d.transmit(ctx, req)
 	switch {
+	case req.checksOnly():
+		return d.checkAnswer(ctx, req, err)
 	case err == nil:
 		if d.mode == Based {
 			var etag driver.ETag
@@ -45,7 +47,7 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 // transmit sends req: one Write or Delete, or a Commit of several, and
 // returns the versions written.
 func (d *Delivery) transmit(ctx context.Context, req Request) ([]driver.Item, error) {
-	if len(req) > 1 {
+	if len(req) > 1 || req.checksOnly() {
 		return d.commit(ctx, req)
 	}
 	w := req[0]
@@ -117,6 +119,37 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 			return afterTurn, err // waiting for the next turn's end is its backoff
 		}
 		return afterLoss, err
+	}
+	return stop, err
+}
+
+// checkAnswer acts on err, the answer to req, a request of checks only.
+// It wrote nothing, whatever became of it, so no answer is ambiguous and
+// none needs settling: the checks held (the write ends with what its plan
+// said, Checked), one failed (for a SelfReading write a lost race: the
+// plan runs again; otherwise reported), or the request was throttled or
+// its answer lost, and it is sent again as it is after a pause, until the
+// policy ends (ErrUnavailable) or ctx does (ctx.Err()).
+func (d *Delivery) checkAnswer(ctx context.Context, req Request, err error) (next, error) {
+	if err == nil {
+		d.res.Out, d.res.Sent = nil, nil
+		return stop, d.outcome
+	}
+	d.flight.Release()
+	switch {
+	case errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound):
+		if d.mode == SelfReading {
+			return d.rerun(ErrStale)
+		}
+	case errors.Is(err, driver.ErrNotApplied) || ambiguous(err):
+		if cerr := ctx.Err(); cerr != nil {
+			return stop, cerr
+		}
+		if !errors.Is(err, driver.ErrUnavailable) {
+			err = driver.Errorf(driver.ErrUnavailable, "%s %q: the answer to a check of the versions read was lost (nothing was written): %v", d.op, d.name(), err)
+		}
+		d.then = carry{resend: req}
+		return afterPause, err
 	}
 	return stop, err
 }

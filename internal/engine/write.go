@@ -65,6 +65,16 @@ func Check(b Version) KeyWrite {
 	return KeyWrite{Action: driver.Action{Key: b.Key, Check: true, Write: driver.Write{Cond: c}}}
 }
 
+// checksOnly reports whether req is checks alone: it writes nothing.
+func (req Request) checksOnly() bool {
+	for _, w := range req {
+		if !w.Check {
+			return false
+		}
+	}
+	return len(req) > 0
+}
+
 // Actions are the actions of req.
 func (req Request) Actions() []driver.Action {
 	out := make([]driver.Action, len(req))
