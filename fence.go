@@ -26,6 +26,19 @@ type fenceKey struct{}
 // read the document first); Create records it; Upsert, which checks nothing,
 // refuses a fenced context with ErrInvalidInput. An unfenced Replace or
 // Upsert starts a new history and forgets the recorded token.
+//
+// A fenced Delete keeps the token once the document is gone, on every
+// backend of this module (driver.Abilities.Tombstones): a fenced Create,
+// Update with CreateIfMissing or transaction that creates the key again
+// carrying a lower token is refused with ErrFenced, so a stale holder
+// cannot bring back what a newer one deleted. Tokens are positive. The
+// token or a higher one creates the key, and so does an unfenced write,
+// which forgets it; an unfenced Delete forgets it too. Where the token is
+// kept, and what it costs, is each backend's (see driver.ModeTombstone):
+// memstore keeps it in memory, tablestore in a small record entity beside
+// the key (a fenced create then reads it first: one request more), and
+// blobstore in an empty blob in the document's place (writes and deletes
+// with ETagAny then read the blob's properties first: one request more).
 func WithFence(ctx context.Context, token int64) context.Context {
 	return context.WithValue(ctx, fenceKey{}, token)
 }

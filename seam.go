@@ -87,7 +87,13 @@ func (s *Store[T]) deliverActions(ctx context.Context, op telemetry.Op, w access
 	}
 	p, mode := engine.PlanFunc(func(*engine.Delivery, []version) (request, error) { return blind, nil }), engine.Blind
 	if fenced { // every action is checked against the version read, and conditioned on it
-		p = func(d *engine.Delivery, base []version) (request, error) { return s.overAll(d, acts, base) }
+		p = func(d *engine.Delivery, base []version) (request, error) {
+			req, err := s.overAll(d, acts, base)
+			if check := s.abilities.CheckCommit; err == nil && check != nil {
+				err = check(req.Actions()) // as built: a fenced delete may carry more (driver.ModeTombstone)
+			}
+			return req, err
+		}
 		mode = engine.Based
 	}
 	res, err := s.deliver(ctx, s.delivery(ctx, op, mode, keys, p, nil, nil))
@@ -249,7 +255,7 @@ func (s *Store[T]) overAll(d *engine.Delivery, acts []action[T], base []version)
 		}
 		switch a.Kind {
 		case access.Delete:
-			req[i] = engine.DeleteOf(a.Key, b.ETag)
+			req[i] = d.DeleteOver(b, s.abilities.Tombstones)
 		case access.Merge:
 			req[i] = d.Over(b, a.data)
 			req[i].Write.Mode = driver.ModeMerge

@@ -167,7 +167,7 @@ func (tx *Tx[T]) action(d *engine.Delivery, key string) (engine.KeyWrite, bool) 
 	case !written:
 		return engine.Check(b), false
 	case w.del:
-		return engine.DeleteOf(key, b.ETag), true
+		return d.DeleteOver(b, tx.s.abilities.Tombstones), true
 	case w.blind:
 		return engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, w.data, 0), true
 	case w.anew: // created again after a delete: nothing of the stored version's bookkeeping carries over

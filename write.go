@@ -14,7 +14,9 @@ import (
 // request on every attempt) or conditioned on a version read (fenced).
 
 // Create stores v under key only if the key does not exist yet (If-None-Match:
-// * on blobs, Insert Entity on tables). An existing key matches ErrExists.
+// * on blobs, Insert Entity on tables). An existing key matches ErrExists;
+// with a fencing token (WithFence) lower than the one a fenced Delete of
+// the key kept, ErrFenced.
 // A create whose response was lost is resolved by reading: if the stored
 // document is this call's, Create succeeds; if no read can tell, the error
 // is an *OutcomeUnknownError (ErrOutcomeUnknown).
@@ -231,7 +233,9 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 // or another) or holding another version is an *OutcomeUnknownError.
 // A fenced Delete (WithFence) reads first and deletes the version whose
 // token it checked; with ETagAny, a version that changes meanwhile is
-// checked and deleted in its turn.
+// checked and deleted in its turn. The key keeps the token once the
+// document is gone: a fenced create carrying a lower one matches ErrFenced
+// (see WithFence).
 func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
 	ctx, sp := s.obs.Begin(ctx, telemetry.OpDelete, key)
 	err := s.delete(ctx, key, etag)
@@ -248,7 +252,9 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 	}
 	s.cache.Drop(key)
 	if _, fenced := FenceFrom(ctx); fenced {
-		_, err := s.conditioned(ctx, telemetry.OpDelete, key, etag, *new(T), func(_ *engine.Delivery, b version) (keyWrite, error) { return engine.DeleteOf(key, b.ETag), nil })
+		_, err := s.conditioned(ctx, telemetry.OpDelete, key, etag, *new(T), func(e *engine.Delivery, b version) (keyWrite, error) {
+			return e.DeleteOver(b, s.abilities.Tombstones), nil
+		})
 		return err
 	}
 	_, err := s.blind(ctx, telemetry.OpDelete, engine.DeleteOf(key, etag))

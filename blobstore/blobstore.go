@@ -117,9 +117,11 @@ func NewStore[T any](c *container.Client, opts *Options, storeOpts *etagstore.Op
 func (b *Backend) Container() *container.Client { return b.c }
 
 // Abilities reports that Read returns documents byte for byte as written,
-// and that a cached copy can be revalidated with If-None-Match.
+// that a cached copy can be revalidated with If-None-Match, and that a
+// fenced delete keeps the key's fencing token (Tombstones; see
+// tombstone.go).
 func (b *Backend) Abilities() driver.Abilities {
-	return driver.Abilities{Verbatim: true, ReadIfChanged: b.readIfChanged}
+	return driver.Abilities{Verbatim: true, ReadIfChanged: b.readIfChanged, Tombstones: true}
 }
 
 // As sets a **blobstore.Backend target to b: how GetIf reaches b through a
@@ -241,6 +243,9 @@ func (b *Backend) read(ctx context.Context, key string, mac *blob.ModifiedAccess
 		return driver.Item{}, fmt.Errorf("%w: %q", ErrNotModified, key)
 	}
 	defer resp.Body.Close()
+	if _, buried := tombToken(resp.Metadata); buried {
+		return driver.Item{}, fmt.Errorf("%w: %q", etagstore.ErrNotFound, key) // a fenced delete's tombstone
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(b.opts.MaxDocSize)+1))
 	if err != nil {
 		return driver.Item{}, mapError("read", driver.CondNone, key, err)
@@ -359,11 +364,14 @@ func (b *Backend) notModifiedIfExists(ctx context.Context, key string, cond Read
 		return err
 	}
 	before := ReadConditions{IfMatch: cond.IfMatch, IfUnmodifiedSince: cond.IfUnmodifiedSince}
-	_, err = b.blob(key).GetProperties(ctx, &blob.GetPropertiesOptions{
+	resp, err := b.blob(key).GetProperties(ctx, &blob.GetPropertiesOptions{
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: before.azure(), LeaseAccessConditions: lac},
 	})
 	if err := driver.Sent(ctx, mapError("read", driver.CondNone, key, err)); err != nil {
 		return err
+	}
+	if isTombstone(resp.Metadata) {
+		return fmt.Errorf("%w: %q", etagstore.ErrNotFound, key) // a fenced delete's tombstone
 	}
 	return fmt.Errorf("%w: %q", ErrNotModified, key)
 }
@@ -378,26 +386,46 @@ func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (etagst
 	if err := w.Cond.Check(); err != nil {
 		return "", err
 	}
+	if w.Mode == driver.ModeTombstone {
+		return b.bury(ctx, key, w)
+	}
 	if w.Mode != driver.ModeReplace {
 		return "", fmt.Errorf("%w: blobstore cannot merge %q", etagstore.ErrInvalidInput, key)
 	}
 	if len(w.Data) > b.opts.MaxDocSize {
 		return "", fmt.Errorf("%w: document %q is %d bytes, the limit is %d", etagstore.ErrTooLarge, key, len(w.Data), b.opts.MaxDocSize)
 	}
+	var md map[string]*string
+	if w.Meta != "" {
+		md = map[string]*string{metaKey: &w.Meta}
+	}
+	if w.Cond.Kind == driver.CondIfMatch { // ETagAny: the version stored now, never a tombstone (tombstone.go)
+		return b.onVersion(ctx, key, w.Cond.ETag, func(etag etagstore.ETag) (etagstore.ETag, error) {
+			return b.upload(ctx, "write", key, w.Data, md, driver.IfMatch(etag))
+		})
+	}
+	etag, err := b.upload(ctx, "write", key, w.Data, md, w.Cond)
+	if w.Cond.Kind == driver.CondCreate && errors.Is(err, etagstore.ErrExists) {
+		return b.createOver(ctx, key, w, md, err) // over a tombstone, perhaps
+	}
+	return etag, err
+}
+
+// upload is one Put Blob of data and metadata md under key with cond,
+// and the lease id of ctx; op names it in errors.
+func (b *Backend) upload(ctx context.Context, op, key string, data []byte, md map[string]*string, cond driver.Cond) (etagstore.ETag, error) {
 	lac, err := leaseConditions(ctx)
 	if err != nil {
 		return "", err
 	}
 	opts := &blockblob.UploadOptions{
 		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: &b.opts.ContentType},
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(w.Cond), LeaseAccessConditions: lac},
-	}
-	if w.Meta != "" {
-		opts.Metadata = map[string]*string{metaKey: &w.Meta}
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(cond), LeaseAccessConditions: lac},
+		Metadata:         md,
 	}
 	ctx = azretry.NoRetry(ctx)
-	resp, err := b.blob(key).Upload(ctx, nopCloser{bytes.NewReader(w.Data)}, opts)
-	if err := driver.Sent(ctx, mapError("write", w.Cond.Kind, key, err)); err != nil {
+	resp, err := b.blob(key).Upload(ctx, nopCloser{bytes.NewReader(data)}, opts)
+	if err := driver.Sent(ctx, mapError(op, cond.Kind, key, err)); err != nil {
 		return "", err
 	}
 	if resp.ETag == nil {
@@ -435,11 +463,15 @@ func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) erro
 	if err != nil {
 		return err
 	}
-	ctx = azretry.NoRetry(ctx)
-	_, err = b.blob(key).Delete(ctx, &blob.DeleteOptions{
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(cond), LeaseAccessConditions: lac},
+	_, err = b.onVersion(ctx, key, etag, func(etag etagstore.ETag) (etagstore.ETag, error) { // ETagAny: never a tombstone
+		cond := driver.IfMatch(etag)
+		ctx := azretry.NoRetry(ctx)
+		_, err := b.blob(key).Delete(ctx, &blob.DeleteOptions{
+			AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: writeConditions(cond), LeaseAccessConditions: lac},
+		})
+		return "", driver.Sent(ctx, mapError("delete", cond.Kind, key, err))
 	})
-	return driver.Sent(ctx, mapError("delete", cond.Kind, key, err))
+	return err
 }
 
 // List yields the documents whose key starts with prefix, in key order
@@ -465,7 +497,7 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item
 					continue
 				}
 				key := strings.TrimPrefix(*bi.Name, b.opts.Prefix)
-				if driver.CheckKey(key) != nil || b.ValidateKey(key) != nil || isLockBlob(bi.Metadata) {
+				if driver.CheckKey(key) != nil || b.ValidateKey(key) != nil || isLockBlob(bi.Metadata) || isTombstone(bi.Metadata) {
 					continue // not a document of this Backend
 				}
 				it, err := b.Read(ctx, key)
@@ -533,7 +565,7 @@ func (b *Backend) appendPageKeys(keys []string, blobs []*container.BlobItem, pre
 		}
 		key, ok := strings.CutPrefix(*bi.Name, b.opts.Prefix)
 		if ok && strings.HasPrefix(key, prefix) && driver.CompareKeys(key, after) > 0 &&
-			driver.CheckKey(key) == nil && b.ValidateKey(key) == nil && !isLockBlob(bi.Metadata) {
+			driver.CheckKey(key) == nil && b.ValidateKey(key) == nil && !isLockBlob(bi.Metadata) && !isTombstone(bi.Metadata) {
 			keys = append(keys, key)
 		}
 	}

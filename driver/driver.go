@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"iter"
 	"unicode/utf8"
+
+	bookkeeping "github.com/etagstore/etagstore/internal/meta"
 )
 
 // ETag is an opaque version token. Compare ETags only for equality: table
@@ -178,6 +180,11 @@ type Abilities struct {
 	// Merge: Write accepts ModeMerge (tablestore: Merge Entity). A
 	// backend without it refuses ModeMerge with ErrInvalidInput.
 	Merge bool
+	// Tombstones: Write and Commit accept ModeTombstone, so that a fenced
+	// delete keeps the key's fencing token (etagstore.WithFence). A
+	// backend without it refuses ModeTombstone with ErrInvalidInput; a
+	// Store over it deletes plainly, and the token goes with the key.
+	Tombstones bool
 	// Commit, when set, applies several writes and deletes atomically: all
 	// of them or none (tablestore: an entity group transaction). It returns
 	// the ETag of each action's new version where the service tells it
@@ -378,7 +385,25 @@ const (
 	// whose Abilities.Merge is set accepts it; with CondCreate it is
 	// refused. An empty Meta leaves the stored bookkeeping as it is.
 	ModeMerge
+	// ModeTombstone deletes the key, as Delete does (CondIfMatch), and
+	// keeps the fencing token Meta carries (see FenceOf) beside the key
+	// once it is gone: a later CondCreate write whose Meta carries a
+	// lower positive token is refused with ErrFenced, and nothing is
+	// written. To every other call the key is missing: Read, List,
+	// ListPage and the backend's extras never return it, CondIfMatch
+	// (ETagAny too) and Delete find it missing, and CondNone and
+	// CondCreate (unfenced, or fenced with the token or a higher one)
+	// write it; a write that creates the key forgets the token kept, as
+	// an unfenced write forgets the one a document records. It goes as a
+	// Write, or as a delete action in a Commit (Action.Delete with
+	// Write.Mode ModeTombstone). Only a backend whose Abilities.Tombstones
+	// is set accepts it.
+	ModeTombstone
 )
+
+// FenceOf is the fencing token a write's Meta carries (0: none), for a
+// backend that keeps the tokens of deleted keys (ModeTombstone).
+func FenceOf(meta string) int64 { return bookkeeping.Parse(meta).Fence }
 
 // Write is one write request to a Backend.
 type Write struct {

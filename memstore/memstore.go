@@ -45,6 +45,7 @@ type Backend struct {
 	mu      sync.RWMutex
 	docs    map[string]driver.Item
 	keys    *btree.BTreeG[string] // the keys of docs, in key order (compareKeys)
+	fences  map[string]int64      // the fencing tokens of keys a fenced delete removed (driver.ModeTombstone)
 	version uint64                // bumped on every write; never reused, so ETags are unique
 }
 
@@ -56,7 +57,7 @@ var _ driver.Backend = (*Backend)(nil)
 
 // New returns an empty Backend. Nil opts means the defaults.
 func New(opts *Options) *Backend {
-	b := &Backend{docs: make(map[string]driver.Item), keys: btree.NewG(treeDegree, lessKey)}
+	b := &Backend{docs: make(map[string]driver.Item), keys: btree.NewG(treeDegree, lessKey), fences: make(map[string]int64)}
 	if opts != nil {
 		b.opts = *opts
 	}
@@ -70,11 +71,13 @@ func New(opts *Options) *Backend {
 }
 
 // Abilities reports that Read returns documents byte for byte as written,
-// and that several writes over any keys can be committed atomically, with
-// checks that write nothing and check absence exactly (PureChecks).
-// memstore cannot merge (driver.ModeMerge).
+// that several writes over any keys can be committed atomically, with
+// checks that write nothing and check absence exactly (PureChecks), and
+// that a fenced delete keeps the key's fencing token (Tombstones: in a map
+// beside the documents, which no read or listing sees). memstore cannot
+// merge (driver.ModeMerge).
 func (b *Backend) Abilities() driver.Abilities {
-	return driver.Abilities{Verbatim: true, Commit: b.commit, PureChecks: true, MaxKeyLen: b.opts.MaxKeyLen}
+	return driver.Abilities{Verbatim: true, Commit: b.commit, PureChecks: true, Tombstones: true, MaxKeyLen: b.opts.MaxKeyLen}
 }
 
 // As sets a **memstore.Backend target to b.
@@ -123,8 +126,12 @@ func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (driver
 	b.mu.Lock()
 	var etag driver.ETag
 	cur, exists := b.docs[key]
-	err := precondition(key, w.Cond, cur, exists)
-	if err == nil {
+	err := b.precondition(key, w, cur, exists)
+	switch {
+	case err != nil:
+	case w.Mode == driver.ModeTombstone:
+		b.bury(key, w.Meta)
+	default:
 		etag = b.put(key, w.Data, w.Meta, exists)
 	}
 	b.mu.Unlock()
@@ -136,8 +143,13 @@ func (b *Backend) check(key string, w driver.Write) error {
 	if err := w.Cond.Check(); err != nil {
 		return err
 	}
-	if w.Mode != driver.ModeReplace {
+	switch {
+	case w.Mode == driver.ModeMerge:
 		return fmt.Errorf("%w: memstore cannot merge %q", driver.ErrInvalidInput, key)
+	case w.Mode == driver.ModeTombstone && w.Cond.Kind != driver.CondIfMatch:
+		return fmt.Errorf("%w: a tombstone of %q deletes a version (CondIfMatch)", driver.ErrInvalidInput, key)
+	case w.Mode > driver.ModeTombstone:
+		return fmt.Errorf("%w: unknown write mode %d for %q", driver.ErrInvalidInput, w.Mode, key)
 	}
 	if len(w.Data) > b.opts.MaxDocSize {
 		return fmt.Errorf("%w: document %q is %d bytes, the limit is %d", driver.ErrTooLarge, key, len(w.Data), b.opts.MaxDocSize)
@@ -156,6 +168,7 @@ func (b *Backend) put(key string, data []byte, meta string, existed bool) driver
 	b.docs[key] = driver.Item{Key: key, Data: data[:len(data):len(data)], Meta: meta, ETag: etag}
 	if !existed {
 		b.keys.ReplaceOrInsert(key)
+		delete(b.fences, key) // created: the token kept is forgotten
 	}
 	return etag
 }
@@ -164,6 +177,15 @@ func (b *Backend) put(key string, data []byte, meta string, existed bool) driver
 func (b *Backend) remove(key string) {
 	delete(b.docs, key)
 	b.keys.Delete(key)
+}
+
+// bury deletes key, which exists, and keeps the fencing token meta carries
+// (driver.ModeTombstone). b.mu is held.
+func (b *Backend) bury(key, meta string) {
+	b.remove(key)
+	if f := driver.FenceOf(meta); f > 0 {
+		b.fences[key] = f
+	}
 }
 
 // commit applies actions atomically (driver.Abilities.Commit): every
@@ -176,7 +198,7 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 	seen := make(map[string]bool, len(actions))
 	for i, a := range actions {
 		err := a.Write.Cond.Check()
-		if err == nil && !a.Delete && !a.Check {
+		if err == nil && (!a.Delete && !a.Check || a.Write.Mode == driver.ModeTombstone) {
 			err = b.check(a.Key, a.Write)
 		}
 		if err == nil && seen[a.Key] {
@@ -198,7 +220,11 @@ func (b *Backend) apply(actions []driver.Action) ([]driver.ETag, error) {
 	defer b.mu.Unlock()
 	for i, a := range actions {
 		cur, exists := b.docs[a.Key]
-		if err := precondition(a.Key, a.Write.Cond, cur, exists); err != nil {
+		w := a.Write
+		if a.Check {
+			w.Meta = "" // a check carries no token to refuse
+		}
+		if err := b.precondition(a.Key, w, cur, exists); err != nil {
 			return nil, &driver.ActionError{Index: i, Err: err}
 		}
 		existed[i] = exists
@@ -207,6 +233,8 @@ func (b *Backend) apply(actions []driver.Action) ([]driver.ETag, error) {
 	for i, a := range actions {
 		switch {
 		case a.Check: // checked above; nothing to write
+		case a.Delete && a.Write.Mode == driver.ModeTombstone:
+			b.bury(a.Key, a.Write.Meta)
 		case a.Delete:
 			b.remove(a.Key)
 		default:
@@ -227,7 +255,7 @@ func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) erro
 	}
 	b.mu.Lock()
 	cur, exists := b.docs[key]
-	err := precondition(key, cond, cur, exists)
+	err := b.precondition(key, driver.Write{Cond: cond}, cur, exists)
 	if err == nil {
 		b.remove(key)
 	}
@@ -235,12 +263,17 @@ func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) erro
 	return driver.Sent(ctx, err)
 }
 
-// precondition applies Azure's rules for cond to the current state.
-func precondition(key string, cond driver.Cond, cur driver.Item, exists bool) error {
-	switch cond.Kind {
+// precondition applies Azure's rules for w's condition to the current
+// state, and refuses a create carrying a lower fencing token than a fenced
+// delete of the key kept (driver.ModeTombstone). b.mu is held.
+func (b *Backend) precondition(key string, w driver.Write, cur driver.Item, exists bool) error {
+	switch cond := w.Cond; cond.Kind {
 	case driver.CondCreate:
 		if exists {
 			return fmt.Errorf("%w: %q", driver.ErrExists, key)
+		}
+		if kept, f := b.fences[key], driver.FenceOf(w.Meta); f > 0 && f < kept {
+			return fmt.Errorf("%w: %q was deleted under fencing token %d, the create carries %d", driver.ErrFenced, key, kept, f)
 		}
 	case driver.CondIfMatch:
 		if !exists {

@@ -70,6 +70,8 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"StaleReplaceAfterUpdate", testStaleReplaceAfterUpdate},
 		{"Linearizable", testLinearizable},
 		{"Fencing", testFencing},
+		{"FenceAfterDelete", testFenceAfterDelete},
+		{"FenceAfterDeleteRacing", testFenceAfterDeleteRacing},
 		{"GroupCommit", testGroupCommit},
 		{"IDAllocator", testIDAllocator},
 		{"SupersededETag", testSupersededETag},

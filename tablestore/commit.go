@@ -49,8 +49,14 @@ var kindTypes = map[access.Kind]aztables.TransactionType{
 // transaction that need no request — 1 to MaxBatchActions actions, one
 // partition, each row once.
 func (b *Backend) checkCommit(actions []driver.Action) error {
-	if len(actions) == 0 || len(actions) > MaxBatchActions {
-		return fmt.Errorf("%w: tablestore: a batch holds 1 to %d actions, this one %d", driver.ErrInvalidInput, MaxBatchActions, len(actions))
+	n := len(actions) // and the fence record each tombstone or fenced create writes (tombstone.go)
+	for _, a := range actions {
+		if tombstone(a) || fencedCreate(a) {
+			n++
+		}
+	}
+	if len(actions) == 0 || n > MaxBatchActions {
+		return fmt.Errorf("%w: tablestore: a batch holds 1 to %d actions (fence records included), this one %d", driver.ErrInvalidInput, MaxBatchActions, n)
 	}
 	var partition string
 	rows := make(map[string]bool, len(actions))
@@ -77,20 +83,43 @@ func (b *Backend) checkCommit(actions []driver.Action) error {
 // naming the action the service named; a throttled transaction is marked
 // driver.ErrNotApplied. A check that a key is absent (driver.Action.Check
 // with CondCreate) cannot be sent without creating the entity: it is left
-// out. The Store has checked the actions with checkCommit (CheckCommit)
-// before any request; the service refuses what breaks its rules anyway.
+// out. A tombstone or a fenced create carries the fence record of its key
+// (tombstone.go); a create whose record another fenced write changed
+// meanwhile is read and sent again. The Store has checked the actions
+// with checkCommit (CheckCommit) before any request; the service refuses
+// what breaks its rules anyway.
 func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver.ETag, error) {
+	for race := 1; ; race++ {
+		etags, err := b.commitOnce(ctx, actions)
+		if !errors.Is(err, errRecordRaced) || race == recordRaces {
+			return etags, err
+		}
+	}
+}
+
+// commitOnce is one try of commit.
+func (b *Backend) commitOnce(ctx context.Context, actions []driver.Action) ([]driver.ETag, error) {
 	tx := make([]aztables.TransactionAction, 0, len(actions))
-	sent := make([]int, 0, len(actions)) // the action each transaction action is
+	sent := make([]int, 0, len(actions)) // the action each transaction action is (-1-i: the record of action i)
 	for i, a := range actions {
 		if a.Check && a.Write.Cond.Kind == driver.CondCreate {
 			continue
+		}
+		if tombstone(a) {
+			a.Write.Meta = "" // the token goes to the record
 		}
 		act, err := b.transactionAction(a)
 		if err != nil {
 			return nil, &driver.ActionError{Index: i, Err: err}
 		}
 		tx, sent = append(tx, act), append(sent, i)
+		rec, ok, err := b.recordAction(ctx, actions[i])
+		if err != nil {
+			return nil, &driver.ActionError{Index: i, Err: err}
+		}
+		if ok {
+			tx, sent = append(tx, rec), append(sent, -1-i)
+		}
 	}
 	etags := make([]driver.ETag, len(actions))
 	if len(tx) == 0 {
@@ -101,7 +130,7 @@ func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver
 	if err == nil {
 		driver.Sent(ctx, nil)
 		for j, etag := range batchETags(resp) {
-			if j < len(sent) && !actions[sent[j]].Delete {
+			if j < len(sent) && sent[j] >= 0 && !actions[sent[j]].Delete {
 				etags[sent[j]] = etag
 			}
 		}
@@ -122,6 +151,9 @@ func commitFailure(err error, actions []driver.Action, sent []int) error {
 		if j < 0 || j >= len(sent) {
 			return "batch", ""
 		}
+		if i := sent[j]; i < 0 {
+			return fmt.Sprintf("batch action %d: its fence record", -1-i), actions[-1-i].Key
+		}
 		a, name := actions[sent[j]], "check"
 		if !a.Check {
 			name = actionNames[actionType(a)]
@@ -132,7 +164,9 @@ func commitFailure(err error, actions []driver.Action, sent []int) error {
 		return err
 	}
 	if index >= 0 && index < len(sent) {
-		index = sent[index]
+		if index = sent[index]; index < 0 { // a record a fenced create read changed meanwhile
+			return fmt.Errorf("%w: %w", errRecordRaced, err)
+		}
 	}
 	return &driver.ActionError{Index: index, Err: err}
 }

@@ -112,6 +112,9 @@ func (b *Backend) page(ctx context.Context, filter Filter, limit int) ([]driver.
 			if err != nil {
 				return nil, false, err
 			}
+			if b.isRecord(it.Key) {
+				continue // a fence record (tombstone.go), no document
+			}
 			items = append(items, it)
 		}
 		if len(items) > limit {

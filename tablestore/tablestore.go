@@ -103,10 +103,12 @@ func (b *Backend) Partition() string { return b.opts.Partition }
 // merges (Merge Entity), atomic commits of up to MaxBatchActions
 // entities of one partition (entity group transactions) and, without
 // Options.Partition, the table's key order (by PartitionKey, then RowKey;
-// see List).
+// see List), and tombstones: a fenced delete keeps the key's fencing
+// token in a record entity beside it (see driver.ModeTombstone and
+// tombstone.go).
 func (b *Backend) Abilities() driver.Abilities {
 	return driver.Abilities{Codec: EntityCodec{}, Merge: true, Commit: b.commit, CheckCommit: b.checkCommit, CompareKeys: b.keyOrder(),
-		CommitScope: b.scope}
+		CommitScope: b.scope, Tombstones: true}
 }
 
 // As sets a **tablestore.Backend target to b: how Query, Merge, Batch and
@@ -155,6 +157,9 @@ func (b *Backend) split(key string) (pk, rk string, err error) {
 	}
 	if err := checkKeyPart("row key", rk); err != nil {
 		return "", "", err
+	}
+	if strings.HasPrefix(rk, recordPrefix) {
+		return "", "", fmt.Errorf("%w: row key %q starts with U+FFFF, which the Store keeps for its fence records", etagstore.ErrInvalidKey, rk)
 	}
 	return pk, rk, nil
 }
@@ -301,6 +306,9 @@ func entity(pk, rk, meta string, data []byte) ([]byte, error) {
 // Entity with If-Match: the properties the document type did not change,
 // or does not store, are not sent.
 func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (etagstore.ETag, error) {
+	if w.Mode == driver.ModeTombstone || fencedCreate(driver.Action{Key: key, Write: w}) {
+		return b.writeRecorded(ctx, key, w)
+	}
 	data, mode := w.Payload()
 	if mode == driver.ModeMerge {
 		return b.write(ctx, key, w, data, aztables.UpdateModeMerge)
@@ -464,6 +472,9 @@ func (b *Backend) query(ctx context.Context, filter Filter) iter.Seq2[driver.Ite
 				if err != nil {
 					yield(driver.Item{}, err)
 					return
+				}
+				if b.isRecord(it.Key) {
+					continue // a fence record (tombstone.go), no document
 				}
 				if !yield(it, nil) {
 					return

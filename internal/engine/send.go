@@ -53,9 +53,12 @@ func (d *Delivery) transmit(ctx context.Context, req Request) ([]driver.Item, er
 	w := req[0]
 	var etag driver.ETag
 	var err error
-	if w.Delete {
+	switch {
+	case w.Delete && w.Write.Mode == driver.ModeTombstone:
+		_, err = d.env.Backend.Write(ctx, w.Key, w.Write)
+	case w.Delete:
 		err = d.env.Backend.Delete(ctx, w.Key, w.Write.Cond.ETag)
-	} else {
+	default:
 		etag, err = d.env.Backend.Write(ctx, w.Key, w.Write)
 	}
 	if err != nil {

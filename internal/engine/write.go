@@ -50,6 +50,18 @@ func Merged(key string, c driver.Cond, data []byte) KeyWrite {
 	return KeyWrite{Action: driver.Action{Key: key, Write: driver.Write{Data: data, Cond: c, Mode: driver.ModeMerge}}}
 }
 
+// DeleteOver is the delete of b, conditioned on its ETag. A fenced
+// delivery over a backend that keeps tombstones (driver.ModeTombstone)
+// keeps its fencing token (or b's, if higher) beside the key once it is
+// gone, so that a create carrying a lower token is refused.
+func (d *Delivery) DeleteOver(b Version, tombstones bool) KeyWrite {
+	if !d.fenced || !tombstones {
+		return DeleteOf(b.Key, b.ETag)
+	}
+	m := meta.Fresh(meta.NewID(), max(d.fence, b.Meta.Fence))
+	return KeyWrite{Action: driver.Action{Key: b.Key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(b.ETag), Mode: driver.ModeTombstone, Meta: m.String()}}, Meta: m}
+}
+
 // DeleteOf is the delete of key with If-Match etag.
 func DeleteOf(key string, etag driver.ETag) KeyWrite {
 	return KeyWrite{Action: driver.Action{Key: key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(etag)}}}

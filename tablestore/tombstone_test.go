@@ -1,0 +1,100 @@
+package tablestore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/internal/azuritetest"
+	"github.com/etagstore/etagstore/tablestore"
+)
+
+// TestFenceRecord: a fenced Delete keeps its token in a record entity
+// beside the key, which no listing or query returns and no key can name;
+// a key too long to prefix gets a hashed record, and the stale create is
+// refused all the same; a fenced batch whose deletes and records exceed
+// a transaction is refused before anything is sent.
+func TestFenceRecord(t *testing.T) {
+	ctx := t.Context()
+	client := azuritetest.NewTable(t)
+	s := tablestore.NewStore[card](client, &tablestore.Options{Partition: "p"}, nil)
+	at := func(token int64) context.Context { return etagstore.WithFence(ctx, token) }
+	long := strings.Repeat("k", 511) // 1022 bytes as UTF-16: no room for the record's prefix
+	for _, key := range []string{"a", long} {
+		if _, err := s.Create(at(3), key, card{Title: key[:1]}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Delete(at(4), key, etagstore.ETagAny); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Create(at(3), key, card{Title: "stale"}); !errors.Is(err, etagstore.ErrFenced) {
+			t.Errorf("stale Create of %.8q… = %v, want ErrFenced", key, err)
+		}
+	}
+	if _, err := s.Create(ctx, "b", card{Title: "b"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The records are entities of the partition, and nothing shows them.
+	n := 0
+	pager := client.NewListEntitiesPager(nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(page.Entities)
+	}
+	if n != 3 {
+		t.Errorf("the table holds %d entities, want 3 (b and two fence records)", n)
+	}
+	var listed []string
+	for d, err := range s.List(ctx, "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, d.Key)
+	}
+	for d, err := range tablestore.Query(ctx, s, tablestore.Filter{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, "query:"+d.Key)
+	}
+	for _, limit := range []int{1, 10} {
+		p, err := tablestore.QueryPage(ctx, s, tablestore.Filter{}, limit, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range p.Docs {
+			listed = append(listed, "page:"+d.Key)
+		}
+		if p.Next != "" {
+			t.Errorf("QueryPage(limit %d) has a next page after b", limit)
+		}
+	}
+	if got := strings.Join(listed, " "); got != "b query:b page:b page:b" {
+		t.Errorf("listed %q, want b alone", got)
+	}
+	if _, err := s.Get(ctx, "\uFFFFf.a"); !errors.Is(err, etagstore.ErrInvalidKey) {
+		t.Errorf("Get of a record's row key = %v, want ErrInvalidKey", err)
+	}
+
+	// Fifty-one fenced deletes carry fifty-one records: 102 actions.
+	batch := tablestore.NewBatch(s)
+	for i := range 51 {
+		key := "d" + strings.Repeat("x", i)
+		if _, err := s.Create(ctx, key, card{}); err != nil {
+			t.Fatal(err)
+		}
+		batch.Delete(key, etagstore.ETagAny)
+	}
+	if _, err := batch.Submit(at(5)); !errors.Is(err, etagstore.ErrInvalidInput) {
+		t.Errorf("a fenced batch of 51 deletes = %v, want ErrInvalidInput (102 actions with their records)", err)
+	}
+	if _, err := s.Get(ctx, "d"); err != nil {
+		t.Errorf("after the refused batch: %v", err)
+	}
+}
