@@ -308,7 +308,7 @@ func testOneSentinel(t *testing.T, s *etagstore.Store[Page]) {
 
 var sentinels = []error{etagstore.ErrNotFound, etagstore.ErrStorageNotFound, etagstore.ErrExists, etagstore.ErrConflict, etagstore.ErrETagRequired,
 	etagstore.ErrInvalidKey, etagstore.ErrTooLarge, etagstore.ErrInvalidInput, etagstore.ErrFenced,
-	etagstore.ErrLocked, etagstore.ErrLockLost, etagstore.ErrOutcomeUnknown}
+	etagstore.ErrLocked, etagstore.ErrLockLost, etagstore.ErrOutcomeUnknown, etagstore.ErrUnavailable}
 
 // wantOneSentinel fails t unless err matches exactly one of the package's
 // sentinels.
