@@ -98,3 +98,37 @@ func TestFenceRecord(t *testing.T) {
 		t.Errorf("after the refused batch: %v", err)
 	}
 }
+
+// TestFenceRecordRequests: what keeping the token costs in requests. A
+// fenced Delete reads and then sends one transaction (the delete and its
+// record), as a fenced delete read before; a fenced Create reads the
+// record and sends one transaction, one request more than an unfenced
+// Create's one.
+func TestFenceRecordRequests(t *testing.T) {
+	ctx := t.Context()
+	rec := &recorder{}
+	s := tablestore.NewStore[card](recordedTable(t, rec), &tablestore.Options{Partition: "p"}, nil)
+	at := func(token int64) context.Context { return etagstore.WithFence(ctx, token) }
+	for _, tc := range []struct {
+		name string
+		op   func() error
+		want string
+	}{
+		{"unfenced Create", func() error { _, err := s.Create(ctx, "u", card{}); return err }, "POST"},
+		{"fenced Create", func() error { _, err := s.Create(at(2), "k", card{}); return err }, "GET POST"},
+		{"fenced Delete", func() error { return s.Delete(at(3), "k", etagstore.ETagAny) }, "GET POST"},
+		{"fenced Create after it", func() error { _, err := s.Create(at(3), "k", card{}); return err }, "GET POST"},
+	} {
+		rec.take()
+		if err := tc.op(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var methods []string
+		for _, r := range rec.take() {
+			methods = append(methods, r.method)
+		}
+		if got := strings.Join(methods, " "); got != tc.want {
+			t.Errorf("%s sent %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
