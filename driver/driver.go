@@ -11,9 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strconv"
+	"strings"
 	"unicode/utf8"
-
-	bookkeeping "github.com/etagstore/etagstore/internal/meta"
 )
 
 // ETag is an opaque version token. Compare ETags only for equality: table
@@ -402,8 +402,20 @@ const (
 )
 
 // FenceOf is the fencing token a write's Meta carries (0: none), for a
-// backend that keeps the tokens of deleted keys (ModeTombstone).
-func FenceOf(meta string) int64 { return bookkeeping.Parse(meta).Fence }
+// backend that keeps the tokens of deleted keys (ModeTombstone). Meta is
+// fields "k=v" separated by ';'; the token is field f (the Store's
+// bookkeeping, package internal/meta, writes it so).
+func FenceOf(meta string) int64 {
+	for meta != "" {
+		var field string
+		field, meta, _ = strings.Cut(meta, ";")
+		if v, ok := strings.CutPrefix(field, "f="); ok {
+			token, _ := strconv.ParseInt(v, 10, 64)
+			return token
+		}
+	}
+	return 0
+}
 
 // Write is one write request to a Backend.
 type Write struct {

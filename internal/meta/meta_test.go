@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/etagstore/etagstore/driver"
 )
 
 // TestMetaThen: an update's bookkeeping keeps the newest ids, continues the
@@ -118,5 +120,15 @@ func TestYield(t *testing.T) {
 	}
 	if m := Parse("w=a;q=7;l=L;n=4"); m.IDs != "a" || m.Lineage != "L" || m.Seq != 4 || m.Yield != "" {
 		t.Errorf("an unknown field: parsed %+v", m)
+	}
+}
+
+// TestFenceOfReadsTheToken: driver.FenceOf, which backends use to keep
+// a deleted key's token, reads the token this package writes.
+func TestFenceOfReadsTheToken(t *testing.T) {
+	for _, m := range []Meta{{}, Fresh("a", 0), Fresh("a", 7), Fresh("a", 1<<40).Then("b", 3, 9), Fresh("a", 5).Yielding("s")} {
+		if got, want := driver.FenceOf(m.String()), m.Fence; got != want {
+			t.Errorf("FenceOf(%q) = %d, want %d", m.String(), got, want)
+		}
 	}
 }
