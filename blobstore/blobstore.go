@@ -316,7 +316,8 @@ func (c ReadConditions) azure() *blob.ModifiedAccessConditions {
 // that is still current gives ErrNotModified (HTTP 304: nothing is
 // downloaded), and so does any existing blob with IfNoneMatch
 // etagstore.ETagAny; a failed If-Match or If-Unmodified-Since gives
-// etagstore.ErrConflict; a missing blob etagstore.ErrNotFound. The call is
+// etagstore.ErrConflict; a missing blob etagstore.ErrNotFound; a Store on
+// another backend errors.ErrUnsupported, and nothing is sent. The call is
 // one span (etagstore.GetIf) of s's telemetry; a 304 is the outcome
 // not_modified.
 func GetIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond ReadConditions) (etagstore.Doc[T], error) {
@@ -333,7 +334,7 @@ func GetIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond R
 func getIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond ReadConditions) (etagstore.Doc[T], error) {
 	var b *Backend
 	if !s.Backend().As(&b) {
-		return etagstore.Doc[T]{}, fmt.Errorf("%w: blobstore: GetIf needs a Store on a blobstore Backend, not %T", etagstore.ErrInvalidInput, s.Backend())
+		return etagstore.Doc[T]{}, fmt.Errorf("%w: blobstore: GetIf needs a Store on a blobstore Backend, not %T", errors.ErrUnsupported, s.Backend())
 	}
 	if err := driver.CheckKey(key); err != nil {
 		return etagstore.Doc[T]{}, err

@@ -38,7 +38,7 @@ type batchAction[T any] struct {
 }
 
 // NewBatch returns an empty batch on s, which must be a Store on a table
-// Backend (otherwise Submit fails with etagstore.ErrInvalidInput).
+// Backend (otherwise Submit fails with errors.ErrUnsupported).
 func NewBatch[T any](s *etagstore.Store[T]) *Batch[T] {
 	b := &Batch[T]{store: s}
 	b.backend, b.err = tableOf(s, "NewBatch")

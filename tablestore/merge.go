@@ -39,6 +39,9 @@ import (
 // written whole: its count and every part, and no stale part stays. It
 // returns the entity's new ETag.
 //
+// A Store on another backend than a table matches errors.ErrUnsupported,
+// and nothing is sent (so do UpsertMerge and a Batch's Submit).
+//
 // Merge reads the entity first and sends the merge with If-Match of the
 // version read, carrying that version's bookkeeping extended by a write id
 // of its own (write ids, lineage and fencing token are kept). It is a

@@ -41,8 +41,8 @@ func (b *Backend) QueryPage(ctx context.Context, filter Filter, after string, li
 // filter it was made for. A limit out of range, a token altered or made
 // for another filter, a filter that cannot be expressed or that does not
 // fit T (a property T does not store, a value of another type: see
-// Filter), or a Store on another backend match etagstore.ErrInvalidInput,
-// and nothing is sent.
+// Filter) match etagstore.ErrInvalidInput, and a Store on another backend
+// errors.ErrUnsupported; nothing is sent.
 // The call is one span (etagstore.QueryPage) of s's telemetry; with
 // RecordKeys it records the filter (etagstore.filter).
 func QueryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter, limit int, token string) (etagstore.Page[T], error) {

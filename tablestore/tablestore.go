@@ -125,7 +125,7 @@ func (b *Backend) As(target any) bool {
 func tableOf[T any](s *etagstore.Store[T], what string) (*Backend, error) {
 	var b *Backend
 	if !s.Backend().As(&b) {
-		return nil, fmt.Errorf("%w: tablestore: %s needs a Store on a tablestore Backend, not %T", etagstore.ErrInvalidInput, what, s.Backend())
+		return nil, fmt.Errorf("%w: tablestore: %s needs a Store on a tablestore Backend, not %T", errors.ErrUnsupported, what, s.Backend())
 	}
 	return b, nil
 }
@@ -412,8 +412,9 @@ func (b *Backend) Query(ctx context.Context, filter Filter) iter.Seq2[driver.Ite
 // Query yields the typed documents of s (a Store on a table Backend)
 // matching filter, in table order. A filter that cannot be expressed, one
 // that names a property T does not store or compares one with a value of
-// another type (see Filter), or a Store on another backend, is yielded once
-// as an error matching etagstore.ErrInvalidInput, and nothing is sent.
+// another type (see Filter), is yielded once as an error matching
+// etagstore.ErrInvalidInput, and a Store on another backend as one matching
+// errors.ErrUnsupported; nothing is sent.
 // The iteration is one span (etagstore.Query) of s's telemetry; with
 // RecordKeys it records the filter (etagstore.filter).
 func Query[T any](ctx context.Context, s *etagstore.Store[T], filter Filter) iter.Seq2[etagstore.Doc[T], error] {
