@@ -60,12 +60,24 @@ func (jsonCodec) Members(t reflect.Type) map[string]bool {
 // in stored stays as it is, at any depth (package internal/members'
 // Merge: names matched as encoding/json matches them; arrays element by
 // element). It sends no separate changes: blobs and memstore store whole
-// documents.
+// documents. A stored document holding a member twice in one object
+// (written by another program) is refused with ErrInvalidInput naming it.
 func (jsonCodec) Merge(stored, base, mine []byte) (data, changes []byte, err error) {
 	if bytes.Equal(stored, base) {
 		return mine, nil, nil
 	}
+	if path := members.Repeated(stored); path != "" {
+		return nil, nil, repeatedError(path)
+	}
 	return members.Merge(stored, base, mine), nil, nil
+}
+
+// repeatedError is the refusal of a write over a stored document that
+// holds the member at path twice: encoding/json reads it as one value made
+// of every occurrence, which no change can be applied to without dropping
+// some of it.
+func repeatedError(path string) error {
+	return fmt.Errorf("%w: the stored document holds %s twice, which a read joins into one value: a write would drop what the read did not show (replace it whole with a Doc built by hand)", ErrInvalidInput, path)
 }
 
 // FoldsNames reports that encoding/json decodes a member into the field

@@ -242,6 +242,7 @@ func RunExtra(t *testing.T, newBackend NewBackend) {
 	t.Run("DeepChanges", func(t *testing.T) { testDeepChanges(t, newBackend(t)) })
 	t.Run("OlderAndNewerRacing", func(t *testing.T) { testOlderAndNewerRacing(t, newBackend(t)) })
 	t.Run("ReplaceAny", func(t *testing.T) { testReplaceAnyOfRead(t, newBackend(t)) })
+	t.Run("RepeatedMembers", func(t *testing.T) { testRepeatedMembers(t, newBackend(t)) })
 }
 
 // testTransactRewrite: in one transaction, a Put of a key the

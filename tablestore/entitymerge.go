@@ -127,6 +127,7 @@ type entityMerge struct {
 	done             []bool // mine's properties written
 	data, changes    []byte
 	removed, untyped string // the first property removed; the first foreign whole number without a type
+	repeated         string // the first member a JSON-held property holds twice (its path)
 }
 
 func mergeEntity(stored []byte, bp []property, bx map[string]int, mp []property, mx map[string]int) (data, changes []byte, err error) {
@@ -141,6 +142,8 @@ func mergeEntity(stored []byte, bp []property, bx map[string]int, mp []property,
 	m.added()
 	data, changes = append(m.data, '}'), append(m.changes, '}')
 	switch {
+	case m.repeated != "":
+		return nil, nil, fmt.Errorf("%w: tablestore: the stored entity holds %s twice (in JSON held by a property), which a read joins into one value: a write would drop what the read did not show (replace it whole with a Doc built by hand)", etagstore.ErrInvalidInput, m.repeated)
 	case m.removed == "":
 		return data, changes, nil
 	case m.untyped != "":
@@ -183,7 +186,10 @@ func (m *entityMerge) stored(s property) {
 		m.write(s, false)
 	default:
 		p := m.mp[mi]
-		p.value = mergeValue(s.value, m.bp[bi].value, p.value)
+		var repeated string
+		if p.value, repeated = mergeValue(s.value, m.bp[bi].value, p.value); repeated != "" && m.repeated == "" {
+			m.repeated = s.name + "." + repeated
+		}
 		m.write(p, true)
 	}
 }
@@ -219,20 +225,25 @@ func wholeNumber(value []byte) bool {
 // mergeValue is the value of a property T changed from b to m over s, the
 // stored value: a string holding JSON (a field held as JSON) whose stored
 // JSON holds more than T's has T's change merged into it, keeping the
-// rest; any other value is m.
-func mergeValue(s, b, m []byte) []byte {
+// rest; any other value is m. repeated is the path of a member the stored
+// JSON holds twice (members.Repeated), which no merge can keep: the write
+// is refused then.
+func mergeValue(s, b, m []byte) (out []byte, repeated string) {
 	if len(s) == 0 || s[0] != '"' || len(b) == 0 || b[0] != '"' || len(m) == 0 || m[0] != '"' {
-		return m
+		return m, ""
 	}
 	st, err1 := unquote(s)
 	bt, err2 := unquote(b)
 	mt, err3 := unquote(m)
 	if err1 != nil || err2 != nil || err3 != nil || st.text == bt.text || !jsonHeld(st.text) || !jsonHeld(bt.text) || !jsonHeld(mt.text) {
-		return m
+		return m, ""
+	}
+	if path := members.Repeated([]byte(st.text)); path != "" {
+		return m, path
 	}
 	merged := members.Merge([]byte(st.text), []byte(bt.text), []byte(mt.text))
-	out, _ := appendString(nil, string(merged))
-	return out
+	out, _ = appendString(nil, string(merged))
+	return out, ""
 }
 
 // jsonHeld reports whether text is a JSON object or array.
