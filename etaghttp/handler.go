@@ -21,19 +21,23 @@ type HandlerOptions[T any] struct {
 	// MaxBodyBytes bounds request bodies. Default: 1 MiB.
 	MaxBodyBytes int64
 	// CheckKey, when set, vets the key of every request before anything is
-	// read or written; an error is answered 400 with its text. Default: the
-	// Store's own key rules only.
+	// read or written; an error is answered 400 with its text, or as the
+	// Error it holds. Default: the Store's own key rules only.
 	CheckKey func(key string) error
 	// Prepare, when set, is called with each document a PUT or PATCH is
 	// about to store and the stored version it replaces (nil when a PUT
 	// creates); it may set the fields the server keeps (timestamps,
 	// history) and must not change *old. An error is answered 400 with its
-	// text and nothing is written. Under If-Match: * it runs inside
-	// Store.Update and may run more than once. Default: none.
+	// text, or as the Error it holds (a validation's 422, say), and nothing
+	// is written. It may run more than once for one request: under
+	// If-Match: * it runs inside Store.Update, and a 412 runs it on the
+	// current version to list what the write would change there. Default:
+	// none.
 	Prepare func(r *http.Request, key string, old, v *T) error
 	// Key, when set, maps a request to the key of its document (a route
 	// /boards/b1/cards/c7 to "b1.c7", say); "" means the collection, which
-	// a GET lists. An error is answered 400 with its text. A mapped key
+	// a GET lists. An error is answered 400 with its text, or as the Error
+	// it holds (404 for a route that names nothing, say). A mapped key
 	// never appears in a response: problem bodies name the request's path
 	// instead. Default: the request path without its leading '/' (mount the
 	// Handler with http.StripPrefix).
@@ -59,9 +63,12 @@ type HandlerOptions[T any] struct {
 	// returned from fn: the Handler answers it as it answers its own
 	// writes (412 with the current document and the changes, 400 for a
 	// body Prepare refused, …), and any other error of the transaction by
-	// its sentinel. fn may run more than once (the Store reruns it on a
-	// conflict), and so may Prepare. Default: none; the Handler writes
-	// with the Store's single-document operations.
+	// its sentinel. The app refuses with an Error (a title already taken,
+	// 409; an unknown column, 422), returned from fn or from Transact
+	// itself: its status, title and detail reach the client, and nothing
+	// of the transaction is written. fn may run more than once (the Store
+	// reruns it on a conflict), and so may Prepare. Default: none; the
+	// Handler writes with the Store's single-document operations.
 	Transact func(r *http.Request, key string, write func(tx *etagstore.Tx[T]) error) ([]etagstore.Doc[T], error)
 	// Logger, when set, gets one record at level Error for every 5xx
 	// answer (a storage failure, or a write whose outcome is unknown), with
@@ -69,7 +76,9 @@ type HandlerOptions[T any] struct {
 	// sees only "storage error", the operator sees why. The error's text
 	// names the key and may quote the storage service's answer, so the
 	// record does too, whatever the Store's RecordKeys: give a Logger whose
-	// output may hold keys. Default: none (5xx answers are not logged).
+	// output may hold keys. An answer the app chose (Error) is one record
+	// too, at the app's level: Info for a 4xx, Error for a 5xx, with its
+	// title and detail. Default: none (nothing is logged).
 	Logger *slog.Logger
 }
 
@@ -83,10 +92,20 @@ type Problem struct {
 	Key         string `json:"key,omitempty"`
 	CurrentETag string `json:"currentETag,omitempty"` // as an HTTP entity tag
 	Current     any    `json:"current,omitempty"`     // the stored document
-	// Changes lists, for a refused PUT or PATCH, the members the write
-	// would have changed in the stored document, leaving out those the
-	// server sets itself (HandlerOptions.Prepare). A refused DELETE has
-	// none: it would remove the whole document.
+	// Changes lists, for a refused PUT or PATCH, what the write would
+	// change in the current version (the one in Current): the members in
+	// which the document it would store differs from Current, leaving out
+	// those the server sets itself (HandlerOptions.Prepare). A PATCH is
+	// applied to Current for this, so only members it names and would set
+	// to another value are listed; a PUT replaces the whole document, so
+	// a member another writer changed since the client's version, and the
+	// PUT's body holds as the client read it, is listed too: the PUT would
+	// undo that change. Changes is not what changed since the client's
+	// version: the Handler cannot know that version (the storage keeps the
+	// current one only, and an entity tag names a version, it does not
+	// hold it); a client that keeps the body it read with its ETag diffs
+	// Current against it. A refused DELETE has none: it would remove the
+	// whole document.
 	Changes []Change `json:"changes,omitempty"`
 	// Diff is Changes as text, one line per member, its JSON Pointer, the
 	// stored value and the value the write would have stored:
@@ -144,7 +163,9 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 // (etagstore.ErrUnavailable: nothing was written) is 503 with Retry-After.
 // Any other storage failure is 500, "storage error" (a missing table or
 // container, or refused credentials, says the storage is not set up:
-// never 404 or 412); every 5xx's cause goes to HandlerOptions.Logger. With
+// never 404 or 412); every 5xx's cause goes to HandlerOptions.Logger. An
+// Error the app returns from its hooks (or from T's UnmarshalJSON) is
+// answered with its own status, title and detail. With
 // HandlerOptions.Transact the writes run inside the app's transaction
 // under the same rules. Every 2xx answer to PUT or PATCH carries the ETag
 // of the document it returns. Bodies are limited to MaxBodyBytes (413
@@ -192,7 +213,7 @@ func (h *handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.key != nil {
 		var err error
 		if key, err = h.key(r); err != nil {
-			WriteProblem(w, Problem{Status: http.StatusBadRequest, Key: r.URL.Path, Detail: err.Error()})
+			h.refuse(w, r, r.URL.Path, err)
 			return
 		}
 		w = mapped{ResponseWriter: w, path: r.URL.Path, key: key}
@@ -208,7 +229,7 @@ func (h *handler[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.checkKey != nil {
 		if err := h.checkKey(key); err != nil {
-			WriteProblem(w, Problem{Status: http.StatusBadRequest, Key: key, Detail: err.Error()})
+			h.refuse(w, r, key, err)
 			return
 		}
 	}
@@ -305,7 +326,7 @@ func (h *handler[T]) put(w http.ResponseWriter, r *http.Request, key string) {
 	}
 	v, err := decodeStrict[T](data)
 	if err != nil {
-		badRequest(w, key, fmt.Errorf("body: %w", err))
+		h.refuse(w, r, key, fmt.Errorf("body: %w", err))
 		return
 	}
 	switch {
@@ -346,6 +367,9 @@ func (h *handler[T]) create(w http.ResponseWriter, r *http.Request, key string, 
 	}
 	d, err := h.s.Create(r.Context(), key, v)
 	switch {
+	case h.answerApp(w, r, key, err):
+		// An error that names its own answer (see appAnswer), before the
+		// sentinels it may match (ErrExists).
 	case errors.Is(err, etagstore.ErrExists):
 		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key,
 			Detail: "If-None-Match: * failed: a document with this key already exists. GET it, and send If-Match with its ETag to replace it"})
@@ -397,7 +421,12 @@ func (h *handler[T]) write(w http.ResponseWriter, r *http.Request, key string, i
 	d, err := h.s.Replace(ctx, etagstore.Doc[T]{Key: key, Value: v, ETag: cur.ETag, Extra: cur.Extra})
 	var ce *etagstore.ConflictError[T]
 	if errors.As(err, &ce) {
-		// Written in between: what this write held against the new version.
+		// Written in between: the changes are what this write would do to
+		// the new version, so a PATCH is applied to it again (applied to
+		// the version read, it would seem to undo the write in between).
+		if mine, again, err := h.next(r, key, &ce.Theirs.Value, change); err == nil {
+			ce.Mine, skip = mine, again
+		}
 		h.conflict(w, key, im, ce.Theirs, &ce.Mine, skip)
 		return
 	}
@@ -494,6 +523,15 @@ type invalid struct{ err error }
 func (e invalid) Error() string { return e.err.Error() }
 func (e invalid) Unwrap() error { return e.err }
 
+// refuse answers err, an error of what the request sent or of the app's
+// hook that vets it: 400 with its text, unless err holds the app's own
+// answer (Error).
+func (h *handler[T]) refuse(w http.ResponseWriter, r *http.Request, key string, err error) {
+	if !h.answerApp(w, r, key, err) {
+		badRequest(w, key, err)
+	}
+}
+
 func badRequest(w http.ResponseWriter, key string, err error) {
 	WriteProblem(w, Problem{Status: http.StatusBadRequest, Key: key, Detail: err.Error()})
 }
@@ -506,6 +544,9 @@ func preconditionRequired(w http.ResponseWriter, key string) {
 // failWrite answers a conditional write's error: a missing document fails
 // every If-Match, "*" included (RFC 9110 §13.1.1), so it is 412.
 func (h *handler[T]) failWrite(w http.ResponseWriter, r *http.Request, key string, err error) {
+	if h.answerApp(w, r, key, err) {
+		return
+	}
 	if errors.Is(err, etagstore.ErrNotFound) && misconfigured(err) == "" {
 		WriteProblem(w, Problem{Type: "https://etagstore.dev/problems/conflict", Title: "The document does not exist",
 			Status: http.StatusPreconditionFailed, Key: key,
@@ -543,14 +584,17 @@ func writeConflict[T any](w http.ResponseWriter, name string, im condition, thei
 	})
 }
 
-// fail maps a Store error to its HTTP status. Its texts name HTTP entity
-// tags only, never storage ETags.
+// fail maps a Store error to its HTTP status; an answer the app chose
+// (Error) comes first. Its texts name HTTP entity tags only, never storage
+// ETags.
 func (h *handler[T]) fail(w http.ResponseWriter, r *http.Request, key string, err error) {
 	var (
 		ce  *etagstore.ConflictError[T]
 		bad invalid
 	)
 	switch {
+	case h.answerApp(w, r, key, err):
+		// The app's own answer (Error).
 	case misconfigured(err) != "":
 		h.serverError(w, r, Problem{Status: http.StatusInternalServerError, Key: key, Detail: misconfigured(err)}, err)
 	case errors.As(err, &bad):

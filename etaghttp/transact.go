@@ -102,6 +102,8 @@ func (h *handler[T]) inTx(w http.ResponseWriter, r *http.Request, key string, im
 	})
 	var ref *refusal[T]
 	switch {
+	case h.answerApp(w, r, key, err):
+		// The app's own answer (Error), from its fn, Prepare or Transact.
 	case errors.As(err, &ref) && ref.exists:
 		WriteProblem(w, Problem{Status: http.StatusPreconditionFailed, Key: key,
 			Detail: "If-None-Match: * failed: a document with this key already exists. GET it, and send If-Match with its ETag to replace it"})
