@@ -38,7 +38,9 @@ import (
 // or panics, its reads are checked first, and if one changed fn runs
 // again instead. An error of fn that matches ErrConflict runs it again
 // too; a refusal another run cannot change (a caller's stale version)
-// must be an error of fn's own that does not match ErrConflict.
+// must be an error of fn's own that does not match ErrConflict. So check
+// first and read hot documents last: a refusal returned before fn reads a
+// document many writers change is not run again each time it moves.
 //
 // Concurrent Transacts of one Store share one commit (group commit, as
 // concurrent Updates of one key do): while one batch is in flight, the
