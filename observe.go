@@ -13,7 +13,9 @@ import (
 // Store operation, metrics of attempts, batches, conflicts, lost responses
 // and the cache, and slog records of what needs attention. The library
 // uses the OpenTelemetry API only; with no SDK installed every call is a
-// no-op. Names are listed in docs/observability.md.
+// no-op. A caller adds attributes of its own to every span and data
+// point of a call through its context (WithAttributes, attributes.go).
+// Names are listed in docs/observability.md.
 
 // instrumentationName is the name of the tracer and meter the Store uses.
 const instrumentationName = "github.com/etagstore/etagstore"

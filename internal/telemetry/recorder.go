@@ -32,8 +32,11 @@ type Providers struct {
 // a failure. It records etagstore.operation.duration by backend,
 // operation and outcome, the Store's metrics of attempts, batches,
 // conflicts, lost responses, the cache and fenced writes, and logs what
-// needs attention. The attribute sets of every combination are computed
-// once, so that recording allocates nothing. Safe for concurrent use.
+// needs attention. The attributes a caller's context carries
+// (WithAttributes) are added to every span and data point recorded under
+// it. The attribute sets of every combination are computed once, so that
+// recording under a context without a caller's attributes allocates
+// nothing. Safe for concurrent use.
 type Recorder struct {
 	tracer  trace.Tracer
 	global  bool // tracer comes from the global provider
@@ -52,17 +55,15 @@ type Recorder struct {
 	fenced    metric.Int64Counter
 	requests  metric.Int64Counter
 
-	opOutcome        [NumOps][NumOutcomes][]metric.RecordOption
-	opOutcomeAdd     [NumOps][NumOutcomes][]metric.AddOption
+	opOutcome        [NumOps][NumOutcomes]attrSet
 	counters         [NumOps]requestCounter
-	absorbed         []metric.AddOption
-	returned         []metric.AddOption
-	verdicts         [4][]metric.AddOption // by outcome.Verdict
-	cacheHit         []metric.AddOption
-	cacheMiss        []metric.AddOption
-	cacheRevalidated []metric.AddOption
-	backendOnly      []metric.AddOption
-	updateOnly       []metric.RecordOption
+	absorbed         attrSet
+	returned         attrSet
+	verdicts         [4]attrSet // by outcome.Verdict
+	cacheHit         attrSet
+	cacheMiss        attrSet
+	cacheRevalidated attrSet
+	backendOnly      attrSet
 }
 
 // NewRecorder returns a Recorder whose tracer and meter are named scope
@@ -111,14 +112,10 @@ func NewRecorder(scope, backend string, p Providers) *Recorder {
 	for op := range NumOps {
 		r.counters[op] = requestCounter{r: r, op: op}
 		for oc := range NumOutcomes {
-			set := metric.WithAttributeSet(attribute.NewSet(r.backend, Operation.String(op.String()), Outcome.String(oc.String())))
-			r.opOutcome[op][oc] = []metric.RecordOption{set}
-			r.opOutcomeAdd[op][oc] = []metric.AddOption{set}
+			r.opOutcome[op][oc] = newAttrSet(r.backend, Operation.String(op.String()), Outcome.String(oc.String()))
 		}
 	}
-	add := func(kv ...attribute.KeyValue) []metric.AddOption {
-		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(append(kv, r.backend)...))}
-	}
+	add := func(kv ...attribute.KeyValue) attrSet { return newAttrSet(append(kv, r.backend)...) }
 	resolution := attribute.Key("etagstore.resolution")
 	r.absorbed, r.returned = add(resolution.String("absorbed")), add(resolution.String("returned"))
 	verdict := attribute.Key("etagstore.verdict")
@@ -128,7 +125,6 @@ func NewRecorder(scope, backend string, p Providers) *Recorder {
 	result := attribute.Key("etagstore.result")
 	r.cacheHit, r.cacheMiss, r.cacheRevalidated = add(result.String("hit")), add(result.String("miss")), add(result.String("revalidated"))
 	r.backendOnly = add()
-	r.updateOnly = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(r.backend))}
 	return r
 }
 
@@ -170,6 +166,7 @@ type Span struct {
 	ctx   context.Context
 	span  trace.Span
 	op    Op
+	attrs []attribute.KeyValue // the caller's (WithAttributes)
 	start time.Time
 	ended bool
 	Stats Stats
@@ -180,7 +177,9 @@ type Span struct {
 // that the Azure SDK's own HTTP spans nest under it, and counts the
 // storage requests sent under it (etagstore.requests, see
 // driver.Sent) as op's. opts add to the
-// span's start options (a link, say; a kind other than client).
+// span's start options (a link, say; a kind other than client). The
+// attributes ctx carries (WithAttributes) are the span's, and every data
+// point's the operation records.
 func (r *Recorder) Begin(ctx context.Context, op Op, subject string, opts ...trace.SpanStartOption) (context.Context, Span) {
 	if r == nil || op >= NumOps {
 		return ctx, Span{}
@@ -189,6 +188,7 @@ func (r *Recorder) Begin(ctx context.Context, op Op, subject string, opts ...tra
 	if !r.logs && !metering && !r.tracing() {
 		return ctx, Span{} // nothing would be recorded: not even the clock is read
 	}
+	attrs := Attributes(ctx)
 	if metering {
 		ctx = driver.CountRequests(ctx, &r.counters[op])
 	}
@@ -197,13 +197,14 @@ func (r *Recorder) Begin(ctx context.Context, op Op, subject string, opts ...tra
 		opts = append([]trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}, opts...)
 		ctx, span = r.tracer.Start(ctx, spanNames[op], opts...)
 		if span.IsRecording() {
+			span.SetAttributes(attrs...) // first: the library's own win on a key both set
 			span.SetAttributes(r.backend, Operation.String(op.String()))
 			if r.keys && (subject != "" || op.OfStore()) {
 				span.SetAttributes(subjectAttr(op).String(subject))
 			}
 		}
 	}
-	return ctx, Span{r: r, ctx: ctx, span: span, op: op, start: time.Now()}
+	return ctx, Span{r: r, ctx: ctx, span: span, op: op, attrs: attrs, start: time.Now()}
 }
 
 var spanNames = func() (n [NumOps]string) {
@@ -251,17 +252,21 @@ func (s *Span) End(err error) {
 // attention.
 func (s *Span) record(oc OutcomeKind, err error) {
 	r := s.r
-	r.duration.Record(s.ctx, time.Since(s.start).Seconds(), r.opOutcome[s.op][oc]...)
+	attrs := s.attrs
+	if len(attrs) > 0 && !r.metering() {
+		attrs = nil // no set is made for a meter that records nothing
+	}
+	r.duration.Record(s.ctx, time.Since(s.start).Seconds(), r.opOutcome[s.op][oc].recording(attrs)...)
 	if s.Stats.Attempts > 0 {
-		r.attempts.Record(s.ctx, int64(s.Stats.Attempts), r.updateOnly...)
+		r.attempts.Record(s.ctx, int64(s.Stats.Attempts), r.backendOnly.recording(attrs)...)
 	}
 	switch {
 	case oc == Conflict && s.op.Writes():
-		r.conflicts.Add(s.ctx, 1, r.returned...)
+		r.conflicts.Add(s.ctx, 1, r.returned.adding(attrs)...)
 	case oc == Unknown:
 		r.log.WarnContext(s.ctx, "etagstore: outcome unknown", "operation", s.op.String(), "error", Describe(err, oc, r.keys))
 	case oc == Fenced:
-		r.fenced.Add(s.ctx, 1, r.backendOnly...)
+		r.fenced.Add(s.ctx, 1, r.backendOnly.adding(attrs)...)
 		r.log.WarnContext(s.ctx, "etagstore: fenced write refused", "operation", s.op.String(), "error", Describe(err, oc, r.keys))
 	}
 }
@@ -288,14 +293,16 @@ func (s *Span) annotate(oc OutcomeKind, err error) {
 
 // Event records something that happened, rather than an operation called,
 // as a span of kind internal that ends at once (no duration is recorded):
-// named "etagstore."+name, with the attributes of an operation's span,
-// err's outcome and, if it failed, Describe of err as its status.
+// named "etagstore."+name, with the attributes of an operation's span
+// (ctx's WithAttributes too), err's outcome and, if it failed, Describe of
+// err as its status.
 func (r *Recorder) Event(ctx context.Context, name Op, key string, err error, opts ...trace.SpanStartOption) {
 	if r == nil || name >= NumOps || !r.tracing() {
 		return
 	}
 	_, sp := r.tracer.Start(ctx, spanNames[name], append(opts, trace.WithSpanKind(trace.SpanKindInternal))...)
 	if sp.IsRecording() {
+		sp.SetAttributes(Attributes(ctx)...)
 		sp.SetAttributes(r.backend, Operation.String(name.String()))
 		if r.keys && key != "" {
 			sp.SetAttributes(Key.String(key))
@@ -310,12 +317,14 @@ func (r *Recorder) Event(ctx context.Context, name Op, key string, err error, op
 }
 
 // Conflict counts a 412 that a retry absorbed.
-func (r *Recorder) Conflict(ctx context.Context) { r.conflicts.Add(ctx, 1, r.absorbed...) }
+func (r *Recorder) Conflict(ctx context.Context) {
+	r.conflicts.Add(ctx, 1, r.absorbed.adding(r.attrsOf(ctx))...)
+}
 
 // Lost counts a write whose answer was lost, by the verdict of the read
 // that resolved it.
 func (r *Recorder) Lost(ctx context.Context, op, key string, v outcome.Verdict) {
-	r.lost.Add(ctx, 1, r.verdicts[v]...)
+	r.lost.Add(ctx, 1, r.verdicts[v].adding(r.attrsOf(ctx))...)
 	if !r.log.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
@@ -328,14 +337,14 @@ func (r *Recorder) Lost(ctx context.Context, op, key string, v outcome.Verdict) 
 
 // CacheLookup counts a version cache lookup.
 func (r *Recorder) CacheLookup(ctx context.Context, hit, revalidated bool) {
+	a := &r.cacheMiss
 	switch {
 	case revalidated:
-		r.cache.Add(ctx, 1, r.cacheRevalidated...)
+		a = &r.cacheRevalidated
 	case hit:
-		r.cache.Add(ctx, 1, r.cacheHit...)
-	default:
-		r.cache.Add(ctx, 1, r.cacheMiss...)
+		a = &r.cacheHit
 	}
+	r.cache.Add(ctx, 1, a.adding(r.attrsOf(ctx))...)
 }
 
 // Retrying logs a retry and its delay, and what it retries after as
@@ -366,7 +375,7 @@ func (h traced) WithGroup(name string) slog.Handler    { return traced{h.Handler
 // is called once per write, never per caller of a group-commit batch.
 func (r *Recorder) Committed(ctx context.Context, n int) {
 	if r.metering() {
-		r.batchSize.Record(ctx, int64(n), r.updateOnly...)
+		r.batchSize.Record(ctx, int64(n), r.backendOnly.recording(r.attrsOf(ctx))...)
 	}
 }
 
@@ -384,6 +393,16 @@ func (r *Recorder) Attempt(ctx context.Context, n int, err error, delay time.Dur
 		attribute.Float64("etagstore.delay_ms", float64(delay)/float64(time.Millisecond))))
 }
 
+// attrsOf returns the attributes ctx carries (WithAttributes) for a data
+// point: none when metrics are not recorded, so that no set is made for a
+// meter that records nothing.
+func (r *Recorder) attrsOf(ctx context.Context) []attribute.KeyValue {
+	if kvs := Attributes(ctx); len(kvs) > 0 && r.metering() {
+		return kvs
+	}
+	return nil
+}
+
 // requestCounter counts the storage requests of one operation of one
 // Recorder in etagstore.requests.
 type requestCounter struct {
@@ -392,5 +411,5 @@ type requestCounter struct {
 }
 
 func (c *requestCounter) Sent(ctx context.Context, err error) {
-	c.r.requests.Add(ctx, 1, c.r.opOutcomeAdd[c.op][OutcomeOf(err)]...)
+	c.r.requests.Add(ctx, 1, c.r.opOutcome[c.op][OutcomeOf(err)].adding(c.r.attrsOf(ctx))...)
 }
