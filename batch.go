@@ -263,6 +263,7 @@ func (b *batchRun[T]) finish(res engine.Result, extra Extra, err error) {
 			d := Doc[T]{Key: b.key, Value: r.value, ETag: res.Out[0].ETag, Extra: extra}
 			if i < tail {
 				d.ETag = engine.Superseded(res.Sent[0].Meta, i)
+				d.Extra = extra.superseded(d.ETag, r.data) // its own state, not the version written
 			}
 			b.hand(r, result[T]{doc: d, attempts: res.Attempts, batch: len(b.applied)})
 		case errors.As(err, &ce):

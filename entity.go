@@ -88,6 +88,18 @@ func (c *core) extraOf(it driver.Item, baseline []byte) Extra {
 		unknown: string(members.Unknown(it.Data, c.known)), beyond: members.Beyond(it.Data, baseline)}
 }
 
+// superseded is the Extra of a state a group-commit batch's member left
+// (data, T's encoding of it) that was never stored as a version of its
+// own (etag, a superseded ETag): a write of its Doc over a later version
+// (ETagAny) applies only its own change, from that state. Nothing else
+// of e applies to it.
+func (e Extra) superseded(etag ETag, data []byte) Extra {
+	if e.base == "" {
+		return Extra{meta: e.meta} // a codec that cannot merge
+	}
+	return Extra{etag: etag, meta: e.meta, base: string(data)}
+}
+
 // knownMembers returns the member names codec stores for type t, or nil
 // when codec cannot tell (see driver.Codec).
 func knownMembers(codec Codec, t reflect.Type) members.Known {

@@ -32,13 +32,15 @@ type fenceKey struct{}
 // Update with CreateIfMissing or transaction that creates the key again
 // carrying a lower token is refused with ErrFenced, so a stale holder
 // cannot bring back what a newer one deleted. Tokens are positive. The
-// token or a higher one creates the key, and so does an unfenced write,
-// which forgets it; an unfenced Delete forgets it too. Where the token is
-// kept, and what it costs, is each backend's (see driver.ModeTombstone):
-// memstore keeps it in memory, tablestore in a small record entity beside
-// the key (a fenced create then reads it first: one request more), and
-// blobstore in an empty blob in the document's place (writes and deletes
-// with ETagAny then read the blob's properties first: one request more).
+// token or a higher one creates the key (and raises the token kept), and
+// so does an unfenced write. Where the token is kept, and what it costs,
+// is each backend's (see driver.ModeTombstone): memstore keeps it in
+// memory and tablestore in a small record entity beside the key (a fenced
+// create then reads it first: one request more), both for good: unfenced
+// writes and deletes leave it, so a stale holder stays refused. blobstore
+// keeps it in an empty blob in the document's place (writes and deletes
+// with ETagAny then read the blob's properties first: one request more),
+// which any create replaces: there an unfenced create forgets it.
 func WithFence(ctx context.Context, token int64) context.Context {
 	return context.WithValue(ctx, fenceKey{}, token)
 }

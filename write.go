@@ -92,6 +92,11 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 			if w, err = s.changeOnto(b, d.Extra, mine); err != nil {
 				return keyWrite{}, err
 			}
+			if !fenced { // an unfenced Replace starts a new history, as a blind one does (see WithFence)
+				fresh := engine.Fresh(d.Key, driver.IfMatch(b.ETag), w.data, 0)
+				fresh.Write.Changes = w.changes
+				return fresh, nil
+			}
 			return over(e, b, w), nil
 		})
 	} else {

@@ -347,9 +347,24 @@ func getIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond R
 	}
 	it, err := b.read(ctx, key, cond.azure())
 	if err != nil {
-		return etagstore.Doc[T]{}, err
+		return etagstore.Doc[T]{}, b.buriedOr(ctx, key, cond, err)
 	}
 	return s.DecodeItem(it) // as s decodes its own documents
+}
+
+// buriedOr is GetIf's failure err, or what a missing blob would have
+// answered when a date condition was judged on a tombstone (tombstone.go),
+// which is no document: ErrNotFound for a 304 or a 412 of a date. (A 304
+// of the client's own ETag is a document's, as a tombstone's ETag is
+// handed to no one; a 412 of If-Match is a missing blob's answer too.)
+func (b *Backend) buriedOr(ctx context.Context, key string, cond ReadConditions, err error) error {
+	if cond.IfMatch != "" || cond.IfNoneMatch != "" || !errors.Is(err, etagstore.ErrConflict) && !errors.Is(err, ErrNotModified) {
+		return err
+	}
+	if _, md, perr := b.properties(ctx, key); perr == nil && isTombstone(md) {
+		return fmt.Errorf("%w: %q", etagstore.ErrNotFound, key)
+	}
+	return err
 }
 
 // notModifiedIfExists is GetIf with If-None-Match: *, which no existing

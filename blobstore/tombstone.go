@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
@@ -29,10 +30,6 @@ import (
 
 // tombKey is the metadata entry of a tombstone: the fencing token kept.
 const tombKey = "etagstoretomb"
-
-// raceTries bounds how often a write of any version, or a create over a
-// tombstone, reads the blob again after another writer changed it.
-const raceTries = 8
 
 // isTombstone reports whether md is a tombstone's metadata.
 func isTombstone(md map[string]*string) bool {
@@ -63,7 +60,28 @@ func (b *Backend) bury(ctx context.Context, key string, w driver.Write) (etagsto
 	_, err := b.onVersion(ctx, key, w.Cond.ETag, func(etag etagstore.ETag) (etagstore.ETag, error) {
 		return b.upload(ctx, "delete", key, nil, md, driver.IfMatch(etag))
 	})
+	if err == nil {
+		b.releaseBuried(ctx, key)
+	}
 	return "", err // a tombstone's ETag is no version of the document
+}
+
+// releaseBuried releases the lease of ctx (WithLease) on the tombstone
+// just written under it: a delete ends a blob's lease, so a deleted
+// document's must not stay on its tombstone, where it would refuse the
+// next create with ErrLocked. A release that fails leaves the lease to
+// expire or be broken; the delete stands.
+func (b *Backend) releaseBuried(ctx context.Context, key string) {
+	id, ok := ctx.Value(leaseKey{}).(string)
+	if !ok || id == "" {
+		return
+	}
+	c, err := lease.NewBlobClient(b.blob(key), &lease.BlobClientOptions{LeaseID: &id})
+	if err != nil {
+		return
+	}
+	_, err = c.ReleaseLease(ctx, nil)
+	driver.Sent(ctx, mapError("release lease", driver.CondNone, key, err))
 }
 
 // onVersion runs op with etag, or, for ETagAny, with the ETag of the
@@ -73,7 +91,7 @@ func (b *Backend) onVersion(ctx context.Context, key string, etag etagstore.ETag
 	if etag != etagstore.ETagAny {
 		return op(etag)
 	}
-	for try := 1; ; try++ {
+	for {
 		current, md, err := b.properties(ctx, key)
 		if err != nil {
 			return "", err
@@ -82,8 +100,11 @@ func (b *Backend) onVersion(ctx context.Context, key string, etag etagstore.ETag
 			return "", fmt.Errorf("%w: %q", etagstore.ErrNotFound, key)
 		}
 		out, err := op(current)
-		if !errors.Is(err, etagstore.ErrConflict) || try == raceTries || ctx.Err() != nil {
+		if !errors.Is(err, etagstore.ErrConflict) {
 			return out, err
+		}
+		if err := ctx.Err(); err != nil { // another writer won each race: the version stays any
+			return "", err
 		}
 	}
 }
@@ -92,12 +113,15 @@ func (b *Backend) onVersion(ctx context.Context, key string, etag etagstore.ETag
 // over a tombstone whose token is no higher than the create's, the create
 // replaces it; over a document, exists stands.
 func (b *Backend) createOver(ctx context.Context, key string, w driver.Write, md map[string]*string, exists error) (etagstore.ETag, error) {
-	for try := 1; ; try++ {
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
 		current, stored, err := b.properties(ctx, key)
 		switch {
 		case errors.Is(err, etagstore.ErrNotFound): // gone meanwhile: create it
 			etag, err := b.upload(ctx, "write", key, w.Data, md, w.Cond)
-			if !errors.Is(err, etagstore.ErrExists) || try == raceTries {
+			if !errors.Is(err, etagstore.ErrExists) {
 				return etag, err
 			}
 			continue
@@ -112,14 +136,17 @@ func (b *Backend) createOver(ctx context.Context, key string, w driver.Write, md
 			return "", fmt.Errorf("%w: %q was deleted under fencing token %d, the create carries %d", etagstore.ErrFenced, key, kept, token)
 		}
 		etag, err := b.upload(ctx, "write", key, w.Data, md, driver.IfMatch(current))
-		if !errors.Is(err, etagstore.ErrConflict) || try == raceTries {
+		if !errors.Is(err, etagstore.ErrConflict) {
 			return etag, err
 		}
 	}
 }
 
 // properties reads the ETag and metadata of the blob under key (under the
-// lease of ctx, if any).
+// lease of ctx, if any). It is the read a write makes before it sends
+// anything: a failure that is no answer of the service's (ErrNotFound,
+// ErrLocked…) is marked driver.ErrNotApplied, so that it is never taken
+// for a write whose outcome is unknown.
 func (b *Backend) properties(ctx context.Context, key string) (etagstore.ETag, map[string]*string, error) {
 	lac, err := leaseConditions(ctx)
 	if err != nil {
@@ -127,10 +154,20 @@ func (b *Backend) properties(ctx context.Context, key string) (etagstore.ETag, m
 	}
 	resp, err := b.blob(key).GetProperties(ctx, &blob.GetPropertiesOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: lac}})
 	if err := driver.Sent(ctx, mapError("read", driver.CondNone, key, err)); err != nil {
-		return "", nil, err
+		return "", nil, notSent(err)
 	}
 	if resp.ETag == nil {
 		return "", nil, fmt.Errorf("blobstore: read %q: no ETag in the response", key)
 	}
 	return etagstore.ETag(*resp.ETag), resp.Metadata, nil
+}
+
+// notSent marks err, the failure of a read a write made before sending
+// anything, as not applied (driver.ErrNotApplied), unless it is a sentinel
+// the service's answer made or the context's end.
+func notSent(err error) error {
+	if driver.SentinelOf(err) != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", driver.ErrNotApplied, err)
 }

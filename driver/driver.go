@@ -393,8 +393,9 @@ const (
 	// ListPage and the backend's extras never return it, CondIfMatch
 	// (ETagAny too) and Delete find it missing, and CondNone and
 	// CondCreate (unfenced, or fenced with the token or a higher one)
-	// write it; a write that creates the key forgets the token kept, as
-	// an unfenced write forgets the one a document records. It goes as a
+	// write it. A fenced create raises the token kept to its own; whether
+	// an unfenced one forgets it is the backend's to say (memstore and
+	// tablestore keep it, blobstore forgets it). It goes as a
 	// Write, or as a delete action in a Commit (Action.Delete with
 	// Write.Mode ModeTombstone). Only a backend whose Abilities.Tombstones
 	// is set accepts it.

@@ -45,7 +45,7 @@ type Backend struct {
 	mu      sync.RWMutex
 	docs    map[string]driver.Item
 	keys    *btree.BTreeG[string] // the keys of docs, in key order (compareKeys)
-	fences  map[string]int64      // the fencing tokens of keys a fenced delete removed (driver.ModeTombstone)
+	fences  map[string]int64      // the fencing tokens fenced deletes and creates kept (driver.ModeTombstone)
 	version uint64                // bumped on every write; never reused, so ETags are unique
 }
 
@@ -168,7 +168,9 @@ func (b *Backend) put(key string, data []byte, meta string, existed bool) driver
 	b.docs[key] = driver.Item{Key: key, Data: data[:len(data):len(data)], Meta: meta, ETag: etag}
 	if !existed {
 		b.keys.ReplaceOrInsert(key)
-		delete(b.fences, key) // created: the token kept is forgotten
+		if f := driver.FenceOf(meta); f > 0 {
+			b.fences[key] = f // a fenced create raises the token kept (no lower one got past it)
+		}
 	}
 	return etag
 }

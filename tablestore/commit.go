@@ -89,10 +89,13 @@ func (b *Backend) checkCommit(actions []driver.Action) error {
 // with checkCommit (CheckCommit) before any request; the service refuses
 // what breaks its rules anyway.
 func (b *Backend) commit(ctx context.Context, actions []driver.Action) ([]driver.ETag, error) {
-	for race := 1; ; race++ {
+	for {
 		etags, err := b.commitOnce(ctx, actions)
-		if !errors.Is(err, errRecordRaced) || race == recordRaces {
+		if !errors.Is(err, errRecordRaced) {
 			return etags, err
+		}
+		if err := ctx.Err(); err != nil { // raced every time: contention is bounded by time
+			return nil, err
 		}
 	}
 }

@@ -96,9 +96,10 @@ func Merge[T any](ctx context.Context, s *etagstore.Store[T], d etagstore.Doc[T]
 // field of v whose value is no property (a zero time, a nil []byte, an
 // empty GUID) keeps its stored value when none are named, and naming one
 // matches etagstore.ErrInvalidInput; a split field whose new value has
-// fewer parts leaves the stored parts beyond them, which no read uses,
-// until a write that reads first (Update, Merge, Save, Replace of a read
-// Doc) removes them. Clear a field with Update or Merge.
+// fewer parts leaves the stored parts beyond them, which no read uses;
+// writes that read first keep them too (to them they are properties T
+// does not write), until a whole write (Upsert, or Replace of a Doc built
+// by hand) rewrites the entity. Clear a field with Update or Merge.
 //
 // A fenced context (etagstore.WithFence) matches etagstore.ErrInvalidInput
 // and nothing is sent: UpsertMerge checks nothing and cannot honour a

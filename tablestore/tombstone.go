@@ -38,10 +38,6 @@ const recordPrefix = "\uFFFF"
 // fenceProperty is the record's property holding the kept token.
 const fenceProperty = "Fence"
 
-// recordRaces bounds how often a fenced create reads the record again
-// after a concurrent fenced write of the key changed it.
-const recordRaces = 8
-
 // errRecordRaced is a commit's refusal of a record a fenced create read:
 // another fenced write of the key changed it meanwhile.
 var errRecordRaced = errors.New("tablestore: the key's fence record changed")
@@ -114,8 +110,10 @@ func (b *Backend) readRecord(ctx context.Context, pk, rk string) (int64, azcore.
 	switch {
 	case errors.Is(err, driver.ErrNotFound):
 		return 0, "", nil
-	case err != nil:
+	case err != nil && (driver.SentinelOf(err) != nil || ctx.Err() != nil):
 		return 0, "", err
+	case err != nil: // nothing was sent yet: never an unknown outcome
+		return 0, "", fmt.Errorf("%w: %w", driver.ErrNotApplied, err)
 	}
 	var rec struct {
 		Fence json.Number
