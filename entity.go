@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
@@ -82,9 +83,9 @@ func (c *core) extraOf(it driver.Item, baseline []byte) Extra {
 		return Extra{meta: it.Meta}
 	}
 	if baseline == nil || bytes.Equal(it.Data, baseline) {
-		return Extra{etag: it.ETag, meta: it.Meta, base: string(it.Data)}
+		return Extra{etag: it.ETag, meta: it.Meta, base: frozen(it.Data)}
 	}
-	return Extra{doc: string(it.Data), etag: it.ETag, meta: it.Meta, base: string(baseline),
+	return Extra{doc: string(it.Data), etag: it.ETag, meta: it.Meta, base: frozen(baseline),
 		unknown: string(members.Unknown(it.Data, c.known)), beyond: members.Beyond(it.Data, baseline)}
 }
 
@@ -97,7 +98,17 @@ func (e Extra) superseded(etag ETag, data []byte) Extra {
 	if e.base == "" {
 		return Extra{meta: e.meta} // a codec that cannot merge
 	}
-	return Extra{etag: etag, meta: e.meta, base: string(data)}
+	return Extra{etag: etag, meta: e.meta, base: frozen(data)}
+}
+
+// frozen is b as a string, sharing its bytes: an encoding a Store wrote
+// or read is read-only once made, as a string is (see driver.Item), so
+// keeping it in a Doc costs no copy.
+func frozen(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // knownMembers returns the member names codec stores for type t, or nil
