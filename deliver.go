@@ -32,6 +32,7 @@ func (c *core) newEnv() *engine.Env {
 		KeepIDs: c.keepIDs,
 		Heat:    &c.heat,
 		Hooks:   hooks{c},
+		Reentry: &engine.Reentry{},
 	}
 }
 

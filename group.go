@@ -3,9 +3,11 @@ package etagstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -32,12 +34,15 @@ import (
 // state. The runner serves batches until the queue is empty.
 //
 // No caller waits long for another's code: a member whose turn has not
-// ended within turnTimeout (a slow mutate, or one that calls Update on the
-// same key) is left out of the batch and runs its Update on its own once
-// its mutate returns; callers queued behind a first caller whose mutate has
-// not returned within turnTimeout are served by a runner, and the first
-// caller then writes on its own. Every waiting caller also watches its own
-// context.
+// ended within turnTimeout (a slow mutate) is left out of the batch and
+// runs its Update on its own once its mutate returns; callers queued
+// behind a first caller whose mutate has not returned within turnTimeout
+// are served by a runner, and the first caller then writes on its own.
+// Every waiting caller also watches its own context. An Update nested in
+// a mutate of its key does not queue: it runs on its own, on the
+// mutate's goroutine, and the mutate's Update fails (update.go, mutate);
+// a member whose mutate wrote its key so is answered that failure even if
+// the batch left it out meanwhile, never run again.
 
 // turnTimeout bounds how long a batch waits for one member's mutate.
 const turnTimeout = 10 * time.Millisecond
@@ -87,6 +92,7 @@ type member[T any] struct {
 	status memberStatus
 	batch  *batchRun[T]
 	res    result[T]
+	self   error // its mutate wrote the key itself (engine.SelfWriteError); the caller's goroutine's own
 
 	// The member's last turn, kept by the runner.
 	value   T
@@ -219,6 +225,9 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	}
 	s.gmu.Unlock()
 	res := s.await(ctx, k, g, r)
+	if res.ungrouped && r.self != nil {
+		return Doc[T]{}, r.self // its mutate wrote the key: running it again would write again
+	}
 	if res.ungrouped {
 		return s.updateUngrouped(ctx, key, create, mutate, firstCaller[T]{}, st)
 	}
@@ -279,7 +288,11 @@ func (s *Store[T]) takeTurn(r *member[T], t turn) {
 	defer func() { r.answer <- a }()
 	v, baseline, err := s.startFrom(version{Item: driver.Item{Key: r.batch.key, Data: t.data}, Exists: t.data != nil, Canonical: t.canonical})
 	if err == nil {
-		err = r.mutate(v)
+		err = s.mutate(r.batch.key, r.mutate, v)
+		var sw *engine.SelfWriteError
+		if errors.As(err, &sw) {
+			r.self = err // final, even if the batch has left r out meanwhile
+		}
 	}
 	var data []byte
 	if err == nil {

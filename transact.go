@@ -99,7 +99,7 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *t
 	if s.abilities.Commit == nil {
 		return nil, errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(s.b))
 	}
-	if s.grouped && !isUngrouped(ctx) {
+	if s.grouped && !isUngrouped(ctx) && !s.env.Reentry.InsideAny() { // nested in a mutate: its writes must land on this goroutine
 		return s.transactGrouped(ctx, fn, st)
 	}
 	return s.transactAlone(ctx, fn, 0, st)

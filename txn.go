@@ -210,7 +210,7 @@ func (t *Txn) begin(c *core) {
 		ctx, sp := c.obs.Begin(t.base, telemetry.OpTransact, "")
 		t.ctx, t.span = ctx, &sp
 	}
-	t.env.Backend, t.env.Commit, t.env.KeepIDs, t.env.Heat, t.env.Hooks = c.b, c.abilities.Commit, c.keepIDs, &c.heat, hooks{c}
+	t.env.Backend, t.env.Commit, t.env.KeepIDs, t.env.Heat, t.env.Hooks, t.env.Reentry = c.b, c.abilities.Commit, c.keepIDs, &c.heat, hooks{c}, c.env.Reentry
 }
 
 // commitTogether reports whether the backends of a and b commit together:

@@ -45,6 +45,17 @@ func CreateIfMissing() UpdateOption {
 //   - a done ctx returns ctx.Err() when nothing was sent for this call, and
 //     an *OutcomeUnknownError (ErrOutcomeUnknown) when a write holding its
 //     mutation was in flight.
+//   - a mutate that writes key itself, through this Store (a nested
+//     Update, Replace, Upsert, Delete, Save or Create of key, made on
+//     mutate's goroutine, whatever its ctx), fails the Update as soon as
+//     mutate returns nil, with an error matching ErrInvalidInput that says
+//     so, and nothing of this Update is sent; the nested write stays,
+//     landed once. It is the caller's mistake, not contention: the nested
+//     write beats this Update's, so every retry would run mutate, and
+//     write, again, until the retry policy ends. Hence ErrInvalidInput,
+//     which nobody retries, rather than ErrConflict, on which callers
+//     retry and Transact runs its fn again. Writes by other goroutines,
+//     even from inside a mutate of another key, are contention as ever.
 //
 // Concurrent Updates of one key in one Store are committed together (group
 // commit): one read, then each caller's mutate runs in its own goroutine,
@@ -58,9 +69,9 @@ func CreateIfMissing() UpdateOption {
 // never overwrite the mutations that followed.
 // A failing, panicking or slow mutate fails or delays only its own caller: a
 // caller whose mutate has not returned within a few milliseconds is left
-// out of the batch and runs on its own afterwards, which also makes an
-// Update nested in a mutate, on the same key of the same Store, work as it
-// does without group commit. Options.DisableGroupCommit turns grouping off.
+// out of the batch and runs on its own afterwards. An Update nested in a
+// mutate, on the same key of the same Store, is not grouped (see above).
+// Options.DisableGroupCommit turns grouping off.
 //
 // A write whose response was lost is resolved by reading (see "Exactly
 // once" in the package documentation); the mutation is never applied twice.
@@ -83,7 +94,9 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 	if err := ctx.Err(); err != nil {
 		return Doc[T]{}, err
 	}
-	if s.grouped && !isUngrouped(ctx) {
+	// An Update nested in a mutate of key runs on its own: its write must
+	// land on this goroutine, where the mutate it is nested in sees it.
+	if s.grouped && !isUngrouped(ctx) && !s.env.Reentry.Inside(key) {
 		return s.updateGrouped(ctx, key, create, mutate, st)
 	}
 	return s.updateUngrouped(ctx, key, create, mutate, firstCaller[T]{}, st)
@@ -137,12 +150,27 @@ func (m *mutation[T]) change(b version) ([]byte, []byte, bool, error) {
 		m.o.enter()
 		defer m.o.leave()
 	}
-	if err := m.mutate(v); err != nil {
+	if err := m.s.mutate(m.key, m.mutate, v); err != nil {
 		return nil, nil, false, err
 	}
 	m.mine = *v
 	data, err := m.s.encode(m.key, *v)
 	return data, baseline, !b.Exists || !bytes.Equal(data, baseline), err
+}
+
+// mutate runs an Update's mutate on v through the engine's Reentry
+// (internal/engine reentry.go), which sees a write of key made from
+// inside it: it returns mutate's own error, or, when mutate wrote key
+// itself (a nested Update, Replace, Upsert, Delete, Save, Create...), an
+// *engine.SelfWriteError matching ErrInvalidInput, and the Update ends
+// before it sends anything. That write landed after the version v was
+// read, so the Update can only lose its race to it, and every retry would
+// run mutate, and write, again: the caller's mistake, which no retry
+// mends. ErrInvalidInput says so; ErrConflict would invite the retries
+// (a caller's loop, Transact running its fn again, an HTTP client told
+// 412) that write again.
+func (s *Store[T]) mutate(key string, mutate func(*T) error, v *T) error {
+	return s.env.Reentry.Run(telemetry.OpUpdate.String(), key, func() error { return mutate(v) })
 }
 
 // cached returns the version of key the version cache holds, if it is on

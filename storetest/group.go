@@ -48,35 +48,79 @@ func testIDAllocator(t *testing.T, s *etagstore.Store[Page]) {
 	wantValue(t, s, "next-id", callers)
 }
 
-// testNestedUpdate: a mutate that calls Update on the same key of the same
-// Store does not hang; both mutations land once and the outer one re-reads.
+// testNestedUpdate: a mutate that writes its own key (a nested Update,
+// Replace, Upsert or Delete of the same key of the same Store, with group
+// commit on or off) fails its Update at once, with an error matching
+// ErrInvalidInput alone, instead of retrying until its policy ends: the
+// nested write lands once, mutate runs once, and the key holds what the
+// nested write made. Each case is bounded at a second.
 func testNestedUpdate(t *testing.T, s *etagstore.Store[Page]) {
-	ctx := t.Context()
-	mustCreate(t, s, "n", Page{})
-	done := make(chan error, 1)
-	go func() {
-		nested := false
-		_, err := s.Update(ctx, "n", func(p *Page) error {
-			if !nested {
-				nested = true
-				if _, err := s.Update(ctx, "n", func(p *Page) error { p.N += 10; return nil }); err != nil {
-					return err
-				}
+	nested := []struct {
+		name  string
+		write func(ctx context.Context, s *etagstore.Store[Page]) error
+		want  int64 // -1: deleted
+	}{
+		{"Update", func(ctx context.Context, s *etagstore.Store[Page]) error {
+			_, err := s.Update(ctx, "n", func(p *Page) error { p.N += 10; return nil })
+			return err
+		}, 10},
+		{"Replace", func(ctx context.Context, s *etagstore.Store[Page]) error {
+			d, err := s.Get(ctx, "n")
+			if err != nil {
+				return err
 			}
-			p.N++
-			return nil
-		})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("outer Update: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("an Update nested in a mutate on the same key hangs")
+			d.Value.N += 10
+			_, err = s.Replace(ctx, d)
+			return err
+		}, 10},
+		{"Upsert", func(ctx context.Context, s *etagstore.Store[Page]) error {
+			_, err := s.Upsert(ctx, "n", Page{N: 10})
+			return err
+		}, 10},
+		{"Delete", func(ctx context.Context, s *etagstore.Store[Page]) error {
+			return s.Delete(ctx, "n", etagstore.ETagAny)
+		}, -1},
 	}
-	wantValue(t, s, "n", 11)
+	ungrouped := etagstore.New[Page](s.Backend(), &etagstore.Options{DisableGroupCommit: true})
+	for _, st := range []struct {
+		name string
+		s    *etagstore.Store[Page]
+	}{{"Grouped", s}, {"Ungrouped", ungrouped}} {
+		for _, w := range nested {
+			t.Run(st.name+"/"+w.name, func(t *testing.T) {
+				s := st.s
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				defer cancel()
+				if _, err := s.Upsert(ctx, "n", Page{}); err != nil {
+					t.Fatal(err)
+				}
+				runs := 0
+				var inner error
+				_, err := s.Update(ctx, "n", func(p *Page) error {
+					runs++
+					if inner = w.write(ctx, s); inner != nil {
+						return inner
+					}
+					p.N++
+					return nil
+				})
+				if !errors.Is(err, etagstore.ErrInvalidInput) {
+					t.Fatalf("outer Update: %v; want ErrInvalidInput at once (its mutate wrote its own key)", err)
+				}
+				wantOneSentinel(t, err)
+				if runs != 1 || inner != nil {
+					t.Errorf("mutate ran %d times, the nested write last returned %v; want once, and nil", runs, inner)
+				}
+				if w.want < 0 {
+					if _, err := s.Get(ctx, "n"); !errors.Is(err, etagstore.ErrNotFound) {
+						t.Errorf("after the nested Delete, Get: %v; want ErrNotFound", err)
+					}
+					return
+				}
+				wantValue(t, s, "n", w.want)
+			})
+		}
+	}
 }
 
 // testPanickingMutate: a mutate that panics (recovered by its caller, as

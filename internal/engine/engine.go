@@ -141,6 +141,9 @@ type Env struct {
 	KeepIDs int   // write ids a document keeps (meta.Meta.Then)
 	Heat    *Heat // the Store's contention heat
 	Hooks   Hooks
+	// Reentry notices a write made from inside the user code of another
+	// write of its key (reentry.go); nil: none.
+	Reentry *Reentry
 }
 
 // Result is what a delivery did, for its caller to act on.
@@ -283,6 +286,15 @@ func (d *Delivery) Attempts() int { return d.res.Attempts }
 // other failure is returned as the attempt that ended the loop reported
 // it. The Result is filled on failure too (attempts, race, held ETag).
 func (d *Delivery) Run(ctx context.Context) (Result, error) {
+	res, err := d.run(ctx)
+	d.env.Reentry.noteWritten(d.op, d.keys, res, err) // a write from inside user code of its key (reentry.go)
+	return res, err
+}
+
+func (d *Delivery) run(ctx context.Context) (Result, error) {
+	if d.fenced && d.fence <= 0 { // refused before anything is read or sent
+		return d.res, driver.Errorf(driver.ErrInvalidInput, "%s %q: fencing token %d: tokens are positive", d.op, d.name(), d.fence)
+	}
 	warm := 0
 	if d.mode != Blind && len(d.keys) > 0 {
 		warm = d.env.Heat.Warmth(d.name())
@@ -393,9 +405,11 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 		return stop, err
 	}
 	req, err := d.plan.Build(d, base)
-	var after checked
-	if d.outcome = nil; errors.As(err, &after) && req.checksOnly() {
-		d.outcome, err = after.error, nil // the end of the write once its checks hold
+	if d.outcome = nil; err != nil {
+		var after checked // declared here: a variable errors.As takes escapes, so only a failing Build pays for it
+		if errors.As(err, &after) && req.checksOnly() {
+			d.outcome, err = after.error, nil // the end of the write once its checks hold
+		}
 	}
 	if errors.Is(err, ErrStale) && d.mode == SelfReading {
 		return d.rerun(err)
