@@ -31,7 +31,8 @@ type fenceKey struct{}
 // backend of this module (driver.Abilities.Tombstones): a fenced Create,
 // Update with CreateIfMissing or transaction that creates the key again
 // carrying a lower token is refused with ErrFenced, so a stale holder
-// cannot bring back what a newer one deleted. Tokens are positive. The
+// cannot bring back what a newer one deleted. Tokens are positive: a write
+// fenced with 0 or less matches ErrInvalidInput, and nothing is sent. The
 // token or a higher one creates the key (and raises the token kept), and
 // so does an unfenced write. Where the token is kept, and what it costs,
 // is each backend's (see driver.ModeTombstone): memstore keeps it in
