@@ -43,8 +43,9 @@
 // write commits them all; the next batch starts from the version just
 // written, without a read. Each caller still gets the state right after its
 // own mutation (linearizable per key, as without grouping), its own errors
-// and its own deadline; a mutate that panics, fails, blocks or calls Update
-// on the same key affects only its own caller. Concurrent Transacts of one
+// and its own deadline; a mutate that panics, fails or blocks affects only
+// its own caller, and one that writes its own key fails its own Update at
+// once (ErrInvalidInput; the nested write lands once). Concurrent Transacts of one
 // Store share one commit the same way (see Store.Transact). A version
 // cache, on by default (Options.CacheSize), lets an Update write straight
 // against the last version the Store saw: one request where no other

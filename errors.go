@@ -44,9 +44,12 @@ var (
 	// ErrTooLarge: the document exceeds the backend's limits. Nothing was sent.
 	ErrTooLarge = driver.ErrTooLarge
 	// ErrInvalidInput: an argument is out of range (for example a lease
-	// duration) or a value cannot be stored (an *InvalidValueError):
-	// nothing was sent. A stored document that does not decode into T
-	// (read by a Store of another type) matches it too.
+	// duration or a fencing token of 0) or a value cannot be stored (an
+	// *InvalidValueError): nothing was sent. A stored document that does
+	// not decode into T (read by a Store of another type), or that holds a
+	// member twice, matches it too, and so does an Update whose mutate
+	// wrote its own key (the nested write landed; nothing of the Update
+	// was sent).
 	ErrInvalidInput = driver.ErrInvalidInput
 	// ErrFenced: the document was written under a newer fencing token than
 	// the one this write carries (see WithFence). Nothing was written.
