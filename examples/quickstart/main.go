@@ -24,7 +24,8 @@ type Counter struct {
 
 func main() {
 	ctx := context.Background()
-	store := etagstore.New[Counter](memstore.New(nil), nil)
+	backend := memstore.New(nil)
+	store := etagstore.New[Counter](backend, nil)
 	if _, err := store.Create(ctx, "page:home", Counter{}); err != nil {
 		log.Fatal(err)
 	}
@@ -45,14 +46,17 @@ func main() {
 		fmt.Printf("writer B got 412: stored hits = %d, B wanted %d\n", conflict.Theirs.Value.Hits, conflict.Mine.Hits)
 	}
 
-	// 2. Update does the re-read and retry for you. Here writer A commits
-	// while writer B's mutation is still running, so B's write gets 412.
+	// 2. Update does the re-read and retry for you. Here writer A, another
+	// process with a Store of its own, commits while writer B's mutation
+	// is still running, so B's write gets 412. (A mutate must never write
+	// its own key through its own Store: that Update fails at once.)
+	writerA := etagstore.New[Counter](backend, nil)
 	attempt := 0
 	d, err := store.Update(ctx, "page:home", func(c *Counter) error {
 		attempt++
 		fmt.Printf("writer B, attempt %d: read hits = %d\n", attempt, c.Hits)
 		if attempt == 1 {
-			if _, err := store.Update(ctx, "page:home", func(c *Counter) error { c.Hits += 10; return nil }); err != nil {
+			if _, err := writerA.Update(ctx, "page:home", func(c *Counter) error { c.Hits += 10; return nil }); err != nil {
 				return err
 			}
 			fmt.Println("writer A added 10 meanwhile; B's If-Match is now stale")
