@@ -13,6 +13,9 @@ import (
 	"github.com/etagstore/etagstore/driver"
 )
 
+// Batches of transactions: a member that writes nothing is checked by its
+// own reads, as on its own, and never gets an unknown outcome.
+
 // lossy is heldCommits whose next commit holding a delete lands and then
 // loses its answer (a transport error, as FaultyBackend's drop).
 type lossy struct {
@@ -27,7 +30,7 @@ func (l *lossy) Abilities() driver.Abilities {
 		etags, err := commit(ctx, actions)
 		for _, ac := range actions {
 			if ac.Delete && err == nil && l.lose.CompareAndSwap(true, false) {
-				return nil, errors.New("round3: connection reset after the commit landed")
+				return nil, errors.New("connection reset after the commit landed")
 			}
 		}
 		return etags, err
@@ -68,6 +71,67 @@ func TestTxBatchReadOnlyMemberOfUnknownBatch(t *testing.T) {
 		t.Logf("deleter: %v", delErr)
 		if errors.Is(readErr, etagstore.ErrOutcomeUnknown) {
 			t.Errorf("read-only member = %v; it wrote nothing", readErr)
+		}
+	})
+}
+
+// twoGates: commits writing "gate2" wait for gate2 too.
+type twoGates struct {
+	*heldCommits
+	gate2 chan struct{}
+}
+
+func (g twoGates) Abilities() driver.Abilities {
+	a := g.heldCommits.Abilities()
+	commit := a.Commit
+	a.Commit = func(ctx context.Context, actions []driver.Action) ([]driver.ETag, error) {
+		for _, ac := range actions {
+			if ac.Key == "gate2" && !ac.Check {
+				<-g.gate2
+			}
+		}
+		return commit(ctx, actions)
+	}
+	return a
+}
+
+// A read-only member whose ctx ends while the batch's commit is in
+// flight wrote nothing: ctx.Err(), not ErrOutcomeUnknown.
+func TestTxBatchReadOnlyLeaverNotUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := twoGates{newHeldCommits(), make(chan struct{})}
+		s := etagstore.New[counter](g, nil)
+		ctx := t.Context()
+		var wg sync.WaitGroup
+		holding(t, s, &wg)
+		wg.Go(func() {
+			if _, err := s.Transact(ctx, func(tx *etagstore.Tx[counter]) error {
+				return errors.Join(tx.Put("gate2", counter{1}), tx.Put("w", counter{1}))
+			}); err != nil {
+				t.Errorf("W: %v", err)
+			}
+		})
+		synctest.Wait()
+		rctx, cancel := context.WithCancel(ctx)
+		var rErr error
+		wg.Go(func() {
+			_, rErr = s.Transact(rctx, func(tx *etagstore.Tx[counter]) error {
+				_, err := tx.Get("w")
+				if errors.Is(err, etagstore.ErrNotFound) {
+					return nil
+				}
+				return err
+			})
+		})
+		synctest.Wait()
+		close(g.hold)
+		synctest.Wait() // the batch's commit waits for gate2
+		cancel()
+		synctest.Wait()
+		close(g.gate2)
+		wg.Wait()
+		if errors.Is(rErr, etagstore.ErrOutcomeUnknown) {
+			t.Errorf("read-only R = %v; it wrote nothing", rErr)
 		}
 	})
 }
@@ -203,76 +267,4 @@ func TestTxBatchReadOnlyMemberTornAbsence(t *testing.T) {
 			})
 		})
 	}
-}
-
-func readOnly(k string) func(tx *etagstore.Tx[counter]) error {
-	return func(tx *etagstore.Tx[counter]) error { _, err := tx.Get(k); return err }
-}
-
-// B's blind Upsert writes T alone on its own, and after A's transaction
-// serially; in one batch behind A, which read k (or read and wrote it),
-// it does too: "x", a member T does not know, goes.
-func TestTxBatchUpsertAfterEarlierMemberRead(t *testing.T) {
-	for name, first := range map[string]func(tx *etagstore.Tx[counter]) error{"read": readOnly("k"), "increment": increment("k")} {
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				// Serially: T alone.
-				h := newHeldCommitsOpen()
-				seedUnknown(t, h, "k")
-				s := etagstore.New[counter](h, nil)
-				if _, err := s.Transact(t.Context(), first); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := s.Transact(t.Context(), upsert("k", 9)); err != nil {
-					t.Fatal(err)
-				}
-				serial := storedRaw(t, h, "k")
-				// In one batch.
-				h = newHeldCommits()
-				seedUnknown(t, h, "k")
-				s = etagstore.New[counter](h, nil)
-				e1, e2 := twoInOneBatch(t, h, s, first, upsert("k", 9))
-				if e1 != nil || e2 != nil {
-					t.Fatal(e1, e2)
-				}
-				batched := storedRaw(t, h, "k")
-				t.Logf("serial %s, batched %s", serial, batched)
-				if batched != serial {
-					t.Errorf("Upsert behind a %s of k: batched %s, serially %s", name, batched, serial)
-				}
-			})
-		})
-	}
-}
-
-// MaxAttempts 1. A's transaction is one blind Upsert, which cannot lose a
-// race on its own; behind it in the batch, B's read goes stale before the
-// commit, and the batch's one attempt is refused: A, whose keys did not
-// lose, runs again on its own and commits.
-func TestTxBatchBlindMemberFailsForBatchMatesConflict(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHeldCommits()
-		s := etagstore.New[counter](h, &etagstore.Options{Retry: &etagstore.RetryPolicy{MaxAttempts: 1}})
-		other := etagstore.New[counter](h, &etagstore.Options{DisableGroupCommit: true})
-		ctx := t.Context()
-		if _, err := s.Create(ctx, "b", counter{}); err != nil {
-			t.Fatal(err)
-		}
-		first := true
-		e1, e2 := twoInOneBatch(t, h, s, upsert("a", 1), func(tx *etagstore.Tx[counter]) error {
-			if err := increment("b")(tx); err != nil {
-				return err
-			}
-			if first {
-				first = false
-				_, err := other.Update(ctx, "b", func(c *counter) error { c.N += 10; return nil })
-				return err
-			}
-			return nil
-		})
-		t.Logf("A (blind upsert): %v; B: %v", e1, e2)
-		if e1 != nil {
-			t.Errorf("A's blind Upsert = %v; alone it cannot conflict", e1)
-		}
-	})
 }

@@ -1,0 +1,181 @@
+package etagstore_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/etagstore/etagstore"
+)
+
+// Batches of transactions: what each caller gets back, its documents and
+// the Tx it kept, as when it commits on its own.
+
+// The Tx kept after Store.Transact: ETag reports the new ETag, Put fails.
+func TestTxBatchKeptTxAfterCommit(t *testing.T) {
+	ctx := t.Context()
+	s := etagstore.New[counter](newHeldCommits().Backend, nil)
+	var kept *etagstore.Tx[counter]
+	docs, err := s.Transact(ctx, func(tx *etagstore.Tx[counter]) error {
+		kept = tx
+		return tx.Put("k", counter{1})
+	})
+	if err != nil || len(docs) != 1 {
+		t.Fatal(docs, err)
+	}
+	if got, err := kept.ETag("k"); got != docs[0].ETag {
+		t.Errorf("after the commit tx.ETag(k) = %q, %v; the commit made %q", got, err, docs[0].ETag)
+	}
+	if err := kept.Put("k", counter{2}); !errors.Is(err, etagstore.ErrInvalidInput) {
+		t.Errorf("Put after the commit = %v, want ErrInvalidInput", err)
+	}
+}
+
+// The Tx of a batch member other than the last, kept after the
+// commit: ETag reports the new ETag, Put fails.
+func TestTxBatchKeptTxOfEarlierMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHeldCommits()
+		s := etagstore.New[counter](h, nil)
+		ctx := t.Context()
+		var wg sync.WaitGroup
+		holding(t, s, &wg)
+		var kept *etagstore.Tx[counter]
+		var docs []etagstore.Doc[counter]
+		wg.Go(func() {
+			var err error
+			docs, err = s.Transact(ctx, func(tx *etagstore.Tx[counter]) error {
+				kept = tx
+				return tx.Put("k", counter{1})
+			})
+			if err != nil {
+				t.Errorf("A: %v", err)
+			}
+		})
+		synctest.Wait()
+		wg.Go(func() {
+			if _, err := s.Transact(ctx, increment("other")); err != nil {
+				t.Errorf("B: %v", err)
+			}
+		})
+		synctest.Wait()
+		close(h.hold)
+		wg.Wait()
+		if got, err := kept.ETag("k"); len(docs) != 1 || got != docs[0].ETag {
+			t.Errorf("after the commit tx.ETag(k) = %q, %v; the commit made %v", got, err, docs)
+		}
+		if err := kept.Put("k", counter{2}); !errors.Is(err, etagstore.ErrInvalidInput) {
+			t.Errorf("Put after the commit = %v, want ErrInvalidInput", err)
+		}
+	})
+}
+
+// B only reads k, which A (earlier in the batch) wrote; after the commit
+// B's kept Tx reports for k the ETag of the version A replaced.
+func TestTxBatchKeptTxETagOfInheritedRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHeldCommits()
+		s := etagstore.New[counter](h, nil)
+		d0, err := s.Create(t.Context(), "k", counter{1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept *etagstore.Tx[counter]
+		read := func(tx *etagstore.Tx[counter]) error {
+			kept = tx
+			if _, err := tx.Get("k"); err != nil {
+				return err
+			}
+			return tx.Put("other", counter{1})
+		}
+		e1, e2 := twoInOneBatch(t, h, s, increment("k"), read)
+		if e1 != nil || e2 != nil {
+			t.Fatal(e1, e2)
+		}
+		cur, _ := s.Get(t.Context(), "k")
+		if got, _ := kept.ETag("k"); got == d0.ETag {
+			t.Errorf("kept.ETag(k) = %q, the version before A's write (B saw A's, now %q)", got, cur.ETag)
+		}
+	})
+}
+
+// Docs come in the order fn first touched their keys; a Get of a key
+// an earlier member wrote is a touch.
+func TestTxBatchDocsOrderInheritedGet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHeldCommits()
+		s := etagstore.New[counter](h, nil)
+		ctx := t.Context()
+		var wg sync.WaitGroup
+		holding(t, s, &wg)
+		wg.Go(func() {
+			if _, err := s.Transact(ctx, increment("x")); err != nil {
+				t.Errorf("A: %v", err)
+			}
+		})
+		synctest.Wait()
+		var docs []etagstore.Doc[counter]
+		wg.Go(func() {
+			var err error
+			docs, err = s.Transact(ctx, func(tx *etagstore.Tx[counter]) error {
+				x, err := tx.Get("x") // first touch: x
+				if err != nil && !errors.Is(err, etagstore.ErrNotFound) {
+					return err
+				}
+				if err := tx.Put("y", counter{1}); err != nil {
+					return err
+				}
+				x.N += 10
+				return tx.Put("x", x)
+			})
+			if err != nil {
+				t.Errorf("B: %v", err)
+			}
+		})
+		synctest.Wait()
+		close(h.hold)
+		wg.Wait()
+		var keys []string
+		for _, d := range docs {
+			keys = append(keys, d.Key)
+		}
+		if len(keys) != 2 || keys[0] != "x" {
+			t.Errorf("B's docs in key order %v; fn touched x first, then y", keys)
+		}
+	})
+}
+
+// A creates k, B (same batch) deletes it: A still gets its Doc, superseded.
+func TestTxBatchCreateThenDeleteDocs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHeldCommits()
+		s := etagstore.New[counter](h, nil)
+		ctx := t.Context()
+		var wg sync.WaitGroup
+		holding(t, s, &wg)
+		var aDocs []etagstore.Doc[counter]
+		wg.Go(func() {
+			var err error
+			aDocs, err = s.Transact(ctx, func(tx *etagstore.Tx[counter]) error { return tx.Put("k", counter{1}) })
+			if err != nil {
+				t.Errorf("A: %v", err)
+			}
+		})
+		synctest.Wait()
+		wg.Go(func() {
+			if _, err := s.Transact(ctx, func(tx *etagstore.Tx[counter]) error { return tx.Delete("k") }); err != nil {
+				t.Errorf("B: %v", err)
+			}
+		})
+		synctest.Wait()
+		close(h.hold)
+		wg.Wait()
+		if len(aDocs) != 1 || !aDocs[0].ETag.Superseded() {
+			t.Errorf("A's docs = %+v; want k with a Superseded ETag", aDocs)
+		}
+		if _, err := s.Get(ctx, "k"); !errors.Is(err, etagstore.ErrNotFound) {
+			t.Errorf("k: %v, want not found", err)
+		}
+	})
+}
