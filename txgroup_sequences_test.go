@@ -96,9 +96,9 @@ func TestTxBatchDeleteThenRecreateInOneBatch(t *testing.T) {
 }
 
 // A document written under fencing token 5 is deleted by A and created
-// again by B in one batch. Serially B's document is new (no token); in
-// the batch it keeps the deleted one's token: a writer fenced with 3
-// (a lock of the new document's own) is refused.
+// again by B in one batch, as serially: B's document is new and carries no
+// token, so a writer fenced with 3 (a lock of the new document's own) is
+// not refused.
 func TestTxBatchDeleteThenRecreateKeepsFence(t *testing.T) {
 	for _, batched := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {

@@ -103,8 +103,8 @@ var errStaleRev = errors.New("the client's revision is not current")
 // A fn checks a caller's revision with tx.ETag after its own Put (the
 // order is free: ETag is "the version the transaction read"). Serially,
 // after the first transaction's commit the revision is stale; in one
-// batch the second fn sees the stored ETag, although its view holds the
-// first's write: it overwrites the first's increment on a stale revision.
+// batch too: the second fn's check must see that the first changed k, so
+// that both cannot commit (no increment overwritten on a stale revision).
 func TestTxBatchETagAfterOwnPutOverInherited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()

@@ -16,8 +16,8 @@ import (
 // Batches of transactions on tables: a member that writes nothing is
 // checked by reading again, and never gets an unknown outcome.
 
-// A read-only transaction over two partitions: alone it succeeds (its
-// reads are read again); through the queue it is refused.
+// A read-only transaction over two partitions succeeds alone and through
+// the queue alike (its reads are read again, never committed together).
 func TestTxBatchTablesReadOnlyAcrossPartitions(t *testing.T) {
 	ctx := t.Context()
 	b := tablestore.New(azuritetest.NewTable(t), nil)
