@@ -102,13 +102,13 @@ func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *t
 	if s.grouped && !isUngrouped(ctx) && !s.env.Reentry.InsideAny() { // nested in a mutate: its writes must land on this goroutine
 		return s.transactGrouped(ctx, fn, st)
 	}
-	return s.transactAlone(ctx, fn, 0, st)
+	return s.transactUngrouped(ctx, fn, 0, st)
 }
 
-// transactAlone runs fn's transaction on its own: its own reads, its own
+// transactUngrouped runs fn's transaction on its own: its own reads, its own
 // commit. made is how many runs of fn a batch made (they count as
 // attempts).
-func (s *Store[T]) transactAlone(ctx context.Context, fn func(tx *Tx[T]) error, made int, st *telemetry.Stats) ([]Doc[T], error) {
+func (s *Store[T]) transactUngrouped(ctx context.Context, fn func(tx *Tx[T]) error, made int, st *telemetry.Stats) ([]Doc[T], error) {
 	t := &Txn{base: ctx, ctx: ctx, lead: &s.core, made: made}
 	res, err := t.deliver(ctx, func(t *Txn) error { return fn(s.In(t)) }, nil)
 	st.Attempts = res.Attempts

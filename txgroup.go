@@ -38,7 +38,7 @@ import (
 // member wrote again carries a Superseded ETag, as in an Update batch.
 //
 // A member leaves the batch and runs its transaction on its own
-// (transactAlone) when its fn returns an error or panics after seeing a
+// (transactUngrouped) when its fn returns an error or panics after seeing a
 // write of an earlier member (not stored yet), or on reads no longer
 // current (its error would then be made on a view that was never
 // current); when its fn returns an error matching ErrConflict; and when
@@ -84,20 +84,20 @@ type txMember[T any] struct {
 
 // txAnswer is a member's answer to a turn.
 type txAnswer struct {
-	done  bool  // fn wrote nothing, on reads all current: answered now, nothing to commit
-	alone bool  // run the transaction on its own instead
-	err   error // fn's own failure, on current reads of its own; with alone, the failure if no attempt is left
-	left  bool  // the caller left (context done) before running its turn
+	done      bool  // fn wrote nothing, on reads all current: answered now, nothing to commit
+	ungrouped bool  // run the transaction on its own instead
+	err       error // fn's own failure, on current reads of its own; with ungrouped, the failure if no attempt is left
+	left      bool  // the caller left (context done) before running its turn
 }
 
 // txResult is what a member's caller returns.
 type txResult[T any] struct {
-	docs  []Doc[T]
-	err   error
-	alone bool // run the transaction on its own instead (left out of the batch)
-	ran   int  // with alone: the attempts its runs in the batch count for (err: the failure if that is all)
-	batch int  // the documents committed
-	tries int  // the batch's attempts
+	docs      []Doc[T]
+	err       error
+	ungrouped bool // run the transaction on its own instead (left out of the batch)
+	ran       int  // with ungrouped: the attempts its runs in the batch count for (err: the failure if that is all)
+	batch     int  // the documents committed
+	tries     int  // the batch's attempts
 }
 
 // ownTouches is what one member's fn did itself in a fork: the keys it
@@ -156,12 +156,12 @@ func (s *Store[T]) transactGrouped(ctx context.Context, fn func(tx *Tx[T]) error
 	}
 	s.gmu.Unlock()
 	res := s.txAwait(ctx, r)
-	if res.alone && res.err != nil && s.retry.MaxAttempts > 0 && res.ran >= s.retry.MaxAttempts {
+	if res.ungrouped && res.err != nil && s.retry.MaxAttempts > 0 && res.ran >= s.retry.MaxAttempts {
 		st.Attempts = res.ran
 		return nil, res.err // no attempt left: what another would have ended with
 	}
-	if res.alone {
-		return s.transactAlone(ctx, fn, res.ran, st)
+	if res.ungrouped {
+		return s.transactUngrouped(ctx, fn, res.ran, st)
 	}
 	st.Attempts, st.Batch = res.tries, res.batch
 	return res.docs, res.err
@@ -229,16 +229,16 @@ func (s *Store[T]) takeTxTurn(r *txMember[T], f *Tx[T]) {
 	switch {
 	case err == nil && !panicked && len(f.own.written) > 0:
 	case errors.Is(err, ErrConflict):
-		a = txAnswer{alone: true, err: err} // a conflict fn saw: again, on its own
+		a = txAnswer{ungrouped: true, err: err} // a conflict fn saw: again, on its own
 	case f.own.other:
-		a = txAnswer{alone: true, err: f.stale()} // made on writes not stored yet: again, on its own
+		a = txAnswer{ungrouped: true, err: f.stale()} // made on writes not stored yet: again, on its own
 	default: // an error, a panic, or nothing written: checked as on its own, by its own reads
 		f.own.reading(true) // the check's reads do not count toward the turn's bound
 		stale := f.txn.revalidateOnly(f.own.seen)
 		f.own.reading(false)
 		switch {
 		case errors.Is(stale, engine.ErrStale):
-			a = txAnswer{alone: true, err: f.stale()} // a torn view: again, on its own
+			a = txAnswer{ungrouped: true, err: f.stale()} // a torn view: again, on its own
 		case panicked:
 			a.err = errPanicked
 		case stale != nil:
@@ -250,7 +250,7 @@ func (s *Store[T]) takeTxTurn(r *txMember[T], f *Tx[T]) {
 		}
 	}
 	r.answer <- a
-	if panicked && !a.alone {
+	if panicked && !a.ungrouped {
 		panic(p)
 	}
 }
@@ -394,10 +394,10 @@ func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T], attempt int) (*Tx[T], bool) 
 		r.status = left
 		return nil, false
 	case timedOut:
-		b.hand(r, txResult[T]{alone: true})
+		b.hand(r, txResult[T]{ungrouped: true})
 		return nil, false
-	case a.alone:
-		b.hand(r, txResult[T]{alone: true, ran: attempt, err: a.err})
+	case a.ungrouped:
+		b.hand(r, txResult[T]{ungrouped: true, ran: attempt, err: a.err})
 		return nil, false
 	case a.err != nil || a.done:
 		b.hand(r, txResult[T]{err: a.err, tries: attempt})
@@ -494,7 +494,7 @@ func (b *txBatch[T]) fits(t *Txn, f *Tx[T]) error {
 	return chk(actions)
 }
 
-// leaveFor takes r, whose keys do not fit the batch, out of it: alone
+// leaveFor takes r, whose keys do not fit the batch, out of it: ungrouped
 // (first), it fails with err, as it would on its own; otherwise it waits
 // for a later batch.
 func (b *txBatch[T]) leaveFor(r *txMember[T], err error, first bool) {
@@ -575,9 +575,9 @@ func (b *txBatch[T]) finish(t *Txn, res engine.Result, err error) {
 		case err == nil:
 			b.hand(r, txResult[T]{docs: b.docs(t, res, i), batch: len(res.Out), tries: res.Attempts})
 		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
-			b.hand(r, txResult[T]{alone: true}) // one member's writes may be at fault
+			b.hand(r, txResult[T]{ungrouped: true}) // one member's writes may be at fault
 		case refused != "" && !r.view.own.seen[refused]:
-			b.hand(r, txResult[T]{alone: true}) // another's race: alone it may not lose it
+			b.hand(r, txResult[T]{ungrouped: true}) // another's race: on its own it may not lose it
 		default:
 			b.hand(r, txResult[T]{err: r.named(err), tries: res.Attempts})
 		}
@@ -592,7 +592,7 @@ func (b *txBatch[T]) finish(t *Txn, res engine.Result, err error) {
 	s.txg.queue = append(later, s.txg.queue...)
 	for _, r := range b.members {
 		if r.status == taken { // the batch ended before its turn
-			b.hand(r, txResult[T]{err: err, alone: err == nil})
+			b.hand(r, txResult[T]{err: err, ungrouped: err == nil})
 		}
 	}
 }
