@@ -1,9 +1,8 @@
 package etagstore_test
 
-// Attacks on shared reads, the version cache and values callers hold,
-// from an adversarial review: the two Gets that waited on other callers'
-// work (a batch's backoff, a stalled read) failed before the fix; the
-// others are regression tests.
+// Shared reads, the version cache and the values callers hold: a Get never
+// waits on other callers' work (a batch's backoff, a stalled read), and
+// what one caller holds never changes under another.
 
 import (
 	"context"

@@ -490,9 +490,9 @@ func TestCollectionPaging(t *testing.T) {
 	}
 }
 
-// Found by review: a deeply nested patch is refused at once, not decoded
-// level by level; the collection never lists keys CheckKey refuses; a GET
-// evaluates If-Match.
+// A deeply nested patch is refused at once, not decoded level by level;
+// the collection never lists keys CheckKey refuses; a GET evaluates
+// If-Match.
 func TestHandlerReviewCases(t *testing.T) {
 	s := etagstore.New[Page](memstore.New(nil), nil)
 	for _, k := range []string{"open", "secret/x"} {
