@@ -221,7 +221,7 @@ func (h *Heat) TurnEnded(key, holder string, clock Clock) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := clock.Now()
-	h.turn(now)
+	h.rotateWindows(now)
 	e := h.take(key, true)
 	e.yield = now
 	if e.holders == nil {

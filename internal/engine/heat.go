@@ -100,7 +100,7 @@ func (h *Heat) Current(key string, clock Clock) bool {
 	if h.idle() {
 		return false
 	}
-	h.turn(clock.Now())
+	h.rotateWindows(clock.Now())
 	e := h.peek(key)
 	return e != nil && e.n > 0
 }
@@ -114,7 +114,7 @@ func (h *Heat) Learn(key string, attempts int, clock Clock) {
 		return // nothing known: nothing to cool, no clock read
 	}
 	now := clock.Now()
-	h.turn(now)
+	h.rotateWindows(now)
 	e := h.take(key, attempts > 1)
 	switch {
 	case e == nil:
@@ -133,7 +133,7 @@ func (h *Heat) Rival(key string, clock Clock) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := clock.Now()
-	h.turn(now)
+	h.rotateWindows(now)
 	e := h.take(key, true)
 	e.rival, e.run, e.probe = now, time.Time{}, probeFirst // a new run starts at the next win
 }
@@ -154,7 +154,7 @@ func (h *Heat) Won(key string, took time.Duration, copy bool, etag driver.ETag, 
 	}
 	now := clock.Now()
 	if e == nil {
-		h.turn(now)
+		h.rotateWindows(now)
 		if len(h.cur) >= maxRuns {
 			return // following enough keys: one that loses a race is followed then
 		}
@@ -249,7 +249,7 @@ func (h *Heat) Senior(key string, w any, since time.Time, clock Clock) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := clock.Now()
-	h.turn(now)
+	h.rotateWindows(now)
 	e := h.take(key, true)
 	if e.senior != nil && e.senior != w && now.Sub(e.seniorSince) < seniorLease && !since.Before(e.seniorWait) {
 		return false
@@ -302,9 +302,9 @@ func (h *Heat) take(key string, create bool) *heat {
 	return e
 }
 
-// turn starts a new window when the current one is over; two windows
-// after it was last written a key is gone.
-func (h *Heat) turn(now time.Time) {
+// rotateWindows starts a new window when the current one is over; two
+// windows after it was last written a key is gone.
+func (h *Heat) rotateWindows(now time.Time) {
 	switch {
 	case h.since.IsZero():
 		h.since = now
