@@ -145,18 +145,18 @@ func (b *batchRun[T]) commit(create bool, last []version) []version {
 	return []version{b.s.stored(res.Out[0], false, extra.doc == "")}
 }
 
-// change gives each member still in the batch a turn, in arrival order (the
+// change gives each member still in the batch a slot, in arrival order (the
 // batch is the changer of its read-modify-write).
 func (b *batchRun[T]) change(base version) ([]byte, []byte, bool, error) {
-	t := turn{canonical: base.Canonical}
+	t := slot{canonical: base.Canonical}
 	if base.Exists {
 		t.data = base.Data
 	}
 	changed := false
-	var baseline []byte // the base's encoding, from the first turn that applied (the first on base)
+	var baseline []byte // the base's encoding, from the first slot that applied (the first on base)
 	b.applied = b.applied[:0]
 	for _, r := range b.members {
-		a, ok := b.turn(r, t)
+		a, ok := b.slot(r, t)
 		if !ok {
 			continue
 		}
@@ -166,7 +166,7 @@ func (b *batchRun[T]) change(base version) ([]byte, []byte, bool, error) {
 		r.value, r.data, r.changed = a.value.(T), a.data, a.changed
 		changed = changed || a.changed
 		b.applied = append(b.applied, r)
-		t = turn{data: a.data, canonical: true}
+		t = slot{data: a.data, canonical: true}
 	}
 	if len(b.applied) == 0 {
 		return nil, nil, false, errNoneApplied
@@ -177,20 +177,20 @@ func (b *batchRun[T]) change(base version) ([]byte, []byte, bool, error) {
 // errNoneApplied ends a batch none of whose members is left.
 var errNoneApplied = errors.New("etagstore: no mutation in the batch applied")
 
-// turn gives r a turn on t and waits for its answer, at most turnTimeout.
+// slot gives r a slot on t and waits for its answer, at most slotTimeout.
 // It reports whether r's mutation applied; a member that failed or was
 // too slow is handed its result on the spot.
-func (b *batchRun[T]) turn(r *member[T], t turn) (answer, bool) {
+func (b *batchRun[T]) slot(r *member[T], t slot) (answer, bool) {
 	s := b.s
 	s.gmu.Lock()
 	if r.status != taken && r.status != applied {
 		s.gmu.Unlock()
 		return answer{}, false
 	}
-	r.status = onTurn
-	r.turns <- t // buffered and empty: sent under the lock, so leave sees it
+	r.status = inSlot
+	r.slots <- t // buffered and empty: sent under the lock, so leave sees it
 	s.gmu.Unlock()
-	b.timer.Reset(turnTimeout)
+	b.timer.Reset(slotTimeout)
 	var a answer
 	timedOut := false
 	select {
@@ -278,7 +278,7 @@ func (b *batchRun[T]) finish(res engine.Result, extra Extra, err error) {
 		}
 	}
 	for _, r := range b.members {
-		if r.status == taken { // the batch ended before its turn
+		if r.status == taken { // the batch ended before its slot
 			b.hand(r, result[T]{err: err, ungrouped: err == nil})
 		}
 	}

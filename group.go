@@ -12,7 +12,7 @@ import (
 )
 
 // Group commit, in two files: this one (a key's group, its callers'
-// arrival, turns and leaving) and batch.go (the runner and its batches).
+// arrival, slots and leaving) and batch.go (the runner and its batches).
 // Concurrent Updates of one key in one Store share one read and one
 // conditional write, and each caller still gets the state right after its
 // own mutation, its own errors and its own deadline.
@@ -28,15 +28,15 @@ import (
 // meanwhile queue; when the first caller is done, a runner
 // goroutine takes the queue as a batch, reads the document once (or starts
 // from the version the previous batch wrote: chaining), and gives each
-// member a turn: the member's own goroutine decodes the state the one
+// member a slot: the member's own goroutine decodes the state the one
 // before it left, runs its mutate and encodes the result. The runner then
 // writes the last state with If-Match, and hands every member its own
 // state. The runner serves batches until the queue is empty.
 //
-// No caller waits long for another's code: a member whose turn has not
-// ended within turnTimeout (a slow mutate) is left out of the batch and
+// No caller waits long for another's code: a member whose slot has not
+// ended within slotTimeout (a slow mutate) is left out of the batch and
 // runs its Update on its own once its mutate returns; callers queued
-// behind a first caller whose mutate has not returned within turnTimeout
+// behind a first caller whose mutate has not returned within slotTimeout
 // are served by a runner, and the first caller then writes on its own.
 // Every waiting caller also watches its own context. An Update nested in
 // a mutate of its key does not queue: it runs on its own, on the
@@ -44,8 +44,8 @@ import (
 // a member whose mutate wrote its key so is answered that failure even if
 // the batch left it out meanwhile, never run again.
 
-// turnTimeout bounds how long a batch waits for one member's mutate.
-const turnTimeout = 10 * time.Millisecond
+// slotTimeout bounds how long a batch waits for one member's mutate.
+const slotTimeout = 10 * time.Millisecond
 
 type groupKey struct {
 	key    string
@@ -75,8 +75,8 @@ type memberStatus uint8
 
 const (
 	queued   memberStatus = iota // in the group's queue
-	taken                        // in a batch, waiting for its turn
-	onTurn                       // given a turn; its answer is awaited
+	taken                        // in a batch, waiting for its slot
+	inSlot                       // given a slot; its answer is awaited
 	applied                      // its mutation is in the batch's state
 	left                         // its caller returned (context done)
 	answered                     // its result is set and done closed
@@ -85,8 +85,8 @@ const (
 type member[T any] struct {
 	ctx    context.Context
 	mutate func(*T) error
-	turns  chan turn     // runner → caller: apply your mutation to this state
-	answer chan answer   // caller → runner (one per turn)
+	slots  chan slot     // runner → caller: apply your mutation to this state
+	answer chan answer   // caller → runner (one per slot)
 	done   chan struct{} // closed when res is set
 
 	status memberStatus
@@ -94,25 +94,25 @@ type member[T any] struct {
 	res    result[T]
 	self   error // its mutate wrote the key itself (engine.SelfWriteError); the caller's goroutine's own
 
-	// The member's last turn, kept by the runner.
+	// The member's last slot, kept by the runner.
 	value   T
 	data    []byte
 	changed bool
 }
 
-// turn is the state a member's mutation applies to.
-type turn struct {
+// slot is the state a member's mutation applies to.
+type slot struct {
 	data      []byte // nil: the document does not exist
 	canonical bool   // data is exactly what the codec produces
 }
 
 type answer struct {
 	data    []byte
-	base    []byte // the encoding of the value the turn started from
+	base    []byte // the encoding of the value the slot started from
 	value   any    // T
 	changed bool
 	err     error // the member's own failure (mutate, encode, panic)
-	left    bool  // the caller left (context done) before running its turn
+	left    bool  // the caller left (context done) before running its slot
 }
 
 // result is what a member's caller returns.
@@ -148,7 +148,7 @@ func (o firstCaller[T]) enter() {
 }
 
 // bound makes the callers queued behind a first caller's mutate wait for it
-// at most turnTimeout: then a runner serves them, and the first caller, if
+// at most slotTimeout: then a runner serves them, and the first caller, if
 // its mutate ever returns, writes on its own. Store.gmu is held.
 func (s *Store[T]) bound(k groupKey, g *group[T]) {
 	if g.bounded == g.entries {
@@ -156,7 +156,7 @@ func (s *Store[T]) bound(k groupKey, g *group[T]) {
 	}
 	g.bounded = g.entries
 	entry := g.entries
-	time.AfterFunc(turnTimeout, func() {
+	time.AfterFunc(slotTimeout, func() {
 		s.gmu.Lock()
 		defer s.gmu.Unlock()
 		if g.first && g.entries == entry && g.mode == firstMutating && len(g.queue) > 0 {
@@ -214,7 +214,7 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 		defer o.done()
 		return s.updateUngrouped(ctx, key, create, mutate, o, st)
 	}
-	r := &member[T]{ctx: ctx, mutate: mutate, turns: make(chan turn, 1), answer: make(chan answer, 1), done: make(chan struct{})}
+	r := &member[T]{ctx: ctx, mutate: mutate, slots: make(chan slot, 1), answer: make(chan answer, 1), done: make(chan struct{})}
 	g.queue = append(g.queue, r)
 	switch {
 	case g.mode == firstMutating:
@@ -235,12 +235,12 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	return res.doc, res.err
 }
 
-// await waits for r's turns and result, or for r's context to end.
+// await waits for r's slots and result, or for r's context to end.
 func (s *Store[T]) await(ctx context.Context, k groupKey, g *group[T], r *member[T]) result[T] {
 	for {
 		select {
-		case t := <-r.turns:
-			s.takeTurn(r, t)
+		case t := <-r.slots:
+			s.takeSlot(r, t)
 		case <-r.done:
 			return r.res
 		case <-ctx.Done():
@@ -266,9 +266,9 @@ func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *member
 				break
 			}
 		}
-	case onTurn:
+	case inSlot:
 		select {
-		case <-r.turns: // not taken up: the runner waits for an answer
+		case <-r.slots: // not taken up: the runner waits for an answer
 			r.answer <- answer{left: true}
 		default: // answered already
 		}
@@ -281,9 +281,9 @@ func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *member
 	return gone
 }
 
-// takeTurn applies r's mutation to t on the caller's goroutine and answers
+// takeSlot applies r's mutation to t on the caller's goroutine and answers
 // the runner. A panic answers errPanicked and goes on up the caller's stack.
-func (s *Store[T]) takeTurn(r *member[T], t turn) {
+func (s *Store[T]) takeSlot(r *member[T], t slot) {
 	a := answer{err: errPanicked}
 	defer func() { r.answer <- a }()
 	v, baseline, err := s.startFrom(version{Item: driver.Item{Key: r.batch.key, Data: t.data}, Exists: t.data != nil, Canonical: t.canonical})

@@ -27,12 +27,12 @@ import (
 // A Store with no transaction in progress is idle. A caller queues, and
 // the first to find the Store idle starts a runner goroutine, which takes
 // the queue as a batch and serves batches until the queue is empty. Each
-// attempt of a batch gives its members a turn, in arrival order: the
+// attempt of a batch gives its members a slot, in arrival order: the
 // member's own goroutine runs its fn on a copy (a fork) of the batch's
 // transaction so far, so that it sees the writes of the members before
 // it, and the runner adopts the fork when fn returns nil. The runner then
 // commits every adopted member's writes and checks in one atomic request,
-// through the engine like any transaction: a lost race runs the turns
+// through the engine like any transaction: a lost race runs the slots
 // again on fresh reads (read ahead in parallel), after the Store's
 // backoff. Each member gets the documents it put: a document a later
 // member wrote again carries a Superseded ETag, as in an Update batch.
@@ -42,7 +42,7 @@ import (
 // write of an earlier member (not stored yet), or on reads no longer
 // current (its error would then be made on a view that was never
 // current); when its fn returns an error matching ErrConflict; and when
-// its turn lasts turnTimeout beyond its reads while another caller waits
+// its slot lasts slotTimeout beyond its reads while another caller waits
 // for it (a slow fn, or one that calls Transact on the same Store). A
 // member whose keys cannot be committed with the batch's waits for the
 // next batch; the first member of a batch, whose keys cannot be committed
@@ -53,7 +53,7 @@ import (
 // ETags, and could not check a key it found missing). A member whose
 // batch lost its last race over a key it did not touch runs on its own. A
 // member whose caller leaves (ctx) after its writes were adopted and
-// before the commit is sent makes the batch run its turns again without
+// before the commit is sent makes the batch run its slots again without
 // it; after, its caller gets an unknown outcome if it wrote anything.
 
 // txGroup is a Store's queue of transactions; guarded by Store.gmu.
@@ -66,28 +66,28 @@ type txGroup[T any] struct {
 type txMember[T any] struct {
 	ctx    context.Context
 	fn     func(tx *Tx[T]) error
-	turns  chan *Tx[T]   // runner → caller: run fn on this fork
-	answer chan txAnswer // caller → runner (one per turn)
+	slots  chan *Tx[T]   // runner → caller: run fn on this fork
+	answer chan txAnswer // caller → runner (one per slot)
 	done   chan struct{} // closed when res is set
 
 	status memberStatus // guarded by Store.gmu, as Update's members'
 	batch  *txBatch[T]
 	res    txResult[T]
-	// Its turn's time in reads, which the turn's bound does not count
+	// Its slot's time in reads, which the slot's bound does not count
 	// (guarded by Store.gmu).
 	reading   bool          // inside a read of its fn
 	readSince time.Time     // when the read it is inside began
-	inReads   time.Duration // the turn's reads that ended
+	inReads   time.Duration // the slot's reads that ended
 
-	view *Tx[T] // the fork its last turn ran on (guarded by Store.gmu)
+	view *Tx[T] // the fork its last slot ran on (guarded by Store.gmu)
 }
 
-// txAnswer is a member's answer to a turn.
+// txAnswer is a member's answer to a slot.
 type txAnswer struct {
 	done      bool  // fn wrote nothing, on reads all current: answered now, nothing to commit
 	ungrouped bool  // run the transaction on its own instead
 	err       error // fn's own failure, on current reads of its own; with ungrouped, the failure if no attempt is left
-	left      bool  // the caller left (context done) before running its turn
+	left      bool  // the caller left (context done) before running its slot
 }
 
 // txResult is what a member's caller returns.
@@ -146,7 +146,7 @@ func (o *ownTouches) reading(start bool) {
 
 // transactGrouped runs a Store.Transact through the Store's queue.
 func (s *Store[T]) transactGrouped(ctx context.Context, fn func(tx *Tx[T]) error, st *telemetry.Stats) ([]Doc[T], error) {
-	r := &txMember[T]{ctx: ctx, fn: fn, turns: make(chan *Tx[T], 1), answer: make(chan txAnswer, 1), done: make(chan struct{})}
+	r := &txMember[T]{ctx: ctx, fn: fn, slots: make(chan *Tx[T], 1), answer: make(chan txAnswer, 1), done: make(chan struct{})}
 	s.gmu.Lock()
 	g := &s.txg
 	g.queue = append(g.queue, r)
@@ -167,12 +167,12 @@ func (s *Store[T]) transactGrouped(ctx context.Context, fn func(tx *Tx[T]) error
 	return res.docs, res.err
 }
 
-// txAwait waits for r's turns and result, or for r's context to end.
+// txAwait waits for r's slots and result, or for r's context to end.
 func (s *Store[T]) txAwait(ctx context.Context, r *txMember[T]) txResult[T] {
 	for {
 		select {
-		case f := <-r.turns:
-			s.takeTxTurn(r, f)
+		case f := <-r.slots:
+			s.takeTxSlot(r, f)
 		case <-r.done:
 			return r.res
 		case <-ctx.Done():
@@ -192,9 +192,9 @@ func (s *Store[T]) txLeave(ctx context.Context, r *txMember[T]) txResult[T] {
 		return r.res
 	case queued:
 		s.txg.queue = slices.DeleteFunc(s.txg.queue, func(q *txMember[T]) bool { return q == r })
-	case onTurn:
+	case inSlot:
 		select {
-		case <-r.turns: // not taken up: the runner waits for an answer
+		case <-r.slots: // not taken up: the runner waits for an answer
 			r.answer <- txAnswer{left: true}
 		default: // answered already
 		}
@@ -207,13 +207,13 @@ func (s *Store[T]) txLeave(ctx context.Context, r *txMember[T]) txResult[T] {
 	return gone
 }
 
-// takeTxTurn runs r's fn on f, a fork of its batch's transaction, on the
+// takeTxSlot runs r's fn on f, a fork of its batch's transaction, on the
 // caller's goroutine, and answers the runner. An error or a panic of fn
 // is the caller's only when fn touched no key an earlier member wrote and
 // its reads are all current (as Txn.run decides on its own); the panic
 // then goes on up the caller's stack. Otherwise the member runs on its
 // own.
-func (s *Store[T]) takeTxTurn(r *txMember[T], f *Tx[T]) {
+func (s *Store[T]) takeTxSlot(r *txMember[T], f *Tx[T]) {
 	answered := false
 	defer func() {
 		if !answered { // fn ended its goroutine (runtime.Goexit): its caller is gone
@@ -233,7 +233,7 @@ func (s *Store[T]) takeTxTurn(r *txMember[T], f *Tx[T]) {
 	case f.own.other:
 		a = txAnswer{ungrouped: true, err: f.stale()} // made on writes not stored yet: again, on its own
 	default: // an error, a panic, or nothing written: checked as on its own, by its own reads
-		f.own.reading(true) // the check's reads do not count toward the turn's bound
+		f.own.reading(true) // the check's reads do not count toward the slot's bound
 		stale := f.txn.revalidateOnly(f.own.seen)
 		f.own.reading(false)
 		switch {
@@ -333,21 +333,21 @@ func (b *txBatch[T]) commit() {
 	b.timer = time.NewTimer(time.Hour)
 	defer b.timer.Stop()
 	t := &Txn{base: ctx, ctx: ctx, lead: &b.s.core}
-	res, err := t.deliver(ctx, b.turns, b)
+	res, err := t.deliver(ctx, b.slots, b)
 	b.finish(t, res, err)
 }
 
-// turns is the batch's fn: each member still in the batch runs its fn on
+// slots is the batch's fn: each member still in the batch runs its fn on
 // a fork of the transaction so far, in arrival order, and the fork is
 // adopted when fn succeeds and its keys commit with the others'.
-func (b *txBatch[T]) turns(t *Txn) error {
+func (b *txBatch[T]) slots(t *Txn) error {
 	tx := b.s.In(t)
 	if !t.copies {
 		tx.ahead = b.readAhead(t.ctx)
 	}
 	b.applied, b.later = b.applied[:0], b.later[:0]
 	for _, r := range b.members {
-		f, ok := b.turn(r, tx.fork(r.ctx, b.onRead(r)), t.attempt)
+		f, ok := b.slot(r, tx.fork(r.ctx, b.onRead(r)), t.attempt)
 		if !ok {
 			continue
 		}
@@ -365,21 +365,21 @@ func (b *txBatch[T]) turns(t *Txn) error {
 	return nil
 }
 
-// turn gives r a turn on f in the batch's attempt and waits for its
-// answer: at most turnTimeout beyond the reads its fn makes, once another
+// slot gives r a slot on f in the batch's attempt and waits for its
+// answer: at most slotTimeout beyond the reads its fn makes, once another
 // caller waits for it (waitedFor). It reports whether f may be adopted; a
 // member that failed, was too slow, or must run on its own is handed its
 // result on the spot. Once answered, f is ended: a Tx its fn kept refuses
 // writes.
-func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T], attempt int) (*Tx[T], bool) {
+func (b *txBatch[T]) slot(r *txMember[T], f *Tx[T], attempt int) (*Tx[T], bool) {
 	s := b.s
 	s.gmu.Lock()
 	if r.status != taken && r.status != applied {
 		s.gmu.Unlock()
 		return nil, false
 	}
-	r.status = onTurn
-	r.turns <- f // buffered and empty: sent under the lock, so txLeave sees it
+	r.status = inSlot
+	r.slots <- f // buffered and empty: sent under the lock, so txLeave sees it
 	began := time.Now()
 	r.reading, r.inReads = false, 0
 	s.gmu.Unlock()
@@ -407,12 +407,12 @@ func (b *txBatch[T]) turn(r *txMember[T], f *Tx[T], attempt int) (*Tx[T], bool) 
 	return f, true
 }
 
-// await waits for r's answer to the turn it began at began, or until the
-// turn has lasted turnTimeout beyond its reads while another caller waits
+// await waits for r's answer to the slot it began at began, or until the
+// slot has lasted slotTimeout beyond its reads while another caller waits
 // for it (timedOut).
 func (b *txBatch[T]) await(r *txMember[T], began time.Time) (a txAnswer, timedOut bool) {
 	defer b.timer.Stop()
-	for bound := turnTimeout; ; {
+	for bound := slotTimeout; ; {
 		b.timer.Reset(bound)
 		select {
 		case a = <-r.answer:
@@ -420,22 +420,22 @@ func (b *txBatch[T]) await(r *txMember[T], began time.Time) (a txAnswer, timedOu
 		case <-b.timer.C:
 		}
 		b.s.gmu.Lock()
-		bound = turnTimeout - r.outsideReads(began)
+		bound = slotTimeout - r.outsideReads(began)
 		timedOut = bound <= 0 && b.waitedFor(r)
 		b.s.gmu.Unlock()
 		if timedOut {
 			return txAnswer{}, true
 		}
-		bound = max(bound, turnTimeout/4) // nobody waits yet: look again
+		bound = max(bound, slotTimeout/4) // nobody waits yet: look again
 	}
 }
 
-// readAllowance is how much of a turn's time in reads its bound leaves
+// readAllowance is how much of a slot's time in reads its bound leaves
 // out: reads a fn makes at the service's latency do not make it leave the
 // batch, and a read that hangs does not hold the batch longer than this.
 const readAllowance = 250 * time.Millisecond
 
-// outsideReads is how long r's turn, begun at began, has run outside its
+// outsideReads is how long r's slot, begun at began, has run outside its
 // fn's reads (up to readAllowance of them). Store.gmu is held.
 func (r *txMember[T]) outsideReads(began time.Time) time.Duration {
 	now := time.Now()
@@ -446,7 +446,7 @@ func (r *txMember[T]) outsideReads(began time.Time) time.Duration {
 	return now.Sub(began) - min(in, readAllowance)
 }
 
-// waitedFor reports whether another caller waits for r's turn to end: a
+// waitedFor reports whether another caller waits for r's slot to end: a
 // member after it in the batch, or a caller queued for the next batch
 // (one that r's fn called, say). Store.gmu is held.
 func (b *txBatch[T]) waitedFor(r *txMember[T]) bool {
@@ -463,7 +463,7 @@ func (b *txBatch[T]) waitedFor(r *txMember[T]) bool {
 	return false
 }
 
-// onRead is the hook by which r's fn's reads are kept out of its turn's
+// onRead is the hook by which r's fn's reads are kept out of its slot's
 // bound.
 func (b *txBatch[T]) onRead(r *txMember[T]) func(bool) {
 	return func(start bool) {
@@ -538,7 +538,7 @@ func (b *txBatch[T]) readAhead(ctx context.Context) map[string]version {
 }
 
 // Hold marks the batch's commit in flight, unless a member whose writes
-// it holds has left: then the turns run again without it (see
+// it holds has left: then the slots run again without it (see
 // engine.Flight).
 func (b *txBatch[T]) Hold() bool {
 	b.s.gmu.Lock()
@@ -591,7 +591,7 @@ func (b *txBatch[T]) finish(t *Txn, res engine.Result, err error) {
 	}
 	s.txg.queue = append(later, s.txg.queue...)
 	for _, r := range b.members {
-		if r.status == taken { // the batch ended before its turn
+		if r.status == taken { // the batch ended before its slot
 			b.hand(r, txResult[T]{err: err, ungrouped: err == nil})
 		}
 	}

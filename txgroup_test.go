@@ -190,7 +190,7 @@ func TestTransactBatchErrorOnlyOnCommittedView(t *testing.T) {
 }
 
 // A fn that waits for another transaction of its Store to commit (here,
-// the one queued behind it) leaves the batch after turnTimeout and runs
+// the one queued behind it) leaves the batch after slotTimeout and runs
 // on its own: it holds up nobody, and does not deadlock.
 func TestTransactSlowFnLeavesTheBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -246,7 +246,7 @@ func TestTransactSlowFnAloneRunsOnce(t *testing.T) {
 }
 
 // A Transact inside fn, on the same Store, completes: the outer fn's turn
-// ends after turnTimeout and the inner transaction goes in the next batch.
+// ends after slotTimeout and the inner transaction goes in the next batch.
 func TestTransactNestedInFn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := etagstore.New[counter](memstore.New(nil), nil)
