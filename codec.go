@@ -77,7 +77,7 @@ func (jsonCodec) Merge(stored, base, mine []byte) (data, changes []byte, err err
 // of every occurrence, which no change can be applied to without dropping
 // some of it.
 func repeatedError(path string) error {
-	return fmt.Errorf("%w: the stored document holds %s twice, which a read joins into one value: a write would drop what the read did not show (replace it whole with a Doc built by hand)", ErrInvalidInput, path)
+	return fmt.Errorf("%w: the stored document holds %q twice, which a read joins into one value: a write would drop what the read did not show (replace it whole with a Doc built by hand)", ErrInvalidInput, path)
 }
 
 // FoldsNames reports that encoding/json decodes a member into the field

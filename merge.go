@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -74,7 +75,15 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 		}
 		mine = edited
 		if b.ETag != base.ETag {
-			if mine, err = merge(base.Value, edited, *theirs); err != nil {
+			err = s.env.Reentry.Run(telemetry.OpSave.String(), base.Key, func() (err error) {
+				mine, err = merge(base.Value, edited, *theirs)
+				return err
+			})
+			var self *engine.SelfWriteError
+			if errors.As(err, &self) {
+				return nil, nil, false, err // merge wrote base.Key itself: no retry can win
+			}
+			if err != nil {
 				return nil, nil, false, s.mergeConflict(base, edited, Doc[T]{Key: b.Key, Value: *theirs, ETag: b.ETag}, reads-1, err)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
@@ -134,6 +135,7 @@ func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error, flight engine
 	fence, _ := FenceFrom(ctx)
 	res, err := engine.New(t.engineEnv(), telemetry.OpTransact.String(), engine.SelfReading, nil, p,
 		engine.Options{Fence: fence, Fenced: fenced, Flight: flight, Made: t.made}).Run(ctx)
+	t.noteOthers(res, err)
 	t.done = true // committed or failed: the views read and write no more
 	if err != nil {
 		return res, err
@@ -147,6 +149,21 @@ func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error, flight engine
 		t.lead.obs.Committed(ctx, len(res.Out))
 	}
 	return res, nil
+}
+
+// noteOthers tells the Stores of the transaction other than its lead
+// (whose engine environment the delivery told) what its commit wrote: a
+// write from inside a mutate of one of their keys (engine.Reentry).
+func (t *Txn) noteOthers(res engine.Result, err error) {
+	var told []*core
+	for _, tc := range t.order {
+		c := tc.view.core()
+		if c == t.lead || slices.Contains(told, c) {
+			continue
+		}
+		told = append(told, c)
+		c.env.Reentry.NoteWritten(telemetry.OpTransact.String(), t.keys(), res, err)
+	}
 }
 
 // engineEnv is what the transaction is delivered with: a package-level

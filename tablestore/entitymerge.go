@@ -143,7 +143,7 @@ func mergeEntity(stored []byte, bp []property, bx map[string]int, mp []property,
 	data, changes = append(m.data, '}'), append(m.changes, '}')
 	switch {
 	case m.repeated != "":
-		return nil, nil, fmt.Errorf("%w: tablestore: the stored entity holds %s twice (in JSON held by a property), which a read joins into one value: a write would drop what the read did not show (replace it whole with a Doc built by hand)", etagstore.ErrInvalidInput, m.repeated)
+		return nil, nil, fmt.Errorf("%w: tablestore: the stored entity holds %q twice (in JSON held by a property), which a read joins into one value: a write would drop what the read did not show (replace it whole with a Doc built by hand)", etagstore.ErrInvalidInput, m.repeated)
 	case m.removed == "":
 		return data, changes, nil
 	case m.untyped != "":

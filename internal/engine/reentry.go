@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/etagstore/etagstore/driver"
 )
@@ -64,7 +65,21 @@ type userRun struct {
 	// not settled).
 	by     string
 	unsure bool
+	buried bool      // the slot's run panicked; r is nil (see buried)
+	until  time.Time // a buried slot's: when it may be claimed again
 }
+
+// buried returns what a slot holds after the user code of its run
+// panicked (or called runtime.Goexit): the run's chain may stay on the
+// goroutine's stack while a deferred function above it recovers, and a
+// write made there would read the slot's number from it. So the slot is
+// kept from other runs by a run of no Reentry, which matches no write,
+// until the recovery is surely over (buriedFor).
+func buried(now time.Time) *userRun { return &userRun{buried: true, until: now.Add(buriedFor)} }
+
+// buriedFor is how long a slot stays buried: far longer than a deferred
+// function that recovers runs, in any program that ends its requests.
+const buriedFor = time.Minute
 
 // slots are the runs open, by the number their chains spell.
 var (
@@ -86,12 +101,15 @@ type SelfWriteError struct {
 }
 
 func (e *SelfWriteError) Error() string {
-	landed := "committed"
+	landed, code := "committed", "mutate"
 	if e.Unsure {
 		landed = "may have committed"
 	}
-	return fmt.Sprintf("%v: %s %q: mutate wrote its own key (a nested %s %s), which would beat this %s on every retry; mutate must only change *T",
-		driver.ErrInvalidInput, e.Op, e.Key, e.By, landed, e.Op)
+	if e.Op == "Save" {
+		code = "merge" // Save's MergeFunc
+	}
+	return fmt.Sprintf("%v: %s %q: %s wrote its own key (a nested %s %s), which would beat this %s on every retry; %s must only compute *T",
+		driver.ErrInvalidInput, e.Op, e.Key, code, e.By, landed, e.Op, code)
 }
 
 // Unwrap makes errors.Is(err, driver.ErrInvalidInput) true.
@@ -112,22 +130,41 @@ func (r *Reentry) Run(op, key string, f func() error) (err error) {
 	}
 	open := r.bucket(key)
 	open.Add(1)
+	returned := false
 	defer func() {
 		open.Add(-1)
+		if !returned { // f panicked: its chain may outlive this call on the stack
+			slots[slot].Store(buried(time.Now()))
+			return
+		}
 		slots[slot].Store(nil)
 		if err == nil && ru.by != "" {
 			err = &SelfWriteError{Op: op, Key: key, By: ru.by, Unsure: ru.unsure}
 		}
 	}()
-	return tagged(slot, f)
+	err = tagged(slot, f)
+	returned = true
+	return err
 }
 
-// claim takes a free slot for ru.
+// claim takes a free slot for ru: an empty one, or one buried long enough.
 func claim(ru *userRun) (uint32, bool) {
 	start := slotNext.Add(1)
+	var now time.Time
 	for i := range uint32(len(slots)) {
 		slot := (start + i) % uint32(len(slots))
-		if slots[slot].CompareAndSwap(nil, ru) {
+		cur := slots[slot].Load()
+		if cur != nil && cur.buried {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if now.Before(cur.until) {
+				continue
+			}
+		} else if cur != nil {
+			continue
+		}
+		if slots[slot].CompareAndSwap(cur, ru) {
 			return slot, true
 		}
 	}
@@ -199,6 +236,12 @@ func (r *Reentry) nestedIn(keys []string, mark func(*userRun)) {
 			mark(ru)
 		}
 	}
+}
+
+// NoteWritten is noteWritten for a write delivered with another Store's
+// environment (a transaction over several Stores): Run tells its own.
+func (r *Reentry) NoteWritten(op string, keys []string, res Result, err error) {
+	r.noteWritten(op, keys, res, err)
 }
 
 // noteWritten records, after a delivery named op ended with err, what it
