@@ -46,7 +46,9 @@ func (e *MergeError) Is(target error) bool { return target == ErrConflict }
 // holding Base, Mine (edited), Theirs and the Fields that overlap; nothing is
 // written. An empty base.ETag matches ErrETagRequired; a deleted document
 // ErrNotFound; a merge error that does not match ErrConflict is returned as
-// is; a lost answer no read can settle, an *OutcomeUnknownError.
+// is; a lost answer no read can settle, an *OutcomeUnknownError. A merge
+// that writes base.Key itself, through this Store, fails at once with
+// ErrInvalidInput (its write stays, landed once), as Update's mutate does.
 func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T]) (Doc[T], error) {
 	ctx, sp := s.obs.Begin(ctx, telemetry.OpSave, base.Key)
 	defer sp.EndOnPanic()
