@@ -91,3 +91,58 @@ func TestSelfWriteSaveMergeFunc(t *testing.T) {
 		})
 	}
 }
+
+// Store.Transact's fn is user code run again on a lost race: an fn that
+// reads "k" in the transaction and writes "k" outside it (a nested Update
+// through its own Store) would lose every commit to its own write. It
+// fails the transaction at once with ErrInvalidInput, the outside write
+// landed once and fn run once, grouped or not. An fn that writes another
+// key outside the transaction is only a side effect: it commits.
+func TestSelfWriteTransactFnWritesOutside(t *testing.T) {
+	for _, cfg := range selfWriteConfigs {
+		t.Run(cfg.name, func(t *testing.T) {
+			opts := cfg.opts
+			s := etagstore.New[nestDoc](memstore.New(nil), &opts)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			for _, key := range []string{"k", "side"} {
+				if _, err := s.Create(ctx, key, nestDoc{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runs := 0
+			_, err := s.Transact(ctx, func(tx *etagstore.Tx[nestDoc]) error {
+				runs++
+				v, err := tx.Get("k")
+				if err != nil {
+					return err
+				}
+				if _, err := s.Update(ctx, "k", func(d *nestDoc) error { d.N += 1000; return nil }); err != nil {
+					return err
+				}
+				v.N++
+				return tx.Put("k", v)
+			})
+			if !errors.Is(err, etagstore.ErrInvalidInput) || errors.Is(err, etagstore.ErrConflict) || runs != 1 {
+				t.Errorf("Transact whose fn writes its key outside tx = %v after %d runs; want ErrInvalidInput alone after 1", err, runs)
+			}
+			if got, err := s.Get(ctx, "k"); err != nil || got.Value.N != 1000 {
+				t.Errorf("k = %+v, %v; want N = 1000 (the outside write once, the transaction's not)", got.Value, err)
+			}
+			_, err = s.Transact(ctx, func(tx *etagstore.Tx[nestDoc]) error {
+				if _, err := s.Update(ctx, "side", func(d *nestDoc) error { d.N++; return nil }); err != nil {
+					return err
+				}
+				v, err := tx.Get("k")
+				if err != nil {
+					return err
+				}
+				v.N++
+				return tx.Put("k", v)
+			})
+			if err != nil {
+				t.Errorf("Transact whose fn writes another key outside tx = %v, want nil", err)
+			}
+		})
+	}
+}

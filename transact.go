@@ -33,7 +33,10 @@ import (
 //
 // When a document changed before the commit, fn runs again on fresh reads,
 // after the Store's backoff, within its RetryPolicy; fn must therefore be
-// free of side effects outside tx. An error Transact returns from fn was
+// free of side effects outside tx. An fn that writes, through this Store
+// but outside tx, a key the transaction touches would beat every commit:
+// the transaction fails at once with ErrInvalidInput (that write landed,
+// once). An error Transact returns from fn was
 // made on reads that were all current together: when fn returns an error
 // or panics, its reads are checked first, and if one changed fn runs
 // again instead. An error of fn that matches ErrConflict runs it again

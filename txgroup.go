@@ -220,8 +220,22 @@ func (s *Store[T]) takeTxSlot(r *txMember[T], f *Tx[T]) {
 			r.answer <- txAnswer{left: true}
 		}
 	}()
-	err, panicked, p := runFn(r.fn, f)
+	var (
+		err      error
+		panicked bool
+		p        any
+	)
+	// A write fn makes outside tx of one of its keys, through this Store,
+	// beats every commit: fn fails at once (engine.Reentry).
+	self := s.env.Reentry.RunAny(telemetry.OpTransact.String(), func() error {
+		err, panicked, p = runFn(r.fn, f)
+		return nil
+	}, func() []string { return f.own.keys })
 	answered = true
+	if self != nil && !panicked {
+		r.answer <- txAnswer{err: self}
+		return
+	}
 	if f.txn.err != nil {
 		err = f.txn.err
 	}

@@ -122,9 +122,12 @@ func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error, flight engine
 		t.reset()
 		t.attempt = d.Attempts()
 		t.copies = t.attempt == 1 && !fenced // not after a batch's runs (made): they left it on a stale or torn view
-		err := t.run(fn)
+		err := t.runOwn(fn)
 		d.SetKeys(t.keys()) // also for an error's text
+		var self *engine.SelfWriteError
 		switch {
+		case errors.As(err, &self):
+			return nil, err // fn wrote a key of its own outside tx: no run can win
 		case err == nil:
 			return t.request(d)
 		case t.err != nil || errors.Is(err, engine.ErrStale):
@@ -265,6 +268,18 @@ func (t *Txn) run(fn func(tx *Txn) error) (err error) {
 		return engine.Rerun(err)
 	}
 	return err
+}
+
+// runOwn is run of fn inside the Reentry of the transaction's Store, when
+// it has one from the start (Store.Transact): a write fn makes outside tx,
+// through that Store, of a key the transaction touches would beat every
+// commit, so it fails the transaction at once (a *engine.SelfWriteError,
+// ErrInvalidInput), the write landed once.
+func (t *Txn) runOwn(fn func(tx *Txn) error) error {
+	if t.lead == nil {
+		return t.run(fn)
+	}
+	return t.lead.env.Reentry.RunAny(telemetry.OpTransact.String(), func() error { return t.run(fn) }, t.keys)
 }
 
 // failed is the attempt's end when fn returned err, an error of its own:

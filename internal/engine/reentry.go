@@ -44,6 +44,9 @@ type Reentry struct {
 	// open counts the runs open per hash of their keys: a write of a key
 	// whose count is 0 is not nested in any, and reads no stack.
 	open [openBuckets]atomic.Int32
+	// anyOpen counts the runs open for any key (RunAny): while one is, a
+	// write of every key reads the stack.
+	anyOpen atomic.Int32
 }
 
 const openBuckets = 256
@@ -65,6 +68,9 @@ type userRun struct {
 	// not settled).
 	by     string
 	unsure bool
+	// A run for any key (RunAny) and the keys written from inside it.
+	any    bool
+	wrote  []string
 	buried bool      // the slot's run panicked; r is nil (see buried)
 	until  time.Time // a buried slot's: when it may be claimed again
 }
@@ -101,15 +107,18 @@ type SelfWriteError struct {
 }
 
 func (e *SelfWriteError) Error() string {
-	landed, code := "committed", "mutate"
+	landed, code, rule := "committed", "mutate", "must only compute *T"
 	if e.Unsure {
 		landed = "may have committed"
 	}
-	if e.Op == "Save" {
+	switch e.Op {
+	case "Save":
 		code = "merge" // Save's MergeFunc
+	case "Transact":
+		code, rule = "fn", "must write only through tx"
 	}
-	return fmt.Sprintf("%v: %s %q: %s wrote its own key (a nested %s %s), which would beat this %s on every retry; %s must only compute *T",
-		driver.ErrInvalidInput, e.Op, e.Key, code, e.By, landed, e.Op, code)
+	return fmt.Sprintf("%v: %s %q: %s wrote its own key (a nested %s %s), which would beat this %s on every retry; %s %s",
+		driver.ErrInvalidInput, e.Op, e.Key, code, e.By, landed, e.Op, code, rule)
 }
 
 // Unwrap makes errors.Is(err, driver.ErrInvalidInput) true.
@@ -119,16 +128,46 @@ func (e *SelfWriteError) Unwrap() error { return driver.ErrInvalidInput }
 // mutate), on the calling goroutine, and returns f's error; or, when f
 // returned nil but a write of key made from inside f landed (or may
 // have), a *SelfWriteError. A panic in f goes on up the stack.
-func (r *Reentry) Run(op, key string, f func() error) (err error) {
+func (r *Reentry) Run(op, key string, f func() error) error {
 	if r == nil {
 		return f()
 	}
 	ru := &userRun{r: r, key: key}
+	err := r.run(ru, r.bucket(key), f)
+	if err == nil && ru.by != "" {
+		err = &SelfWriteError{Op: op, Key: key, By: ru.by, Unsure: ru.unsure}
+	}
+	return err
+}
+
+// RunAny runs f, the user code of a write whose keys f decides (a
+// transaction's fn), as Run does, and returns f's error; or, when a write
+// made from inside f through r's Store landed (or may have) on one of the
+// keys own returns once f has returned (its own keys), a
+// *SelfWriteError, whatever f returned. A panic in f goes on up the
+// stack.
+func (r *Reentry) RunAny(op string, f func() error, own func() []string) error {
+	if r == nil {
+		return f()
+	}
+	ru := &userRun{r: r, any: true}
+	err := r.run(ru, &r.anyOpen, f)
+	if len(ru.wrote) > 0 {
+		for _, key := range own() {
+			if slices.Contains(ru.wrote, key) {
+				return &SelfWriteError{Op: op, Key: key, By: ru.by, Unsure: ru.unsure}
+			}
+		}
+	}
+	return err
+}
+
+// run runs f below the chain of a slot held by ru, counted open in open.
+func (r *Reentry) run(ru *userRun, open *atomic.Int32, f func() error) error {
 	slot, ok := claim(ru)
 	if !ok {
 		return f()
 	}
-	open := r.bucket(key)
 	open.Add(1)
 	returned := false
 	defer func() {
@@ -138,11 +177,8 @@ func (r *Reentry) Run(op, key string, f func() error) (err error) {
 			return
 		}
 		slots[slot].Store(nil)
-		if err == nil && ru.by != "" {
-			err = &SelfWriteError{Op: op, Key: key, By: ru.by, Unsure: ru.unsure}
-		}
 	}()
-	err = tagged(slot, f)
+	err := tagged(slot, f)
 	returned = true
 	return err
 }
@@ -172,9 +208,10 @@ func claim(ru *userRun) (uint32, bool) {
 }
 
 // Inside reports whether the calling goroutine runs inside user code that
-// Run runs for key: a write of key made now would be nested in it.
+// Run runs for key, or RunAny for any key: a write of key made now would
+// be nested in it.
 func (r *Reentry) Inside(key string) bool {
-	if r == nil || r.bucket(key).Load() == 0 {
+	if r == nil || r.bucket(key).Load() == 0 && r.anyOpen.Load() == 0 {
 		return false
 	}
 	found := false
@@ -189,7 +226,7 @@ func (r *Reentry) InsideAny() bool {
 	if r == nil {
 		return false
 	}
-	open := false
+	open := r.anyOpen.Load() > 0
 	for i := range r.open {
 		open = open || r.open[i].Load() > 0
 	}
@@ -215,13 +252,16 @@ func (r *Reentry) landed(op string, keys []string, unsure bool) {
 		if ru.by == "" || ru.unsure && !unsure {
 			ru.by, ru.unsure = op, unsure
 		}
+		if ru.any {
+			ru.wrote = append(ru.wrote, keys...)
+		}
 	})
 }
 
 // nestedIn calls mark for each run of r for one of keys that the calling
 // goroutine runs inside.
 func (r *Reentry) nestedIn(keys []string, mark func(*userRun)) {
-	open := false
+	open := r.anyOpen.Load() > 0
 	for _, key := range keys {
 		if r.bucket(key).Load() > 0 {
 			open = true
@@ -232,7 +272,7 @@ func (r *Reentry) nestedIn(keys []string, mark func(*userRun)) {
 		return
 	}
 	for _, slot := range onStack() {
-		if ru := slots[slot].Load(); ru != nil && ru.r == r && slices.Contains(keys, ru.key) {
+		if ru := slots[slot].Load(); ru != nil && ru.r == r && (ru.any || slices.Contains(keys, ru.key)) {
 			mark(ru)
 		}
 	}
