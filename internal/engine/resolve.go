@@ -30,12 +30,40 @@ func resolve(req Request, base []Version) outcome.Verdict {
 		}
 		verdicts[outcome.Resolve(sent, o)] = true
 	}
-	for _, v := range []outcome.Verdict{outcome.Committed, outcome.NotApplied, outcome.NotLanded} {
-		if verdicts[v] {
-			return v
-		}
+	switch {
+	case verdicts[outcome.Committed]:
+		return outcome.Committed
+	case verdicts[outcome.NotApplied]:
+		return outcome.NotApplied
+	case verdicts[outcome.NotLanded] && !landable(req, base):
+		// Not landed (a key still holds the version it was conditioned
+		// on), but another action's condition no longer holds: sent again
+		// it would be refused on every try, as the lost one would be. It
+		// can never land: built again, as after a lost race.
+		return outcome.NotApplied
+	case verdicts[outcome.NotLanded]:
+		return outcome.NotLanded
 	}
 	return outcome.Unknown
+}
+
+// landable reports whether every condition of req, checks included, still
+// holds in base: the versions it names are current, and the keys it
+// creates are missing.
+func landable(req Request, base []Version) bool {
+	for i, w := range req {
+		switch b, c := base[i], w.Write.Cond; c.Kind {
+		case driver.CondIfMatch:
+			if c.ETag != driver.ETagAny && (!b.Exists || b.ETag != c.ETag) {
+				return false
+			}
+		case driver.CondCreate:
+			if b.Exists {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // ambiguous reports whether a write or delete that failed with err may

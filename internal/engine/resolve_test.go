@@ -107,3 +107,36 @@ func TestResolveAtomicRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveNotLandedButUnlandable: a request not landed (a key still at
+// the version it was conditioned on) whose other condition no longer holds
+// — a checked key that moved on, a created key that exists — is refused on
+// every resend: it is not applied, and built again, never sent forever.
+func TestResolveNotLandedButUnlandable(t *testing.T) {
+	base := meta.Meta{IDs: "a", Lineage: "L", Seq: 1}
+	upd := KeyWrite{Action: driver.Action{Write: driver.Write{Cond: driver.IfMatch(`"e1"`)}}, Meta: base.Then("mine", 16, 0)}
+	check := Check(Version{Item: driver.Item{ETag: `"c1"`}, Exists: true})
+	create := KeyWrite{Action: driver.Action{Write: driver.Write{Cond: driver.Cond{Kind: driver.CondCreate}}}, Meta: meta.Fresh("mine", 0)}
+	at := func(etag driver.ETag, m meta.Meta) Version {
+		return Version{Item: driver.Item{ETag: etag}, Meta: m, Exists: true}
+	}
+	for _, tc := range []struct {
+		name string
+		req  Request
+		o    []Version
+		want outcome.Verdict
+	}{
+		{"the checked key unchanged: not landed", Request{upd, check}, []Version{at(`"e1"`, base), at(`"c1"`, meta.Meta{})}, outcome.NotLanded},
+		{"the checked key moved on", Request{upd, check}, []Version{at(`"e1"`, base), at(`"c2"`, meta.Meta{})}, outcome.NotApplied},
+		{"the checked key gone", Request{upd, check}, []Version{at(`"e1"`, base), {}}, outcome.NotApplied},
+		{"the created key created by another", Request{upd, create}, []Version{at(`"e1"`, base), at(`"x"`, meta.Fresh("other", 0))}, outcome.NotApplied},
+		{"the created key still missing", Request{upd, create}, []Version{at(`"e1"`, base), {}}, outcome.NotLanded},
+		{"committed wins over a moved check", Request{upd, check}, []Version{at(`"e2"`, base.Then("mine", 16, 0)), at(`"c2"`, meta.Meta{})}, outcome.Committed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := resolve(tc.req, tc.o); got != tc.want {
+				t.Errorf("resolve = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
