@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -371,7 +372,7 @@ func TestSelfWriteConcurrentUpdates(t *testing.T) {
 					for i := range each {
 						inc := func(d *nestDoc) error {
 							if i%4 == 0 {
-								time.Sleep(50 * time.Microsecond)
+								runtime.Gosched() // a slower mutate: others' writes get in while it runs
 							}
 							d.N++
 							return nil
