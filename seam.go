@@ -201,18 +201,24 @@ func (s *Store[T]) prepareOne(a *action[T], fenced bool) error {
 		return err
 	}
 	if x, ok := a.Extra.(Extra); ok && a.Kind == access.Replace {
-		if a.ETag == ETagAny && x.base != "" && !fenced {
-			// Sent blind, it would put back what others changed since
-			// the read; a fenced batch reads first and applies the
-			// change to the version read (overAll).
-			return errorf(ErrInvalidInput, "%q: a batch's Replace with ETagAny of a Doc a read returned would undo others' changes since that read (use Merge with ETagAny, or a Doc built by hand to write T alone)", a.Key)
-		}
-		a.mine = a.data
-		w, err := s.onto(a.Key, a.ETag, x, a.data) // the change, to the document the Doc was read from
-		a.data, a.changes = w.data, w.changes
-		return err
+		return s.prepareReplace(a, x, fenced)
 	}
 	return nil
+}
+
+// prepareReplace makes a's data the change of a batch's Replace, a Doc
+// with Extra x, applied to the document the Doc was read from.
+func (s *Store[T]) prepareReplace(a *action[T], x Extra, fenced bool) error {
+	if a.ETag == ETagAny && x.base != "" && !fenced {
+		// Sent blind, it would put back what others changed since the
+		// read; a fenced batch reads first and applies the change to the
+		// version read (overAll).
+		return errorf(ErrInvalidInput, "%q: a batch's Replace with ETagAny of a Doc a read returned would undo others' changes since that read (use Merge with ETagAny, or a Doc built by hand to write T alone)", a.Key)
+	}
+	a.mine = a.data
+	w, err := s.onto(a.Key, a.ETag, x, a.data)
+	a.data, a.changes = w.data, w.changes
+	return err
 }
 
 // blind is the write of a that starts from nothing: Create, Replace and

@@ -220,17 +220,7 @@ func (s *Store[T]) takeTxSlot(r *txMember[T], f *Tx[T]) {
 			r.answer <- txAnswer{left: true}
 		}
 	}()
-	var (
-		err      error
-		panicked bool
-		p        any
-	)
-	// A write fn makes outside tx of one of its keys, through this Store,
-	// beats every commit: fn fails at once (engine.Reentry).
-	self := s.env.Reentry.RunAny(telemetry.OpTransact.String(), func() error {
-		err, panicked, p = runFn(r.fn, f)
-		return nil
-	}, func() []string { return f.own.keys })
+	err, panicked, p, self := s.runOwnFn(r, f)
 	answered = true
 	if self != nil && !panicked {
 		r.answer <- txAnswer{err: self}
@@ -267,6 +257,18 @@ func (s *Store[T]) takeTxSlot(r *txMember[T], f *Tx[T]) {
 	if panicked && !a.ungrouped {
 		panic(p)
 	}
+}
+
+// runOwnFn runs r's fn on f (runFn) inside the Store's Reentry for any
+// key: a write fn makes outside tx of one of its keys, through this Store,
+// beats every commit, so self is the *engine.SelfWriteError that fails fn
+// at once.
+func (s *Store[T]) runOwnFn(r *txMember[T], f *Tx[T]) (err error, panicked bool, p any, self error) {
+	self = s.env.Reentry.RunAny(telemetry.OpTransact.String(), func() error {
+		err, panicked, p = runFn(r.fn, f)
+		return nil
+	}, func() []string { return f.own.keys })
+	return err, panicked, p, self
 }
 
 // stale is the failure of a transaction whose last run acted on a view
