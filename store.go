@@ -73,11 +73,9 @@ type Store[T any] struct {
 	core
 	seam[T] // the backend packages' way in (seam.go)
 	codec   Codec
-	grouped bool
 
 	gmu    sync.Mutex
 	groups map[groupKey]*group[T]
-	txg    txGroup[T] // concurrent transactions (txgroup.go)
 }
 
 // core is the part of a Store that knows nothing of T: the backend, the
@@ -95,6 +93,7 @@ type core struct {
 	known     members.Known    // the members T's documents hold (nil Names: all; see Extra.Names)
 	merger    merger           // the codec's Merge; nil when it has none
 	reads     *readshare.Reads // concurrent Gets' shared reads; nil: off
+	grouped   bool             // group commit is on (Options.DisableGroupCommit unset)
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the
@@ -104,8 +103,8 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(o, b)},
-		codec: o.Codec, grouped: !o.DisableGroupCommit, groups: map[groupKey]*group[T]{}}
+	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(o, b), grouped: !o.DisableGroupCommit},
+		codec: o.Codec, groups: map[groupKey]*group[T]{}}
 	s.abilities = b.Abilities()
 	if s.codec == nil {
 		s.codec = s.abilities.Codec

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -45,9 +44,11 @@ import (
 // first and read hot documents last: a refusal returned before fn reads a
 // document many writers change is not run again each time it moves.
 //
-// Concurrent Transacts of one Store share one commit (group commit, as
-// concurrent Updates of one key do): while one batch is in flight, the
-// callers that arrive queue, and each fn of the next batch runs in turn,
+// Concurrent transactions whose Stores commit together share one commit
+// (group commit, as concurrent Updates of one key do; see Transact for
+// transactions over several Stores): while one transaction or batch is in
+// flight, the callers that arrive queue, and each fn of the next batch
+// runs in turn,
 // on its caller's goroutine, on the documents as the transactions before
 // it in the batch left them (tx.ETag of a document one of them wrote is
 // a Superseded ETag: its version is not stored yet). The batch's writes
@@ -67,12 +68,15 @@ import (
 // When a caller of the batch leaves (ctx) before the commit is sent, the
 // others' fns run again, uncounted; one that leaves while the commit is in
 // flight gets an *OutcomeUnknownError if it wrote anything.
+// A lone transaction commits on its own, on its caller's goroutine.
 // Options.DisableGroupCommit, or a fenced ctx (WithFence), makes each
-// transaction commit on its own, as the package-level Transact always
-// does. Failures:
+// transaction commit on its own. Failures:
 //
 //   - fn's error aborts with nothing written and is returned as is; a
 //     panic in fn goes on up the caller's stack, with nothing written.
+//   - a key fn created with Tx.Create exists: an error matching
+//     ErrExists, once fn's reads are found current (otherwise fn runs
+//     again), with nothing written.
 //   - every attempt lost its race, while the policy's time lasted: an
 //     error matching ErrConflict (never ErrExists or ErrNotFound of the
 //     last refusal).
@@ -93,357 +97,249 @@ import (
 func (s *Store[T]) Transact(ctx context.Context, fn func(tx *Tx[T]) error) ([]Doc[T], error) {
 	ctx, sp := s.obs.Begin(ctx, telemetry.OpTransact, "")
 	defer sp.EndOnPanic()
-	docs, err := s.transact(ctx, fn, &sp.Stats)
+	if s.abilities.Commit == nil {
+		err := errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(s.b))
+		sp.End(err)
+		return nil, err
+	}
+	c := &txCall{ctx: ctx, fn: func(t *Txn) error { return fn(s.In(t)) }, store: &s.core, span: &sp}
+	t, err := c.transact()
+	var docs []Doc[T]
+	if err == nil {
+		docs = s.In(t).docs()
+	}
 	sp.End(err)
 	return docs, err
 }
 
-func (s *Store[T]) transact(ctx context.Context, fn func(tx *Tx[T]) error, st *telemetry.Stats) ([]Doc[T], error) {
-	if s.abilities.Commit == nil {
-		return nil, errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(s.b))
+// Transact runs fn, which reads and writes documents of any types through
+// the typed views of tx (s.In(tx) for each Store s), and commits every
+// write fn made, over all of them, in one atomic, conditional request.
+// Store.Transact is its one-Store case, on the same path, with the same
+// rules (see there): serializable (on tables, keys found missing and not
+// written excepted), fn run again on a conflict and on its own
+// ErrConflict, an error of fn returned only when its reads were current
+// together, and group commit: concurrent transactions whose Stores commit
+// together share one commit, whichever Stores each uses.
+//
+// The Stores must commit together: Stores over one backend, or over
+// backends that declare the same driver.Abilities.CommitScope (tables:
+// tablestore Backends over one *aztables.Client, with the same
+// Options.Partition). The first Store fn uses leads: its RetryPolicy,
+// Clock, version cache and telemetry carry the transaction (its span is
+// etagstore.Transact), and its Options.DisableGroupCommit decides whether
+// it may share a commit. In a batch, the lead of the first transaction
+// that arrived leads the batch's commit (its policy bounds the batch; each
+// transaction that leaves the batch runs again under its own lead's). A
+// Store that cannot join the lead (another table or partition) fails at
+// its first use in fn with ErrInvalidInput, and a backend that cannot
+// commit atomically (blobs) with errors.ErrUnsupported; either way
+// Transact fails with that error and nothing is written. One key is
+// written through one Store.
+func Transact(ctx context.Context, fn func(tx *Txn) error) error {
+	c := &txCall{ctx: ctx, fn: fn}
+	defer func() {
+		if c.span != nil {
+			c.span.EndOnPanic()
+		}
+	}()
+	_, err := c.transact()
+	if c.span != nil {
+		c.span.End(err)
 	}
-	if s.grouped && !isUngrouped(ctx) && !s.env.Reentry.InsideAny() { // nested in a mutate: its writes must land on this goroutine
-		return s.transactGrouped(ctx, fn, st)
-	}
-	return s.transactUngrouped(ctx, fn, 0, st)
+	return err
 }
 
-// transactUngrouped runs fn's transaction on its own: its own reads, its own
-// commit. made is how many runs of fn a batch made (they count as
-// attempts).
-func (s *Store[T]) transactUngrouped(ctx context.Context, fn func(tx *Tx[T]) error, made int, st *telemetry.Stats) ([]Doc[T], error) {
-	t := &Txn{base: ctx, ctx: ctx, lead: &s.core, made: made}
-	res, err := t.deliver(ctx, func(t *Txn) error { return fn(s.In(t)) }, nil)
-	st.Attempts = res.Attempts
-	if err != nil {
-		return nil, err
-	}
-	st.Batch = len(res.Out)
-	return s.In(t).docs(), nil
+// errRelead ends the delivery of a package-level Transact whose run of fn
+// used first a Store that cannot commit with the delivery's lead: the
+// transaction goes on, delivered by that Store.
+var errRelead = errors.New("etagstore: a run of the transaction is led by another Store")
+
+// txCall is one call of Transact or Store.Transact.
+//
+// Its first run of fn starts before anything is known of the transaction:
+// fn's first use of a Store names its lead, and with it the group of
+// transactions that commit together (txgroup.go). There the run decides,
+// on the caller's goroutine and inside fn: with no other transaction of
+// the group in flight, it goes on alone (the delivery that follows takes
+// it as its first attempt's run: no hand-off, no goroutine); otherwise it
+// queues and waits, still inside fn, for its slot in the next batch, and
+// goes on on the batch's copy (Txn.use), or alone if the batch leaves it
+// out.
+type txCall struct {
+	ctx   context.Context // the caller's, under the span once begun
+	fn    func(*Txn) error
+	store *core           // Store.Transact's Store; nil: the first used
+	span  *telemetry.Span // begun by the lead (Store.Transact: at once)
+	lead  *core           // the Store that leads: known at the first use of one
+	// nested: Store.Transact called inside user code of a write of its
+	// Store (a mutate, another fn): it commits on its own.
+	nested bool
 }
 
-// Tx is a Store's typed view of a transaction (see Store.Transact and
-// Transact): what fn read and wrote of the Store's documents. It is valid
-// during fn and, like fn, not safe for concurrent use. After the commit,
-// ETag reports the new ETag of each document written, and Put and Delete
-// fail with ErrInvalidInput.
-type Tx[T any] struct {
-	s      *Store[T]
-	txn    *Txn
-	reads  map[string]version // the version read of every key touched (missing ones too); after the commit, the version made
-	writes map[string]txWrite[T]
-	made   map[string]driver.Item // after the commit: the version each write made
+// callMode is what the first run of fn became at its first use of a Store.
+type callMode uint8
 
-	// In a batch of transactions (txgroup.go): the versions the batch
-	// read ahead, and what this member's fn touched itself (nil outside
-	// a batch).
-	ahead map[string]version
-	own   *ownTouches
-}
+const (
+	unjoined callMode = iota // no Store used (yet)
+	alone                    // it commits on its own
+	inBatch                  // it runs in a batch's slot (txMember)
+	gone                     // it ended before running in one (its caller left, or the batch failed it)
+)
 
-type txWrite[T any] struct {
-	del   bool
-	blind bool // Upsert of a key not read: no condition, nothing checked
-	value T
-	data  []byte  // T's encoding of value
-	onto  written // data applied to the version read (not for a blind write)
-	// whole: it writes T alone, keeping nothing of the stored document (an
-	// Upsert, or a write after a delete in the transaction); anew: it
-	// starts a new history over the stored version (after a delete).
-	whole, anew bool
-	// inherited: made by an earlier transaction of a batch; its value is
-	// that transaction's, so a Get decodes data afresh.
-	inherited bool
-}
-
-func (tx *Tx[T]) core() *core { return &tx.s.core }
-
-func (tx *Tx[T]) read(key string) version { return tx.reads[key] }
-
-func (tx *Tx[T]) wasRead(key string) bool {
-	_, ok := tx.reads[key]
-	return ok
-}
-
-func (tx *Tx[T]) action(d *engine.Delivery, key string) (engine.KeyWrite, bool) {
-	b := tx.reads[key]
-	w, written := tx.writes[key]
+// transact runs the call and returns the Txn whose state the commit
+// recorded.
+func (c *txCall) transact() (*Txn, error) {
+	_, fenced := FenceFrom(c.ctx)
+	c.nested = c.store != nil && c.store.env.Reentry.InsideAny()
+	t := &Txn{st: c.newState(c.store, 1, !fenced)}
+	first := &firstRun{c: c, t: t}
+	t.st.first = first.use
+	r := runFn(c.fn, t, c.store)
+	t.st.first = nil
 	switch {
-	case !written:
-		return engine.Check(b), false
-	case w.del:
-		return d.DeleteOver(b, tx.s.abilities.Tombstones), true
-	case w.blind:
-		return engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, w.data, 0), true
-	case w.anew: // created again after a delete: nothing of the stored version's bookkeeping carries over
-		return engine.Fresh(key, driver.IfMatch(b.ETag), w.data, d.Fence()), true
+	case first.mode == unjoined && c.store != nil: // fn used no Store yet: its own leads
+		c.lead = c.store
+	case first.mode == unjoined: // fn used no Store: nothing to commit
+		t.st.done = true
+		if r.panicked {
+			panic(r.p)
+		}
+		return t, r.err
+	case first.mode == inBatch: // the batch ends its fork
+		return first.m.finish(r)
+	case first.mode == gone:
+		t.st.done = true
+		return t, first.err
 	}
-	return over(d, b, w.onto), true
+	return c.alone(t, &r, first.g, 0)
 }
 
-// committed records it, the version the commit made of key (a check's:
-// its ETag only, where the backend gave one a new one), and keeps it in
-// the Store's version cache.
-func (tx *Tx[T]) committed(key string, it driver.Item) {
-	w, written := tx.writes[key]
-	b := tx.reads[key]
-	switch {
-	case written && w.del:
-		b = version{Item: driver.Item{Key: key}, Verified: true, MetaKnown: true, Missing: errorf(ErrNotFound, "%q was deleted by the transaction", key)}
-	case written:
-		b = tx.s.stored(it, false, w.blind || w.onto.canonical)
-	case it.ETag != "" && !it.ETag.Superseded():
-		b.ETag = it.ETag // a check that gave it a new ETag (tables)
-	}
-	tx.reads[key] = b
-	if tx.made == nil {
-		tx.made = map[string]driver.Item{}
-	}
-	tx.made[key] = it
-	tx.s.cacheWritten(engine.Result{Out: []driver.Item{it}}, written && (w.blind || w.onto.canonical))
+// newState is the state of a run of fn for attempt, led by lead (nil:
+// the first Store used).
+func (c *txCall) newState(lead *core, attempt int, copies bool) *txnState {
+	return &txnState{ctx: c.ctx, lead: lead, owner: map[string]*core{}, attempt: attempt, copies: copies}
 }
 
-// docs is the documents the transaction put through tx, in the order it
-// first touched their keys, with the versions the commit made.
-func (tx *Tx[T]) docs() []Doc[T] {
-	var docs []Doc[T]
-	for _, tc := range tx.txn.order {
-		w, ok := tx.writes[tc.key]
-		if tc.view != txView(tx) || !ok || w.del {
+// firstRun is the first run of fn, up to its first use of a Store.
+type firstRun struct {
+	c    *txCall
+	t    *Txn
+	mode callMode
+	g    *txGroup  // alone as the group's first caller: its group
+	m    *txMember // in a batch
+	err  error     // gone: why
+}
+
+// use is the first use of a Store, c: the span begins (package-level
+// Transact), the lead is known, and the run goes on alone or in a batch.
+func (f *firstRun) use(c *core) {
+	call := f.c
+	if call.span == nil {
+		ctx, sp := c.obs.Begin(call.ctx, telemetry.OpTransact, "")
+		call.ctx, call.span = ctx, &sp
+		f.t.st.ctx = ctx
+	}
+	call.lead = call.store
+	if call.lead == nil {
+		call.lead = c
+	}
+	f.mode = alone
+	if c.abilities.Commit == nil {
+		return // it fails to join
+	}
+	key := groupOf(call)
+	if key == nil {
+		return
+	}
+	if f.g, f.m = arrive(key, call); f.m == nil {
+		return // the group's first caller
+	}
+	f.m.awaitFirst(f)
+}
+
+// alone delivers the call's transaction on its own, through the engine,
+// each attempt a run of fn; first is the outcome of a run made before the
+// delivery (the call's first), taken as the first attempt's; made is how
+// many runs a batch made (they count as attempts); g is the group whose
+// first caller it is (nil: none), told when fn runs and when it is done.
+func (c *txCall) alone(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, error) {
+	defer g.firstDone()
+	lead := c.lead
+	env := lead.env
+	if first != nil {
+		g.leaving() // the first run of fn has returned
+		if first.panicked && first.self == nil {
+			if !errors.Is(t.st.revalidate(env, nil), engine.ErrStale) {
+				panic(first.p) // on reads current together: the caller's
+			}
+			first = nil // a panic on a torn view: fn runs again
+		}
+	}
+	fence, fenced := FenceFrom(c.ctx)
+	var relead *core // a Store that cannot commit with lead, used first by a later run
+	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
+		var r fnRun
+		if first != nil {
+			r, first = *first, nil
+		} else {
+			t.st = c.newState(c.store, d.Attempts(), d.Attempts() == 1 && !fenced)
+			if c.store == nil { // package-level: the run's first Store leads it
+				st := t.st
+				st.first = func(u *core) {
+					if !commitTogether(lead, u) {
+						relead, st.err = u, errRelead
+					}
+				}
+			}
+			g.entering()
+			r = runFn(c.fn, t, lead)
+			g.leaving()
+		}
+		st := t.st
+		err := st.outcome(r, env)
+		d.SetKeys(st.keys()) // also for an error's text
+		var self *engine.SelfWriteError
+		switch {
+		case errors.As(err, &self):
+			return nil, err // fn wrote a key of its own outside tx: no run can win
+		case err == nil:
+			return st.request(d, false)
+		case st.err != nil || errors.Is(err, engine.ErrStale):
+			return nil, err
+		}
+		return st.failed(err)
+	})
+	for {
+		res, err := engine.New(env, telemetry.OpTransact.String(), engine.SelfReading, nil, p,
+			engine.Options{Fence: fence, Fenced: fenced, Made: made}).Run(c.ctx)
+		st := t.st
+		st.noteOthers(res, err)
+		if errors.Is(err, errRelead) { // a run led by a Store of another scope: delivered by it
+			lead, env, c.lead, relead = relead, relead.env, relead, nil
+			made = res.Attempts
 			continue
 		}
-		it := tx.made[tc.key]
-		docs = append(docs, Doc[T]{Key: tc.key, Value: w.value, ETag: it.ETag, Extra: tx.s.extraOf(it, w.data)})
-	}
-	return docs
-}
-
-// Get returns the document under key as the transaction sees it: its own
-// write if it made one, otherwise the version it read the first time: on
-// the first run of fn, the copy the Store's version cache holds, as an
-// Update starts from it (the commit checks it by its ETag; a stale one
-// runs fn again, on reads); otherwise read now. A missing document
-// matches ErrNotFound.
-func (tx *Tx[T]) Get(key string) (T, error) {
-	var zero T
-	if w, ok := tx.writes[key]; ok {
-		tx.own.touch(key)
-		tx.own.saw(key)
-		if w.del {
-			return zero, errorf(ErrNotFound, "%q was deleted in this transaction", key)
-		}
-		if w.inherited {
-			var v T // a copy of its own: the earlier transaction keeps its value
-			if err := tx.s.codec.Unmarshal(w.data, &v); err != nil {
-				return zero, decodeError(key, err)
+		if key := st.unreadRefused(err); key != "" {
+			stale := st.revalidate(env, nil)
+			if errors.Is(stale, engine.ErrStale) {
+				made = res.Attempts // made on reads no longer current: fn runs again
+				continue
 			}
-			return v, nil
+			if err = stale; err == nil {
+				err = errorf(ErrExists, "Transact: %q exists", key)
+			}
 		}
-		return w.value, nil
-	}
-	b, err := tx.version(key)
-	if err != nil {
-		return zero, err
-	}
-	if !b.Exists {
-		return zero, b.Missing
-	}
-	d, err := tx.s.decode(b.Item)
-	if err == nil && d.Extra.doc == "" && !b.Canonical {
-		b.Canonical = true // T encodes it as stored: a Put over it need not work that out again
-		tx.reads[key] = b
-	}
-	return d.Value, err
-}
-
-// Put buffers a write of v under key: a create if the transaction found it
-// missing, otherwise a replace conditioned on the version it read. An
-// invalid key or a value that cannot be stored is returned now.
-func (tx *Tx[T]) Put(key string, v T) error {
-	if err := tx.open(); err != nil {
-		return err
-	}
-	b, err := tx.version(key)
-	if err != nil {
-		return err
-	}
-	data, err := tx.s.encode(key, v)
-	if err != nil {
-		return err
-	}
-	prev, had := tx.writes[key]
-	next := txWrite[T]{value: v, data: data, whole: had && (prev.del || prev.whole), anew: had && (prev.del || prev.anew)}
-	if next.whole {
-		next.onto = written{data: data, canonical: true} // over a delete or an Upsert: T alone
-	} else if next.onto, err = tx.s.apply(b, nil, data); err != nil { // the change, to the document read
-		return err
-	}
-	tx.writes[key] = next
-	tx.own.wrote(key)
-	return nil
-}
-
-// Upsert buffers a write of v under key with no condition, as
-// Store.Upsert writes: nothing is read for it and nothing is checked at
-// commit for it (the documented bypass: it overwrites whatever is
-// stored), and it writes T alone. A key the transaction has read (before
-// the Upsert, or after it: ETag, Delete, Put), or a transaction under a
-// fence (WithFence), is written as Put writes it, conditioned on the
-// version read.
-func (tx *Tx[T]) Upsert(key string, v T) error {
-	if err := tx.open(); err != nil {
-		return err
-	}
-	if _, fenced := FenceFrom(tx.txn.ctx); fenced || tx.mine(key) {
-		return tx.Put(key, v)
-	}
-	if err := tx.s.checkKey(key); err != nil {
-		return err
-	}
-	if err := tx.txn.join(&tx.s.core, key); err != nil {
-		return err
-	}
-	data, err := tx.s.encode(key, v)
-	if err != nil {
-		return err
-	}
-	w := txWrite[T]{value: v, data: data, whole: true, onto: written{data: data, canonical: true}}
-	prev, had := tx.writes[key]
-	_, read := tx.reads[key] // in a batch: by an earlier transaction, whose check the write keeps
-	switch {
-	case !had && !read:
-		w.blind = true
-		tx.txn.order = append(tx.txn.order, touch{tx, key})
-	case had && prev.blind:
-		w.blind = true // over an earlier transaction's blind Upsert: still nothing read
-	default:
-		w.anew = had && (prev.del || prev.anew) // T alone, conditioned as the key's action is
-	}
-	tx.writes[key] = w
-	tx.own.touch(key)
-	tx.own.wrote(key)
-	return nil
-}
-
-// mine reports whether the transaction read or wrote key (in a batch of
-// transactions: this one, not an earlier one of the batch).
-func (tx *Tx[T]) mine(key string) bool {
-	if tx.own != nil {
-		return tx.own.seen[key]
-	}
-	_, read := tx.reads[key]
-	_, wrote := tx.writes[key]
-	return read || wrote
-}
-
-// Delete buffers the delete of key, conditioned on the version the
-// transaction read. A key that is missing (or that this transaction
-// deleted) matches ErrNotFound now; deleting a key this transaction created
-// cancels its Put.
-func (tx *Tx[T]) Delete(key string) error {
-	if err := tx.open(); err != nil {
-		return err
-	}
-	b, err := tx.version(key)
-	if err != nil {
-		return err
-	}
-	if w, ok := tx.writes[key]; ok && !w.del && !b.Exists {
-		delete(tx.writes, key) // created here: the delete cancels it
-		tx.own.wrote(key)
-		return nil
-	}
-	if w, ok := tx.writes[key]; !b.Exists || ok && w.del {
-		return errorf(ErrNotFound, "%q", key)
-	}
-	tx.writes[key] = txWrite[T]{del: true}
-	tx.own.wrote(key)
-	return nil
-}
-
-// ETag returns the ETag of the version of key the transaction read (read
-// now, the first time), or "" when the key was missing: what a caller
-// holding a version from an earlier read (a docstore revision, say) checks
-// it against inside the transaction. The check is part of the commit: a
-// version that changes before it commits makes fn run again. An invalid
-// key matches ErrInvalidKey.
-func (tx *Tx[T]) ETag(key string) (ETag, error) {
-	b, err := tx.version(key)
-	if w, ok := tx.writes[key]; err == nil && tx.own.pending(key) && !tx.txn.done {
-		// An earlier transaction of the batch wrote it (txgroup.go): the
-		// version this one sees is not stored yet, and no ETag held
-		// matches it.
-		if ok && w.del && w.inherited {
-			return "", nil
+		st.done = true // committed or failed: the views read and write no more
+		c.span.Stats.Attempts = res.Attempts
+		if err != nil {
+			return t, err
 		}
-		return driver.Superseded("pending"), nil
-	}
-	if err != nil || !b.Exists {
-		return "", err
-	}
-	return b.ETag, nil
-}
-
-// cached is the copy of key the Store's version cache holds, when the
-// attempt may start from copies (see Txn.copies).
-func (tx *Tx[T]) cached(key string) []version {
-	if !tx.txn.copies {
-		return nil
-	}
-	return tx.s.cached(tx.txn.ctx, key, "")
-}
-
-// open refuses a write after the commit.
-func (tx *Tx[T]) open() error {
-	if tx.txn.done {
-		return errorf(ErrInvalidInput, "Transact: the transaction has ended")
-	}
-	return nil
-}
-
-// readNow reads key; in a batch, its turn's timer does not count the read.
-func (tx *Tx[T]) readNow(key string) (version, error) {
-	tx.own.reading(true)
-	defer tx.own.reading(false)
-	return (hooks{&tx.s.core}).Read(tx.txn.ctx, key)
-}
-
-// version returns the version of key the transaction read, reading it the
-// first time.
-func (tx *Tx[T]) version(key string) (version, error) {
-	tx.own.saw(key)
-	if b, ok := tx.reads[key]; ok {
-		tx.own.touch(key)
-		return b, nil
-	}
-	if err := tx.s.checkKey(key); err != nil {
-		return version{}, err
-	}
-	if err := tx.txn.join(&tx.s.core, key); err != nil {
-		return version{}, err
-	}
-	if err := tx.txn.ctx.Err(); err != nil {
-		return version{}, err
-	}
-	b, ok := tx.ahead[key] // read ahead by a batch
-	if c := tx.cached(key); !ok && c != nil {
-		b = c[0] // checked by the commit, by its ETag
-	} else if !ok {
-		var err error
-		if b, err = tx.readNow(key); err != nil {
-			return version{}, err
+		st.recordCommit(res)
+		if len(res.Sent) > 0 {
+			lead.obs.Committed(c.ctx, len(res.Out))
 		}
+		c.span.Stats.Batch = len(res.Out)
+		return t, nil
 	}
-	tx.reads[key] = b
-	tx.own.touch(key)
-	if w, upserted := tx.writes[key]; upserted {
-		// An Upsert touched it already: now that fn has read it, the
-		// write is conditioned on the version read, as a Put's.
-		w.blind = false
-		w.onto = written{data: w.data, canonical: true} // an Upsert writes T alone
-		tx.writes[key] = w
-	} else {
-		tx.txn.order = append(tx.txn.order, touch{tx, key})
-	}
-	return b, nil
 }

@@ -4,43 +4,46 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"slices"
-	"time"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
-	"github.com/etagstore/etagstore/internal/outcome"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
-// This file is the transaction shared by Stores of several document types
-// (Txn, Transact, Store.In); transact.go is its typed view (Tx[T]) and
-// Store.Transact, a transaction of one Store.
-
-// Txn is one transaction over one or more Stores whose backends commit
-// together (see Transact). Each Store reads and writes in it through its
-// typed view, s.In(tx). It is valid during fn and, like fn, not safe for
-// concurrent use; after a commit, s.In(tx).ETag(key) reports the new ETag
-// of each document written.
+// Txn is a transaction over Stores that commit together (see Transact).
+// Each Store reads and writes in it through its typed view, s.In(tx). It
+// is valid during fn and, like fn, not safe for concurrent use; after a
+// commit, s.In(tx).ETag(key) reports the new ETag of each document
+// written.
 type Txn struct {
-	base  context.Context // the caller's
-	ctx   context.Context // fn's reads': the caller's, under the span once begun
+	st *txnState // one run of fn's: what it read and wrote
+}
+
+// txnState is what one run of a transaction's fn read and wrote, over
+// every Store it used: one attempt's, or one batch member's (a fork of
+// the batch's so far, txgroup.go).
+type txnState struct {
+	ctx   context.Context // fn's reads'
 	lead  *core           // the Store whose backend commits: the first used
-	span  *telemetry.Span // of a package-level Transact, begun at first use
-	env   *engine.Env     // of a package-level Transact, filled in at first use
 	views map[*core]txView
 	order []touch // every key touched, in order, by its view
 	owner map[string]*core
-	err   error // sticky for the attempt: a Store that cannot join
-	done  bool  // committed: nothing more may be read or written
-	// copies: the attempt may start from the versions the Stores' caches
+	made  map[string]driver.Item // after the commit: the version each write made
+	err   error                  // sticky for the run: a Store that cannot join
+	done  bool                   // committed, or the run is over: nothing more may be read or written
+	// copies: the run may start from the versions the Stores' caches
 	// hold, as an Update does; the commit checks each by its ETag. Only
 	// the first attempt of an unfenced transaction (a fence is checked
 	// against versions read): after a refusal, or a run of fn on a torn
 	// view, every key is read.
 	copies  bool
-	made    int // runs of fn made before (in a batch of transactions): they count as attempts
-	attempt int // the engine's attempt that runs fn
+	attempt int                // the engine's attempt the run belongs to
+	own     *ownTouches        // a batch member's own touches (nil outside a batch)
+	ahead   map[string]version // versions a batch read ahead
+	// first is called at the first use of a Store by a run whose lead is
+	// not known yet (the first run of fn: transact.go); it may give the
+	// Txn another state (a batch's fork). Nil once called.
+	first func(c *core)
 }
 
 // touch is a key a view touched.
@@ -49,188 +52,92 @@ type touch struct {
 	key  string
 }
 
-// txView is a Store's typed view of a Txn (a *Tx[T]), as the Txn uses it.
+// txView is a Store's part of a transaction (a *storeTx[T]), as the
+// untyped transaction uses it.
 type txView interface {
 	core() *core
 	// action is key's part of the commit: its write, or a check of the
 	// version read; written says it is a write.
 	action(d *engine.Delivery, key string) (w engine.KeyWrite, written bool)
 	read(key string) version
-	wasRead(key string) bool // false for a key only upserted
-	// committed records the version it made of key.
+	wasRead(key string) bool // false for a key only upserted or created unread
+	unreadCreate(key string) bool
+	wrote(key string) bool
+	// committed records the version the commit made of key; settled the
+	// one a batch member is told of (txgroup.go).
 	committed(key string, it driver.Item)
+	settled(key string, it driver.Item)
+	fork() txView // a copy for a batch member's fn
 }
 
-// Transact runs fn, which reads and writes documents of any types through
-// the typed views of tx (s.In(tx) for each Store s), and commits every
-// write fn made, over all of them, in one atomic, conditional request. It
-// is Store.Transact for several Stores, with the same rules (see there):
-// serializable (on tables, keys found missing and not written excepted),
-// fn run again on a conflict and on its own ErrConflict, an error of fn
-// returned only when its reads were current together.
-//
-// The Stores must commit together: Stores over one backend, or over
-// backends that declare the same driver.Abilities.CommitScope (tables: two
-// tablestore Backends over one *aztables.Client, with the same
-// Options.Partition). The first Store fn uses leads: it commits, and (on
-// the first attempt) its telemetry records the transaction
-// (etagstore.Transact). A Store that cannot join it
-// (another table or partition) fails at its first use in fn with
-// ErrInvalidInput, and a backend that cannot commit atomically (blobs)
-// with errors.ErrUnsupported; either way Transact fails with that error
-// and nothing is written. One key is written through one Store. The
-// retry policy and clock are the defaults (RetryPolicy's), bounded by
-// ctx; Store.Transact uses its Store's.
-func Transact(ctx context.Context, fn func(tx *Txn) error) error {
-	t := &Txn{base: ctx, ctx: ctx}
-	t.env = &engine.Env{Policy: engine.Policy(defaultRetryPolicy), Clock: systemClock{}, Heat: &engine.Heat{}, Hooks: quietHooks{}}
-	defer func() {
-		if t.span != nil {
-			t.span.EndOnPanic()
-		}
-	}()
-	res, err := t.deliver(txnCtx{ctx, t}, fn, nil)
-	if t.span != nil {
-		t.span.Stats.Attempts = res.Attempts
-		t.span.Stats.Batch = len(res.Out)
-		t.span.End(err)
+// use runs the first-use hook of t's run, if any, for c: afterwards t's
+// state may be another (the hook has made t a batch member's fork).
+func (t *Txn) use(c *core) {
+	if f := t.st.first; f != nil {
+		t.st.first = nil
+		f(c)
 	}
-	return err
-}
-
-// In returns s's typed view of tx: its Get, Put, Delete and ETag read and
-// write s's documents in tx. The first use checks that s can commit with
-// the Stores tx already holds.
-func (s *Store[T]) In(tx *Txn) *Tx[T] {
-	if v, ok := tx.views[&s.core]; ok {
-		return v.(*Tx[T])
-	}
-	v := &Tx[T]{s: s, txn: tx, reads: map[string]version{}, writes: map[string]txWrite[T]{}}
-	if tx.views == nil {
-		tx.views = map[*core]txView{}
-	}
-	tx.views[&s.core] = v
-	return v
-}
-
-// deliver runs the transaction's attempts through the engine, each a run
-// of fn, and records what the commit made in the views. flight follows a
-// batch of transactions (txgroup.go); nil: none.
-func (t *Txn) deliver(ctx context.Context, fn func(tx *Txn) error, flight engine.Flight) (engine.Result, error) {
-	_, fenced := FenceFrom(ctx)
-	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
-		t.reset()
-		t.attempt = d.Attempts()
-		t.copies = t.attempt == 1 && !fenced // not after a batch's runs (made): they left it on a stale or torn view
-		err := t.runOwn(fn)
-		d.SetKeys(t.keys()) // also for an error's text
-		var self *engine.SelfWriteError
-		switch {
-		case errors.As(err, &self):
-			return nil, err // fn wrote a key of its own outside tx: no run can win
-		case err == nil:
-			return t.request(d)
-		case t.err != nil || errors.Is(err, engine.ErrStale):
-			return nil, err
-		}
-		return t.failed(err)
-	})
-	fence, _ := FenceFrom(ctx)
-	res, err := engine.New(t.engineEnv(), telemetry.OpTransact.String(), engine.SelfReading, nil, p,
-		engine.Options{Fence: fence, Fenced: fenced, Flight: flight, Made: t.made}).Run(ctx)
-	t.noteOthers(res, err)
-	t.done = true // committed or failed: the views read and write no more
-	if err != nil {
-		return res, err
-	}
-	for i, tc := range t.order {
-		if i < len(res.Out) {
-			tc.view.committed(tc.key, res.Out[i])
-		}
-	}
-	if len(res.Sent) > 0 && t.lead != nil {
-		t.lead.obs.Committed(ctx, len(res.Out))
-	}
-	return res, nil
-}
-
-// noteOthers tells the Stores of the transaction other than its lead
-// (whose engine environment the delivery told) what its commit wrote: a
-// write from inside a mutate of one of their keys (engine.Reentry).
-func (t *Txn) noteOthers(res engine.Result, err error) {
-	var told []*core
-	for _, tc := range t.order {
-		c := tc.view.core()
-		if c == t.lead || slices.Contains(told, c) {
-			continue
-		}
-		told = append(told, c)
-		c.env.Reentry.NoteWritten(telemetry.OpTransact.String(), t.keys(), res, err)
-	}
-}
-
-// engineEnv is what the transaction is delivered with: a package-level
-// Transact's own, otherwise its Store's.
-func (t *Txn) engineEnv() *engine.Env {
-	if t.env != nil {
-		return t.env
-	}
-	return t.lead.env
 }
 
 // keys are the keys touched, in order.
-func (t *Txn) keys() []string {
-	keys := make([]string, len(t.order))
-	for i, tc := range t.order {
+func (st *txnState) keys() []string {
+	keys := make([]string, len(st.order))
+	for i, tc := range st.order {
 		keys[i] = tc.key
 	}
 	return keys
 }
 
-func (t *Txn) reset() {
-	t.views, t.order, t.owner, t.err = nil, nil, map[string]*core{}, nil
-	if t.env != nil {
-		t.lead = nil // a package-level Transact's: the first Store this attempt uses
+// ownKeys are the keys the run touched itself: a batch member's own,
+// otherwise all.
+func (st *txnState) ownKeys() []string {
+	if st.own != nil {
+		return st.own.keys
 	}
+	return st.keys()
+}
+
+// open refuses a write after the run.
+func (st *txnState) open() error {
+	if st.done {
+		return errorf(ErrInvalidInput, "Transact: the transaction has ended")
+	}
+	return nil
+}
+
+// readNow reads key through h; in a batch, its slot's timer does not
+// count the read.
+func (st *txnState) readNow(h hooks, key string) (version, error) {
+	st.own.reading(true)
+	defer st.own.reading(false)
+	return h.Read(st.ctx, key)
 }
 
 // join admits c's first touch of key: c must commit with the lead (the
 // first Store used, which it becomes if there is none), and key must be
-// no other Store's in this transaction. A refusal fails the attempt,
-// whatever fn does with it.
-func (t *Txn) join(c *core, key string) error {
+// no other Store's in this transaction. A refusal fails the run, whatever
+// fn does with it.
+func (st *txnState) join(c *core, key string) error {
 	switch {
-	case t.err != nil:
-		return t.err
-	case t.done:
+	case st.err != nil:
+		return st.err
+	case st.done:
 		return errorf(ErrInvalidInput, "Transact: the transaction has ended")
 	case c.abilities.Commit == nil:
-		t.err = errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(c.b))
-	case t.lead == nil:
-		t.begin(c)
-	case !commitTogether(t.lead, c):
-		t.err = errorf(ErrInvalidInput, "Transact: %s cannot commit together with the %s the transaction began with (another table, partition or backend)", backendName(c.b), backendName(t.lead.b))
+		st.err = errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(c.b))
+	case st.lead == nil:
+		st.lead = c
+	case !commitTogether(st.lead, c):
+		st.err = errorf(ErrInvalidInput, "Transact: %s cannot commit together with the %s the transaction began with (another table, partition or backend)", backendName(c.b), backendName(st.lead.b))
 	}
-	if o, ok := t.owner[key]; t.err == nil && ok && o != c {
-		t.err = errorf(ErrInvalidInput, "Transact: %q is used by two Stores in one transaction", key)
+	if o, ok := st.owner[key]; st.err == nil && ok && o != c {
+		st.err = errorf(ErrInvalidInput, "Transact: %q is used by two Stores in one transaction", key)
 	}
-	if t.err != nil {
-		return t.err
+	if st.err != nil {
+		return st.err
 	}
-	t.owner[key] = c
+	st.owner[key] = c
 	return nil
-}
-
-// begin makes c, the first Store an attempt of a package-level Transact
-// uses, its lead: c's backend commits. The first attempt's lead's
-// telemetry records the whole transaction.
-func (t *Txn) begin(c *core) {
-	t.lead = c
-	if t.span == nil {
-		ctx, sp := c.obs.Begin(t.base, telemetry.OpTransact, "")
-		t.ctx, t.span = ctx, &sp
-	}
-	t.env.Backend, t.env.Commit, t.env.KeepIDs, t.env.Heat, t.env.Hooks, t.env.Reentry = c.b, c.abilities.Commit, c.keepIDs, &c.heat, hooks{c}, c.env.Reentry
 }
 
 // commitTogether reports whether the backends of a and b commit together:
@@ -243,43 +150,61 @@ func commitTogether(a, b *core) bool {
 	return x.Type() == y.Type() && x.Comparable() && y.Comparable() && x.Equal(y)
 }
 
-// run runs fn on t. A Store that could not join fails the attempt,
-// whatever fn returned (t.err). An error matching ErrConflict runs fn
-// again, within the policy (engine.Rerun). Any other error of fn is
-// returned as is: it counts only when the reads fn saw were current
-// together (failed). A panic of fn goes on up only when they were:
-// they are checked first, and if one changed fn acted on a torn view and
-// runs again (engine.ErrStale).
-func (t *Txn) run(fn func(tx *Txn) error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			if errors.Is(t.revalidate(), engine.ErrStale) {
-				err = engine.ErrStale // a panic on a torn view: run again
-				return
-			}
-			panic(p)
-		}
-	}()
-	err = fn(t)
-	switch {
-	case t.err != nil:
-		return t.err
-	case errors.Is(err, ErrConflict):
-		return engine.Rerun(err)
-	}
-	return err
+// fnRun is how one run of fn ended.
+type fnRun struct {
+	err      error
+	panicked bool
+	p        any   // the panic's value
+	self     error // fn wrote one of the transaction's keys outside it (*engine.SelfWriteError)
 }
 
-// runOwn is run of fn inside the Reentry of the transaction's Store, when
-// it has one from the start (Store.Transact): a write fn makes outside tx,
-// through that Store, of a key the transaction touches would beat every
-// commit, so it fails the transaction at once (a *engine.SelfWriteError,
-// ErrInvalidInput), the write landed once.
-func (t *Txn) runOwn(fn func(tx *Txn) error) error {
-	if t.lead == nil {
-		return t.run(fn)
+// runFn runs fn on t, inside the Reentry of in (a write fn makes outside
+// tx, through that Store, of a key the transaction touches would beat
+// every commit: it fails the transaction at once), unless in is nil: the
+// Store leading the transaction, when known as the run starts.
+func runFn(fn func(*Txn) error, t *Txn, in *core) (r fnRun) {
+	call := func() error {
+		r.panicked = true
+		defer func() {
+			if r.panicked {
+				r.p = recover()
+			}
+		}()
+		r.err = fn(t)
+		r.panicked = false
+		return nil
 	}
-	return t.lead.env.Reentry.RunAny(telemetry.OpTransact.String(), func() error { return t.run(fn) }, t.keys)
+	if in != nil {
+		r.self = in.env.Reentry.RunAny(telemetry.OpTransact.String(), call, func() []string { return t.st.ownKeys() })
+	} else {
+		call()
+	}
+	return r
+}
+
+// outcome is what a run of fn that ended as r makes of the attempt, as
+// the engine is told. A Store that could not join fails the attempt,
+// whatever fn returned (err). An error matching ErrConflict runs fn again,
+// within the policy (engine.Rerun). Any other error of fn is returned as
+// is: it counts only when the reads fn saw were current together
+// (failed). A panic of fn goes on up only when they were: they are
+// checked first, and if one changed fn acted on a torn view and runs again
+// (engine.ErrStale).
+func (st *txnState) outcome(r fnRun, env *engine.Env) error {
+	switch {
+	case r.self != nil:
+		return r.self
+	case r.panicked:
+		if errors.Is(st.revalidate(env, nil), engine.ErrStale) {
+			return engine.ErrStale // a panic on a torn view: run again
+		}
+		panic(r.p)
+	case st.err != nil:
+		return st.err
+	case errors.Is(r.err, ErrConflict):
+		return engine.Rerun(r.err)
+	}
+	return r.err
 }
 
 // failed is the attempt's end when fn returned err, an error of its own:
@@ -287,8 +212,8 @@ func (t *Txn) runOwn(fn func(tx *Txn) error) error {
 // when one changed: fn runs again). On a backend with PureChecks the
 // engine sends their checks first, as it sends a commit
 // (engine.Checked).
-func (t *Txn) failed(err error) (request, error) {
-	checks, stale := t.verify(nil)
+func (st *txnState) failed(err error) (request, error) {
+	checks, stale := st.verify(nil)
 	switch {
 	case stale != nil:
 		return nil, stale
@@ -302,11 +227,12 @@ func (t *Txn) failed(err error) (request, error) {
 // check of the version read. A transaction that writes nothing has
 // nothing to write: its reads are checked instead (verify), by a request
 // of checks alone, which the engine sends, or by reading them again.
-func (t *Txn) request(d *engine.Delivery) (request, error) {
-	_, fenced := FenceFrom(t.ctx)
-	req := make(request, 0, len(t.order))
+// CheckCommit is the batch's, once per request (txgroup.go), or here.
+func (st *txnState) request(d *engine.Delivery, checked bool) (request, error) {
+	_, fenced := FenceFrom(st.ctx)
+	req := make(request, 0, len(st.order))
 	writes := 0
-	for _, tc := range t.order {
+	for _, tc := range st.order {
 		if fenced && tc.view.wasRead(tc.key) {
 			if err := engine.CheckFence(tc.key, tc.view.read(tc.key).Meta, d.Fence()); err != nil {
 				return nil, err
@@ -319,9 +245,9 @@ func (t *Txn) request(d *engine.Delivery) (request, error) {
 		req = append(req, w)
 	}
 	if writes == 0 {
-		return t.verify(nil)
+		return st.verify(nil)
 	}
-	if chk := t.lead.abilities.CheckCommit; chk != nil {
+	if chk := st.lead.abilities.CheckCommit; chk != nil && !checked {
 		if err := chk(req.Actions()); err != nil {
 			return nil, err
 		}
@@ -336,9 +262,9 @@ func (t *Txn) request(d *engine.Delivery) (request, error) {
 // key again now (engine.ErrStale when one changed): a document whose ETag
 // did not change was current throughout, but a key missing at both reads
 // may have existed between them.
-func (t *Txn) verify(only map[string]bool) (request, error) {
+func (st *txnState) verify(only map[string]bool) (request, error) {
 	var read []touch
-	for _, tc := range t.order {
+	for _, tc := range st.order {
 		if tc.view.wasRead(tc.key) && (only == nil || only[tc.key]) {
 			read = append(read, tc)
 		}
@@ -346,7 +272,7 @@ func (t *Txn) verify(only map[string]bool) (request, error) {
 	if len(read) == 0 {
 		return nil, nil
 	}
-	if t.lead.abilities.PureChecks {
+	if st.lead.abilities.PureChecks {
 		checks := make(request, len(read))
 		for i, tc := range read {
 			checks[i] = engine.Check(tc.view.read(tc.key))
@@ -354,7 +280,7 @@ func (t *Txn) verify(only map[string]bool) (request, error) {
 		return checks, nil
 	}
 	for _, tc := range read {
-		it, err := tc.view.core().b.Read(t.ctx, tc.key)
+		it, err := tc.view.core().b.Read(st.ctx, tc.key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, err
 		}
@@ -365,17 +291,18 @@ func (t *Txn) verify(only map[string]bool) (request, error) {
 	return nil, nil
 }
 
-// revalidate checks now that every read is still current (engine.ErrStale
-// when one is not): outside the transaction's own delivery (a panic of
-// fn, a batch member's fn that wrote nothing).
-func (t *Txn) revalidate() error { return t.revalidateOnly(nil) }
-
-// revalidateOnly is revalidate of the keys in only (nil: all). The checks
-// of a backend with PureChecks go through the engine as a write of their
-// own: sent again after a lost or throttled answer (they write nothing),
-// within the policy, whose attempts count on from the transaction's.
-func (t *Txn) revalidateOnly(only map[string]bool) error {
-	checks, err := t.verify(only)
+// revalidate checks now that every read of the keys in only (nil: all)
+// is still current (engine.ErrStale when one is not): outside the
+// transaction's own delivery (a panic of fn, a batch member's fn that
+// wrote nothing, a Create refused). The checks of a backend with
+// PureChecks go through the engine as a write of their own: sent again
+// after a lost or throttled answer (they write nothing), within the
+// policy, whose attempts count on from the transaction's.
+func (st *txnState) revalidate(env *engine.Env, only map[string]bool) error {
+	if st.lead == nil {
+		return nil // nothing read
+	}
+	checks, err := st.verify(only)
 	if err != nil || len(checks) == 0 {
 		return err
 	}
@@ -384,33 +311,153 @@ func (t *Txn) revalidateOnly(only map[string]bool) error {
 		keys[i] = c.Key
 	}
 	send := engine.PlanFunc(func(*engine.Delivery, []version) (request, error) { return checks, nil })
-	_, err = engine.New(t.engineEnv(), telemetry.OpTransact.String(), engine.Blind, keys, send,
-		engine.Options{Made: max(t.attempt-1, 0)}).Run(t.ctx)
+	_, err = engine.New(env, telemetry.OpTransact.String(), engine.Blind, keys, send,
+		engine.Options{Made: max(st.attempt-1, 0)}).Run(st.ctx)
 	if errors.Is(err, ErrConflict) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
 		return engine.ErrStale
 	}
 	return err
 }
 
-// txnCtx is the context a package-level Transact runs the engine under:
-// the caller's, whose values (the span, the request counter) are those of
-// fn's reads once the first Store used has begun the span.
-type txnCtx struct {
-	context.Context
-	t *Txn
+// unreadRefused is the key of an unread Create (Tx.Create) whose commit
+// err refused because the key exists ("" when err is no such refusal).
+func (st *txnState) unreadRefused(err error) string {
+	var ae *driver.ActionError
+	if !errors.Is(err, ErrExists) {
+		return ""
+	}
+	i := 0
+	if errors.As(err, &ae) {
+		i = ae.Index
+	}
+	if i < 0 || i >= len(st.order) || !st.order[i].view.unreadCreate(st.order[i].key) {
+		return ""
+	}
+	return st.order[i].key
 }
 
-func (c txnCtx) Value(key any) any { return c.t.ctx.Value(key) }
-
-// quietHooks are the engine hooks of a package-level Transact before its
-// first Store is used: nothing to report yet.
-type quietHooks struct{}
-
-func (quietHooks) Read(context.Context, string) (version, error) {
-	return version{}, errors.New("etagstore: Transact read before any Store was used")
+// recordCommit records in the views what the commit res made of each key.
+func (st *txnState) recordCommit(res engine.Result) {
+	st.made = make(map[string]driver.Item, len(res.Out))
+	for i, tc := range st.order {
+		if i < len(res.Out) {
+			tc.view.committed(tc.key, res.Out[i])
+			st.made[tc.key] = res.Out[i]
+		}
+	}
 }
-func (quietHooks) StaleCopy(string, ETag)                                      {}
-func (quietHooks) Conflict(context.Context)                                    {}
-func (quietHooks) Lost(context.Context, string, string, outcome.Verdict)       {}
-func (quietHooks) Retrying(context.Context, string, int, time.Duration, error) {}
-func (quietHooks) Attempted(context.Context, int, error, time.Duration)        {}
+
+// noteOthers tells the Stores of the transaction other than its lead
+// (whose engine environment the delivery told) what its commit wrote: a
+// write from inside a mutate of one of their keys (engine.Reentry).
+func (st *txnState) noteOthers(res engine.Result, err error) {
+	var told []*core
+	for _, tc := range st.order {
+		c := tc.view.core()
+		if c == st.lead || containsCore(told, c) {
+			continue
+		}
+		told = append(told, c)
+		c.env.Reentry.NoteWritten(telemetry.OpTransact.String(), st.keys(), res, err)
+	}
+}
+
+func containsCore(cs []*core, c *core) bool {
+	for _, x := range cs {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// ownTouches is what one member's fn did itself in a fork: the keys it
+// touched, in order, and those it wrote. Nil outside a batch: every
+// method is then a no-op.
+type ownTouches struct {
+	keys    []string
+	seen    map[string]bool
+	written map[string]bool
+	// inherited: the keys earlier members wrote, as the fork began; other:
+	// fn touched one, whose version is not stored yet, so an error or
+	// panic of fn may have been made on it.
+	inherited map[string]bool
+	other     bool
+	onRead    func(start bool)
+}
+
+func (o *ownTouches) touch(key string) {
+	if o != nil && !o.seen[key] {
+		o.seen[key] = true
+		o.keys = append(o.keys, key)
+	}
+}
+
+// saw records that fn touched key.
+func (o *ownTouches) saw(key string) {
+	if o.pending(key) {
+		o.other = true
+	}
+}
+
+// pending reports whether an earlier member wrote key.
+func (o *ownTouches) pending(key string) bool { return o != nil && o.inherited[key] }
+
+func (o *ownTouches) wrote(key string) {
+	if o != nil {
+		o.written[key] = true
+	}
+}
+
+func (o *ownTouches) reading(start bool) {
+	if o != nil && o.onRead != nil {
+		o.onRead(start)
+	}
+}
+
+// firstWritten is the first key the member's fn wrote, if any.
+func (st *txnState) firstWritten() (string, bool) {
+	if st == nil || st.own == nil {
+		return "", false
+	}
+	for _, key := range st.own.keys {
+		if st.own.written[key] {
+			return key, true
+		}
+	}
+	return "", false
+}
+
+// fork is a copy of st, a batch's transaction so far, for a member's fn
+// under ctx: the writes it holds are marked inherited, and the member's
+// own touches are recorded apart (onRead hears of its reads).
+func (st *txnState) fork(ctx context.Context, onRead func(bool)) *txnState {
+	f := &txnState{ctx: ctx, lead: st.lead, copies: st.copies, attempt: st.attempt, ahead: st.ahead,
+		owner: make(map[string]*core, len(st.owner)), views: make(map[*core]txView, len(st.views)),
+		order: make([]touch, len(st.order), len(st.order)+4),
+		own:   &ownTouches{seen: map[string]bool{}, written: map[string]bool{}, inherited: map[string]bool{}, onRead: onRead}}
+	for k, c := range st.owner {
+		f.owner[k] = c
+	}
+	for c, v := range st.views {
+		f.views[c] = v.fork()
+	}
+	for i, tc := range st.order {
+		f.order[i] = touch{f.views[tc.view.core()], tc.key}
+	}
+	for _, tc := range st.order {
+		if tc.view.wrote(tc.key) {
+			f.own.inherited[tc.key] = true
+		}
+	}
+	return f
+}
+
+// adopt makes f, a fork of st whose fn succeeded, the batch's
+// transaction so far.
+func (st *txnState) adopt(f *txnState) {
+	st.views, st.owner, st.order = f.views, f.owner, f.order
+	if st.lead == nil {
+		st.lead = f.lead
+	}
+}

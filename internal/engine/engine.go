@@ -77,6 +77,10 @@ type Version struct {
 type KeyWrite struct {
 	driver.Action
 	Meta meta.Meta
+	// Unread: a create of a key its writer did not read (Tx.Create): a
+	// refusal of it because the key exists ends the write as it is, a
+	// fact of the key rather than a lost race.
+	Unread bool
 }
 
 // Request is what one attempt sends: one key's write, or several that the

@@ -102,6 +102,8 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 		return afterPause, err
 	case d.mode == Blind:
 		return stop, err
+	case errors.Is(err, driver.ErrExists) && refused(req, err).Unread:
+		return stop, err // the key exists: its writer decides (Tx.Create)
 	case !verified && (conflict || errors.Is(err, driver.ErrNotFound)):
 		for _, w := range req {
 			d.env.Hooks.StaleCopy(w.Key, w.Write.Cond.ETag)
