@@ -63,15 +63,16 @@ func newHeldTable(t *testing.T, partition string) *heldTable {
 	return &heldTable{Backend: tablestore.New(azuritetest.NewTable(t), o)}
 }
 
-// waitInTransact waits until n goroutines wait in Store.Transact's queue
-// (or for their batch): polled, without sleeping.
+// waitInTransact waits until n goroutines wait in a transaction group's
+// queue (or for their batch): polled, without sleeping.
 func waitInTransact(t *testing.T, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	buf := make([]byte, 8<<20)
 	for time.Now().Before(deadline) {
 		m := runtime.Stack(buf, true)
-		if strings.Count(string(buf[:m]), ").txAwait(") >= n {
+		stacks := string(buf[:m])
+		if strings.Count(stacks, ").awaitFirst(")+strings.Count(stacks, ").awaitResult(") >= n {
 			return
 		}
 		runtime.Gosched()
@@ -93,7 +94,7 @@ func inOneBatch(t *testing.T, h *heldTable, hold func(), members ...func()) {
 	<-entered
 	for i, m := range members {
 		wg.Go(m)
-		waitInTransact(t, 2+i) // queued in this order
+		waitInTransact(t, 1+i) // queued in this order (the holder commits on its own)
 	}
 	close(release)
 	wg.Wait()
