@@ -16,6 +16,7 @@ import (
 	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/readshare"
 	"github.com/etagstore/etagstore/internal/telemetry"
+	"github.com/etagstore/etagstore/internal/turns"
 )
 
 // Options configure a Store. The zero value and nil mean the defaults.
@@ -90,6 +91,7 @@ type core struct {
 	keepIDs   int
 	cache     *cache.Cache
 	heat      engine.Heat
+	turns     turns.Layer // the hot-key hand-over (the engine's Contention)
 	env       *engine.Env // the delivery engine's environment (deliver.go)
 	obs       *telemetry.Recorder
 	known     members.Known    // the members T's documents hold (nil Names: all; see Extra.Names)

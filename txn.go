@@ -230,7 +230,7 @@ func (t *Txn) begin(c *core) {
 		ctx, sp := c.obs.Begin(t.base, telemetry.OpTransact, "")
 		t.ctx, t.span = ctx, &sp
 	}
-	t.env.Backend, t.env.Commit, t.env.KeepIDs, t.env.Heat, t.env.Hooks, t.env.Reentry = c.b, c.abilities.Commit, c.keepIDs, &c.heat, hooks{c}, c.env.Reentry
+	t.env.Backend, t.env.Commit, t.env.KeepIDs, t.env.Heat, t.env.Hooks, t.env.Reentry, t.env.Contention = c.b, c.abilities.Commit, c.keepIDs, &c.heat, hooks{c}, c.env.Reentry, c.env.Contention
 }
 
 // commitTogether reports whether the backends of a and b commit together:
