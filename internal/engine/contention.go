@@ -76,7 +76,7 @@ func (d *Delivery) contender() Contender {
 	if len(d.keys) == 0 {
 		return nil
 	}
-	return d.turn
+	return d.part
 }
 
 // answered tells the write's Contender, if any, how an attempt ended.

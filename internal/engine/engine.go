@@ -217,7 +217,7 @@ type Delivery struct {
 	res       Result
 
 	rmw  bool      // a read-modify-write (TakeTurns)
-	turn Contender // its part in the Store's Contention; nil: none
+	part Contender // its part in the Store's Contention; nil: none
 }
 
 // carry is what an attempt leaves to the next; at most one of resend,
@@ -300,13 +300,13 @@ func (d *Delivery) run(ctx context.Context) (Result, error) {
 	}
 	var backoff func(limit, took, waited time.Duration) time.Duration
 	if d.env.Contention != nil && d.mode != Blind {
-		d.turn = d.env.Contention.Enter(d.env, d.mode, d.rmw)
+		d.part = d.env.Contention.Enter(d.env, d.mode, d.rmw)
 		backoff = d.backoff
 	}
 	attempts := 0  // until the loop ends: a plan that panics leaves none
 	defer func() { // also when user code inside the plan panics
-		if d.turn != nil {
-			d.turn.Leave(d.name(), attempts)
+		if d.part != nil {
+			d.part.Leave(d.name(), attempts)
 		}
 	}()
 	attempts, err := d.env.retry(ctx, d.attempt, d.made, warm, d.op, backoff)
