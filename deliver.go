@@ -33,6 +33,8 @@ func (c *core) newEnv() *engine.Env {
 		Heat:    &c.heat,
 		Hooks:   hooks{c},
 		Reentry: &engine.Reentry{},
+		// the hot-key hand-over (internal/turns)
+		Contention: &c.turns,
 	}
 }
 

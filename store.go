@@ -16,6 +16,7 @@ import (
 	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/readshare"
 	"github.com/etagstore/etagstore/internal/telemetry"
+	"github.com/etagstore/etagstore/internal/turns"
 )
 
 // Options configure a Store. The zero value and nil mean the defaults.
@@ -32,7 +33,7 @@ type Options struct {
 	// documents in all; a document over 1 MiB is not kept). An Update
 	// writes against the kept version at once — one request when no other
 	// writer came in between — and falls back to a read on 412. A key
-	// whose kept version turns out stale (another process writes it) is
+	// whose kept version proves stale (another process writes it) is
 	// read first again until it has been left to this Store for a minute
 	// or two, so that where kept versions are usually stale an Update costs
 	// what it costs without the cache. Default (0): 1024 keys; negative:
@@ -88,6 +89,7 @@ type core struct {
 	keepIDs   int
 	cache     *cache.Cache
 	heat      engine.Heat
+	turns     turns.Layer // the hot-key hand-over (the engine's Contention)
 	env       *engine.Env // the delivery engine's environment (deliver.go)
 	obs       *telemetry.Recorder
 	known     members.Known    // the members T's documents hold (nil Names: all; see Extra.Names)

@@ -71,7 +71,7 @@ func CreateIfMissing() UpdateOption {
 // caller whose mutate has not returned within a few milliseconds is left
 // out of the batch and runs on its own afterwards. An Update nested in a
 // mutate, on the same key of the same Store, is not grouped (see above).
-// Options.DisableGroupCommit turns grouping off.
+// Options.DisableGroupCommit switches grouping off.
 //
 // A write whose response was lost is resolved by reading (see "Exactly
 // once" in the package documentation); the mutation is never applied twice.

@@ -6,6 +6,7 @@ package cache
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
@@ -15,9 +16,9 @@ import (
 // The version cache is on by default: an Update of a key this Store wrote
 // or read lately writes against the version it kept, at once, and sends one
 // request when no other writer came in between. A key on which the kept
-// version turned out stale (another process wrote it) is marked shared:
+// version proved stale (another process wrote it) is marked shared:
 // its Updates read first again, as without the cache, until it has been
-// quiet for a while (two windows of the contention heat, see internal/engine).
+// quiet for a while (two windows of sharedWindow).
 // So where a kept ETag is usually stale the cache costs one failed write
 // per key now and then, not one per Update.
 
@@ -39,7 +40,7 @@ type Cache struct {
 	bytes int // the memory the entries hold (see Entry.size)
 	m     map[string]*Entry
 
-	shared engine.Heat // keys another writer changed behind a kept version
+	shared shared // keys another writer changed behind a kept version
 }
 
 // New returns a cache of size keys: 0 means DefaultSize, a
@@ -95,10 +96,15 @@ func (c *Cache) entry(key string) (Entry, bool) {
 // Base returns the kept version of key for a write to start from, unless
 // the key is shared (see Stale).
 func (c *Cache) Base(key string, clock engine.Clock) (Entry, bool) {
-	if c == nil || c.shared.Current(key, clock) {
+	if c == nil {
 		return Entry{}, false
 	}
-	return c.entry(key)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if en := c.m[key]; en != nil && !c.shared.has(key, clock) {
+		return *en, true
+	}
+	return Entry{}, false
 }
 
 // Put holds it as key's version, with what the write that made it knew
@@ -177,12 +183,11 @@ func (c *Cache) Stale(key string, etag driver.ETag, clock engine.Clock) {
 		return
 	}
 	c.mu.Lock()
-	kept, ok := c.m[key]
-	c.remove(key)
-	c.mu.Unlock()
-	if ok && kept.ETag == etag {
-		c.shared.Learn(key, 2, clock)
+	defer c.mu.Unlock()
+	if kept, ok := c.m[key]; ok && kept.ETag == etag {
+		c.shared.add(key, clock)
 	}
+	c.remove(key)
 }
 
 // Note records the outcome of a read: the version read, or its absence.
@@ -192,5 +197,51 @@ func (c *Cache) Note(key string, it driver.Item, err error) {
 		c.Put(key, it, Notes{})
 	case errors.Is(err, driver.ErrNotFound):
 		c.Drop(key)
+	}
+}
+
+// shared is the set of keys marked shared lately: a key is kept for
+// between one and two windows of sharedWindow after it was last marked,
+// so that the set is bounded by the keys marked lately. Read and changed
+// under Cache.mu.
+type shared struct {
+	cur, old map[string]struct{} // marked in this window, and in the one before
+	since    time.Time           // when cur's window began
+}
+
+const sharedWindow = time.Minute
+
+// add marks key shared.
+func (s *shared) add(key string, clock engine.Clock) {
+	s.rotate(clock.Now())
+	delete(s.old, key)
+	if s.cur == nil {
+		s.cur = map[string]struct{}{}
+	}
+	s.cur[key] = struct{}{}
+}
+
+// has reports whether key is marked shared; the clock is read only when
+// some key is.
+func (s *shared) has(key string, clock engine.Clock) bool {
+	if len(s.cur) == 0 && len(s.old) == 0 {
+		return false
+	}
+	s.rotate(clock.Now())
+	_, cur := s.cur[key]
+	_, old := s.old[key]
+	return cur || old
+}
+
+// rotate starts a new window when the current one is over; two windows
+// after it was last marked a key is gone.
+func (s *shared) rotate(now time.Time) {
+	switch {
+	case s.since.IsZero():
+		s.since = now
+	case now.Sub(s.since) >= 2*sharedWindow:
+		s.cur, s.old, s.since = nil, nil, now
+	case now.Sub(s.since) >= sharedWindow:
+		s.cur, s.old, s.since = nil, s.cur, now
 	}
 }

@@ -16,9 +16,10 @@
 // nothing, so a lost answer to it is sent again as a throttled one is
 // (send.go). What an attempt leaves to the next is one value, a carry.
 // The retry loop (retry.go) decides when the next attempt runs;
-// contention heat (heat.go) where its backoff starts and when a Store
-// holding a key pauses for others; the hand-over (handover.go) when a
-// Store waiting for a key whose writers take turns writes.
+// contention heat (heat.go) where its backoff starts. A Store's
+// Contention (contention.go; internal/turns, the hot-key hand-over) is
+// called at three points of an attempt: before it builds, before it
+// sends, after the answer.
 //
 // The engine is untyped: it sees keys, bytes, ETags, bookkeeping and
 // conditions, never the document type. It never reaches into its caller:
@@ -145,6 +146,9 @@ type Env struct {
 	KeepIDs int   // write ids a document keeps (meta.Meta.Then)
 	Heat    *Heat // the Store's contention heat
 	Hooks   Hooks
+	// Contention orders the Store's writes of a contended key with other
+	// Stores' (contention.go); nil: none.
+	Contention Contention
 	// Reentry notices a write made from inside the user code of another
 	// write of its key (reentry.go); nil: none.
 	Reentry *Reentry
@@ -215,14 +219,9 @@ type Delivery struct {
 	unsettled error // what lost the answer of a request not settled yet
 	outcome   error // what a request of checks only ends with once they hold (Checked)
 	res       Result
-	lost      bool   // some attempt lost a race (Heat.Rival)
-	claimed   string // the key whose senior place d holds (Heat.Senior)
 
-	turns    bool        // it waits for its turn after a lost race (TakeTurns)
-	began    time.Time   // when Run started
-	turnEnds int         // turns' ends seen while waiting (handover.go)
-	turnEnd  driver.ETag // the last one's
-	awaited  bool        // this attempt waited for its turn
+	rmw  bool      // a read-modify-write (TakeTurns)
+	part Contender // its part in the Store's Contention; nil: none
 }
 
 // carry is what an attempt leaves to the next; at most one of resend,
@@ -272,9 +271,9 @@ func (ungrouped) Release()   {}
 
 // TakeTurns marks d as a read-modify-write, built again over whatever
 // version is current: after a lost race on a key whose writers take
-// turns, it waits for its turn (handover.go). A write pinned to a version
-// it holds does not: its lost race is final.
-func (d *Delivery) TakeTurns() { d.turns = true }
+// turns, it may wait for its turn (Contention). A write pinned to a
+// version it holds does not: its lost race is final.
+func (d *Delivery) TakeTurns() { d.rmw = true }
 
 // SetKeys names the keys of a SelfReading write, as its plan reads them.
 func (d *Delivery) SetKeys(keys []string) { d.keys = keys }
@@ -303,9 +302,18 @@ func (d *Delivery) run(ctx context.Context) (Result, error) {
 	if d.mode != Blind && len(d.keys) > 0 {
 		warm = d.env.Heat.Warmth(d.name())
 	}
-	defer d.retire() // also when user code inside the plan panics
-	d.began = d.env.Clock.Now()
-	attempts, err := d.env.retry(ctx, d.attempt, d.made, warm, d.op, d.senior)
+	var backoff func(limit, took, waited time.Duration) time.Duration
+	if d.env.Contention != nil && d.mode != Blind {
+		d.part = d.env.Contention.Enter(d.env, d.mode, d.rmw)
+		backoff = d.backoff
+	}
+	attempts := 0  // until the loop ends: a plan that panics leaves none
+	defer func() { // also when user code inside the plan panics
+		if d.part != nil {
+			d.part.Leave(d.name(), attempts)
+		}
+	}()
+	attempts, err := d.env.retry(ctx, d.attempt, d.made, warm, d.op, backoff)
 	if d.mode != Blind && len(d.keys) > 0 {
 		d.env.Heat.Learn(d.name(), attempts, d.env.Clock)
 	}
@@ -331,45 +339,20 @@ func (d *Delivery) run(ctx context.Context) (Result, error) {
 // race.
 func (d *Delivery) rerun(err error) (next, error) {
 	d.then = carry{raced: true}
-	d.lose()
+	d.answered(Answer{Raced: true})
 	if !errors.Is(err, driver.ErrConflict) {
 		err = driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
 	}
 	return afterLoss, err
 }
 
-// lose records that d lost a race (a 412, a copy found stale, a read
-// changed under a transaction): a sign of a rival writer, and the end of
-// any run of wins its Store had on the key (Heat.Rival).
-func (d *Delivery) lose() {
-	d.lost = true
-	if d.mode != Blind && len(d.keys) > 0 {
-		d.env.Heat.Rival(d.name(), d.env.Clock)
+// backoff is the cap of the pause after a lost race, as the write's
+// Contender says (Contender.Backoff).
+func (d *Delivery) backoff(limit, took, waited time.Duration) time.Duration {
+	if c := d.contender(); c != nil {
+		return c.Backoff(d.name(), limit, took, waited)
 	}
-}
-
-// senior reports whether d is its Store's longest-waiting write of its key
-// (Heat.Senior), asked once d has waited its patience.
-func (d *Delivery) senior() bool {
-	if d.mode == Blind || len(d.keys) == 0 {
-		return false
-	}
-	if d.claimed != "" && d.claimed != d.name() { // a transaction's first key changed
-		d.retire()
-	}
-	if !d.env.Heat.Senior(d.name(), d, d.began, d.env.Clock) {
-		return false
-	}
-	d.claimed = d.name()
-	return true
-}
-
-// retire gives up the senior place d claimed, if any.
-func (d *Delivery) retire() {
-	if d.claimed != "" {
-		d.env.Heat.Retire(d.claimed, d)
-		d.claimed = ""
-	}
+	return limit
 }
 
 // name is the key that names the write in errors and logs.
@@ -388,7 +371,7 @@ func (d *Delivery) unknown(cause error) error {
 func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	d.res.Attempts = n
 	c := d.then
-	d.then, d.awaited = carry{}, false
+	d.then = carry{}
 	if c.raced {
 		d.env.Hooks.Conflict(ctx)
 	}
@@ -402,7 +385,7 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	if c.check != nil && d.foundLanded(c.check, base) {
 		return stop, nil
 	}
-	if base, err = d.admitted(ctx, base, c.base == nil); errors.Is(err, errDisplaced) {
+	if base, err = d.admitted(ctx, base, c.base == nil); errors.Is(err, ErrDisplaced) {
 		d.then = carry{raced: true} // an older write of the Store waits for the key
 		return afterLoss, driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
 	} else if err != nil {
@@ -428,35 +411,23 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 }
 
 // dispatch sends req, built over base, unless ctx is done or a member of
-// the batch behind it has left (then it is built again). A Based write
-// built on a copy first pauses when its Store has held the key long
-// enough while others also write it, and the last write before the pause
-// is marked as the end of the Store's turn (Heat.Pause).
+// the batch behind it has left (then it is built again). The write's
+// Contender may pause it first, and mark it (Contender.Dispatch).
 func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (next, error) {
 	if err := ctx.Err(); err != nil {
 		return stop, err // nothing sent; Run reports an unsettled earlier request
 	}
-	last := false
-	if d.mode == Based && !verified(base) {
-		var pause time.Duration
-		if pause, last = d.env.Heat.Pause(d.name(), d.env.Clock); pause > 0 {
-			if err := d.env.Clock.Sleep(ctx, pause); err != nil {
-				return stop, err // nothing sent, as above
-			}
+	if c := d.contender(); c != nil {
+		var err error
+		if req, err = c.Dispatch(ctx, d.name(), req, !verified(base)); err != nil {
+			return stop, err // nothing sent, as above
 		}
 	}
 	if !d.held(req) {
 		d.then.base = base // a member left the batch: apply again without it
 		return redo, nil
 	}
-	if last && len(req) == 1 && req[0].Write.Meta != "" { // a merge carries no bookkeeping to mark
-		req = Request{endTurn(req[0], d.env.Heat.Name())}
-	}
-	then, err := d.send(ctx, req, verified(base))
-	if last && err == nil {
-		d.env.Heat.Ended(d.name(), d.env.Clock) // the turn ended with this write
-	}
-	return then, err
+	return d.send(ctx, req, verified(base))
 }
 
 // held reports whether req may be sent: a request of checks alone holds
@@ -516,17 +487,18 @@ func (d *Delivery) foundLanded(req Request, base []Version) bool {
 }
 
 // admitted is the base an attempt builds on: base, read (or not), once
-// admitted; for a read-modify-write after a lost race, the version its
-// turn hands it (handover.go), admitted too.
+// admitted; or the version the write's Contender hands it
+// (Contender.Await), admitted too.
 func (d *Delivery) admitted(ctx context.Context, base []Version, read bool) ([]Version, error) {
-	if err := d.admit(base); err != nil || !d.turns || !read {
+	c := d.contender()
+	if err := d.admit(base); err != nil || c == nil {
 		return base, err
 	}
-	base, err := d.awaitTurn(ctx, base)
+	base, err := c.Await(ctx, d, base, read)
 	if err != nil {
 		return nil, err
 	}
-	return base, d.admit(base)
+	return base, d.admit(base) // a version handed over is admitted too
 }
 
 // admit refuses a write over a version that a newer fencing token holds.

@@ -30,7 +30,7 @@ type next uint8
 const (
 	stop       next = iota // done: return the attempt's error (nil or not)
 	afterLoss              // lost a race: try again after a jittered backoff, sooner the longer the write has waited
-	afterTurn              // lost a race after waiting for its turn (handover.go): try again at once, within the policy's time
+	afterWait              // lost a race after waiting for the key (Contender.Answered): try again at once, within the policy's time
 	afterPause             // refused unapplied (throttled): try again after a jittered backoff
 	now                    // try again at once (resolving a lost response)
 	redo                   // start the attempt again at once: nothing was sent, it does not count
@@ -45,11 +45,10 @@ type step func(ctx context.Context, attempt int) (next, error)
 // ctx.Err(), unwrapped, so errors.Is(err, context.Canceled) holds. The
 // delay before attempt n+1 is drawn uniformly from [0, cap) ("full
 // jitter"), cap growing by 2 from InitialInterval to MaxInterval; warm > 0
-// starts it warm doublings up (see Heat). After a lost race, a write that
-// has waited its patience takes a cap that shrinks as it waits, if senior
-// says it is its Store's longest-waiting write of the key (see
-// seniority). The first attempt is made+1: made were made elsewhere.
-func (env *Env) retry(ctx context.Context, attempt step, made, warm int, op string, senior func() bool) (int, error) {
+// starts it warm doublings up (see Heat). After a lost race, shrink (nil:
+// none) may lower the cap (Contender.Backoff). The first attempt is
+// made+1: made were made elsewhere.
+func (env *Env) retry(ctx context.Context, attempt step, made, warm int, op string, shrink func(limit, took, waited time.Duration) time.Duration) (int, error) {
 	p := env.Policy
 	b := &backoff.ExponentialBackOff{
 		InitialInterval:     p.InitialInterval,
@@ -87,11 +86,11 @@ func (env *Env) retry(ctx context.Context, attempt step, made, warm int, op stri
 			env.Hooks.Attempted(ctx, n, err, 0)
 			return n, err
 		}
-		if took, waited := env.Clock.Now().Sub(began), b.GetElapsedTime(); then == afterLoss && patient(took, waited) && senior() {
-			limit = seniority(limit, took, waited, p.InitialInterval)
+		if then == afterLoss && shrink != nil {
+			limit = shrink(limit, env.Clock.Now().Sub(began), b.GetElapsedTime())
 		}
 		delay := fullJitter(limit)
-		if then == afterTurn {
+		if then == afterWait {
 			delay = 0
 		}
 		env.Hooks.Attempted(ctx, n, err, delay)
@@ -100,33 +99,6 @@ func (env *Env) retry(ctx context.Context, attempt step, made, warm int, op stri
 			return n, err
 		}
 	}
-}
-
-// patience is how many attempts' time (and at least a turn, turnFloor) a
-// write that lost its races waits before its backoff shrinks (seniority).
-const patience = 4
-
-// patient reports whether a write whose last attempt took took has waited
-// its patience: patience attempts, and at least turnFloor.
-func patient(took, waited time.Duration) bool {
-	return took > 0 && waited > max(patience*took, turnFloor)
-}
-
-// seniority is the backoff cap after a lost race of a write whose last
-// attempt took took and which has waited waited in all, past its patience
-// (patient): at most 2 attempts, scaled down by how much longer than its
-// patience it has waited, and never below floor. The write of a key that
-// has waited longest in a Store (Heat.Senior) thus retries more often the
-// longer it waits, and is the likeliest to take the key in its holder's
-// pause (Heat.Pause); the Store's other writes of the key back off as
-// usual, so that many waiting writers do not flood the service.
-func seniority(limit, took, waited, floor time.Duration) time.Duration {
-	if !patient(took, waited) {
-		return limit
-	}
-	wait := max(patience*took, turnFloor)
-	senior := time.Duration(float64(2*took) * float64(wait) / float64(waited))
-	return min(limit, max(senior, floor))
 }
 
 // fullJitter draws a delay uniformly from [0, limit).

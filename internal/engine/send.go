@@ -25,12 +25,12 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 	case req.checksOnly():
 		return d.checkAnswer(ctx, req, err)
 	case err == nil:
-		if d.mode == Based {
-			var etag driver.ETag
+		if d.contender() != nil {
+			a := Answer{Landed: true, Timed: true, Took: d.env.Clock.Now().Sub(began), Copy: !verified}
 			if len(out) == 1 {
-				etag = out[0].ETag
+				a.ETag = out[0].ETag
 			}
-			d.env.Heat.Won(d.name(), d.env.Clock.Now().Sub(began), !verified, etag, d.env.Clock)
+			d.answered(a)
 		}
 		d.unsettled = nil
 		d.res.Out, d.res.Sent, d.res.FromCopy = out, req, !verified
@@ -89,15 +89,16 @@ func (d *Delivery) commit(ctx context.Context, req Request) ([]driver.Item, erro
 
 // refusal acts on a definite refusal of req. A throttled request is sent
 // again as it is after a pause. A Blind write reports every other refusal.
-// A write built on versions that turn out stale is built again: at once
-// when they were only a copy, after a pause when it lost a race (none
-// when it waited for its turn: handover.go). took is how long the send
-// took.
+// A write built on versions found stale is built again: at once when
+// they were only a copy, after a pause when it lost a race (none when its
+// Contender says its wait was it: Contender.Answered). took is how long
+// the send took.
 func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err error, took time.Duration) (next, error) {
 	d.flight.Release()
 	conflict := errors.Is(err, driver.ErrConflict)
 	switch {
 	case errors.Is(err, driver.ErrNotApplied):
+		d.answered(Answer{})
 		d.then = carry{resend: req}
 		return afterPause, err
 	case d.mode == Blind:
@@ -110,18 +111,14 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 		}
 		if conflict {
 			d.env.Hooks.Conflict(ctx)
-			d.lose()
 		}
+		d.answered(Answer{Raced: conflict})
 		d.then = carry{check: req}
 		return now, err
 	case conflict || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound) && refused(req, err).Write.Cond.Kind != driver.CondCreate:
 		d.then = carry{check: req, raced: true}
-		d.lose()
-		if d.mode == Based {
-			d.env.Heat.Sent(d.name(), took)
-		}
-		if d.awaited {
-			return afterTurn, err // waiting for the next turn's end is its backoff
+		if d.answered(Answer{Raced: true, Timed: true, Took: took}) {
+			return afterWait, err // its wait for the key is its backoff
 		}
 		return afterLoss, err
 	}
@@ -181,15 +178,17 @@ func (d *Delivery) settle(ctx context.Context, req Request) (next, error) {
 	case v == outcome.Committed:
 		d.unsettled = nil
 		d.res.Out, d.res.Sent = foundIn(req, base), req
+		d.answered(Answer{Landed: true})
 		return stop, nil
 	case v == outcome.NotLanded:
+		d.answered(Answer{})
 		d.then = carry{resend: req}
 		return now, d.unknown(d.unsettled)
 	case v == outcome.NotApplied && d.mode != Blind:
 		d.unsettled = nil
 		d.flight.Release()
 		d.then = carry{base: base, raced: true}
-		d.lose()
+		d.answered(Answer{Raced: true})
 		return afterLoss, fmt.Errorf("%w: %q moved on", driver.ErrConflict, d.name())
 	}
 	return stop, d.unknown(d.unsettled)

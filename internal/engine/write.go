@@ -36,14 +36,6 @@ func (d *Delivery) Over(b Version, data []byte) KeyWrite {
 	return KeyWrite{Action: driver.Action{Key: b.Key, Write: driver.Write{Data: data, Cond: driver.IfMatch(b.ETag), Meta: m.String()}}, Meta: m}
 }
 
-// endTurn is w marked as the last write of the turn on the key of the
-// Store named store (handover.go).
-func endTurn(w KeyWrite, store string) KeyWrite {
-	w.Meta = w.Meta.Yielding(store)
-	w.Write.Meta = w.Meta.String()
-	return w
-}
-
 // Merged is a partial write of data (table properties) under key: it
 // carries no bookkeeping, so the stored one is kept.
 func Merged(key string, c driver.Cond, data []byte) KeyWrite {

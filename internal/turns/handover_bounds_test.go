@@ -1,9 +1,10 @@
-package engine
+package turns
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/etagstore/etagstore/internal/engine"
 	"testing"
 	"time"
 
@@ -24,17 +25,17 @@ func TestHandOverWithinMaxElapsedTime(t *testing.T) {
 		names = append(names, fmt.Sprint("v", i))
 	}
 	k := &waitedKey{clock: clock, send: send, script: versions(names...)}
-	h := &Heat{}
-	h.Won("k", send, true, "", clock)
-	h.Rival("k", clock) // it lost the key
-	h.TurnEnded("k", "B", clock)
+	h := &Layer{}
+	h.won("k", send, true, "", clock)
+	h.rival("k", clock) // it lost the key
+	h.turnEnded("k", "B", clock)
 	const maxElapsed = 60 * time.Millisecond
-	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},
-		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: maxElapsed}}
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
+		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: maxElapsed}}
 	stale := versions("stale")[0]
 	stale.Verified = false
 	began := clock.now
-	d := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: []Version{stale}})
+	d := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: []engine.Version{stale}})
 	d.TakeTurns()
 	_, err := d.Run(context.Background())
 	took := clock.now.Sub(began)
@@ -54,20 +55,20 @@ func TestPinnedWriteDoesNotWaitForTurn(t *testing.T) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 	send := 13 * time.Millisecond
 	k := &waitedKey{clock: clock, send: send, script: versions("v0", "v1")}
-	h := &Heat{}
-	h.Won("k", send, true, "", clock)
-	h.Rival("k", clock) // it lost the key
-	h.TurnEnded("k", "B", clock)
-	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},
-		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+	h := &Layer{}
+	h.won("k", send, true, "", clock)
+	h.rival("k", clock) // it lost the key
+	h.turnEnded("k", "B", clock)
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
+		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	errHeld := fmt.Errorf("%w: not the version held", driver.ErrConflict)
-	plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
+	plan := engine.PlanFunc(func(d *engine.Delivery, base []engine.Version) (engine.Request, error) {
 		if base[0].ETag != "v0" {
 			return nil, errHeld
 		}
-		return Request{d.Over(base[0], []byte("x"))}, nil
+		return engine.Request{d.Over(base[0], []byte("x"))}, nil
 	})
-	_, err := New(env, "replace", Based, []string{"k"}, plan, Options{}).Run(context.Background())
+	_, err := engine.New(env, "replace", engine.Based, []string{"k"}, plan, engine.Options{}).Run(context.Background())
 	if !errors.Is(err, errHeld) {
 		t.Fatalf("err %v", err)
 	}
@@ -80,7 +81,7 @@ func TestPinnedWriteDoesNotWaitForTurn(t *testing.T) {
 // leaves once, right when the write would end the Store's turn (its run,
 // with a rival seen, has lasted a turn less a send).
 type leaveAtTurnEnd struct {
-	h     *Heat
+	h     *Layer
 	clock *stepClock
 	left  bool
 }
@@ -108,7 +109,7 @@ func TestTurnEndSurvivesRedo(t *testing.T) {
 	lastMarked := false
 	for i := range 20 {
 		slept := len(clock.slept)
-		res, err := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: []Version{cur}, Flight: fl}).Run(context.Background())
+		res, err := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: []engine.Version{cur}, Flight: fl}).Run(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +140,7 @@ type busyHooks struct {
 	k *busyKey
 }
 
-func (h busyHooks) Read(context.Context, string) (Version, error) {
+func (h busyHooks) Read(context.Context, string) (engine.Version, error) {
 	h.k.reads++
 	name := fmt.Sprint("v", h.k.reads)
 	if h.k.reads%100 == 0 {
@@ -161,13 +162,13 @@ func (k *busyKey) Write(context.Context, string, driver.Write) (driver.ETag, err
 func TestHandOverWithStaleSendEstimate(t *testing.T) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 	k := &busyKey{clock: clock}
-	h := &Heat{}
-	h.Won("k", handoverMinSend, true, "", clock)
-	h.Rival("k", clock) // it lost the key
-	h.TurnEnded("k", "B", clock)
-	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: busyHooks{k: k},
-		Policy: Policy{InitialInterval: 4 * time.Millisecond, MaxInterval: 250 * time.Millisecond, MaxElapsedTime: time.Second}}
-	d := New(env, "update", Based, []string{"k"}, overPlan, Options{})
+	h := &Layer{}
+	h.won("k", handoverMinSend, true, "", clock)
+	h.rival("k", clock) // it lost the key
+	h.turnEnded("k", "B", clock)
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: busyHooks{k: k},
+		Policy: engine.Policy{InitialInterval: 4 * time.Millisecond, MaxInterval: 250 * time.Millisecond, MaxElapsedTime: time.Second}}
+	d := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{})
 	d.TakeTurns()
 	_, err := d.Run(context.Background())
 	if !errors.Is(err, driver.ErrConflict) {
@@ -189,7 +190,7 @@ type liveKey struct {
 	driver.Backend
 	clock *stepClock
 	send  time.Duration
-	cur   Version
+	cur   engine.Version
 	n     int
 	reads int
 }
@@ -205,7 +206,7 @@ func (k *liveKey) Write(_ context.Context, key string, w driver.Write) (driver.E
 	}
 	k.n++
 	m := meta.Parse(w.Meta)
-	k.cur = Version{Item: driver.Item{Key: key, ETag: driver.ETag(fmt.Sprint("w", k.n)), Data: w.Data, Meta: w.Meta}, Meta: m, Exists: true, MetaKnown: true, Verified: true}
+	k.cur = engine.Version{Item: driver.Item{Key: key, ETag: driver.ETag(fmt.Sprint("w", k.n)), Data: w.Data, Meta: w.Meta}, Meta: m, Exists: true, MetaKnown: true, Verified: true}
 	return k.cur.ETag, nil
 }
 
@@ -214,43 +215,43 @@ type liveHooks struct {
 	k *liveKey
 }
 
-func (h liveHooks) Read(context.Context, string) (Version, error) {
+func (h liveHooks) Read(context.Context, string) (engine.Version, error) {
 	h.k.clock.now = h.k.clock.now.Add(h.k.send)
 	h.k.reads++
 	return h.k.cur, nil
 }
 
-func copyOf(v Version) []Version {
+func copyOf(v engine.Version) []engine.Version {
 	v.Verified = false
-	return []Version{v}
+	return []engine.Version{v}
 }
 
 // A Store whose write lost a race and then took the key (waiting for its
 // turn) holds the key: its own next write that lost to it does not wait
-// for another Store's turn's end (Heat.Holding, handover.go: "not while it
+// for another Store's turn's end (Layer.holds, wait.go: "not while it
 // holds the key itself"); it reads once and writes.
 func TestHandOverNotWhileHolding(t *testing.T) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 	send := 13 * time.Millisecond
 	k := newLiveKey(clock, send)
-	h := &Heat{}
-	h.Won("k", send, true, "", clock)
-	h.Rival("k", clock)
-	h.TurnEnded("k", "B", clock) // B's turns' ends read lately
-	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: liveHooks{k: k},
-		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+	h := &Layer{}
+	h.won("k", send, true, "", clock)
+	h.rival("k", clock)
+	h.turnEnded("k", "B", clock) // B's turns' ends read lately
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: liveHooks{k: k},
+		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	stale := versions("stale")[0]
-	d1 := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: copyOf(stale)})
+	d1 := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: copyOf(stale)})
 	d1.TakeTurns()
 	if _, err := d1.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !h.Holding("k", k.cur.ETag) {
+	if !h.holds("k", k.cur.ETag) {
 		t.Error("the Store's write made the stored version, but Holding is false")
 	}
 	// Its own next write, from the copy its first write overwrote.
 	reads := k.reads
-	d2 := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: copyOf(versions("b")[0])})
+	d2 := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: copyOf(versions("b")[0])})
 	d2.TakeTurns()
 	if _, err := d2.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -269,13 +270,13 @@ func TestPauseAfterTurnEndSurvivesOtherLosses(t *testing.T) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 	send := 30 * time.Millisecond
 	k := newLiveKey(clock, send)
-	h := &Heat{}
-	h.Rival("k", clock) // a rival seen lately: turns
-	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: liveHooks{k: k},
-		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1, MaxAttempts: 1}}
+	h := &Layer{}
+	h.rival("k", clock) // a rival seen lately: turns
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: liveHooks{k: k},
+		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1, MaxAttempts: 1}}
 	marked := false
 	for i := 0; i < 40 && !marked; i++ {
-		res, err := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: copyOf(k.cur)}).Run(context.Background())
+		res, err := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: copyOf(k.cur)}).Run(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,16 +289,16 @@ func TestPauseAfterTurnEndSurvivesOtherLosses(t *testing.T) {
 	// version (a Save from a stale Doc), loses (MaxAttempts 1); then the
 	// Store writes on from its copy.
 	slept := len(clock.slept)
-	stalePlan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
+	stalePlan := engine.PlanFunc(func(d *engine.Delivery, base []engine.Version) (engine.Request, error) {
 		b := base[0]
 		b.ETag = "old"
-		return Request{d.Over(b, []byte("x"))}, nil
+		return engine.Request{d.Over(b, []byte("x"))}, nil
 	})
-	dx := New(env, "save", Based, []string{"k"}, stalePlan, Options{})
+	dx := engine.New(env, "save", engine.Based, []string{"k"}, stalePlan, engine.Options{})
 	if _, err := dx.Run(context.Background()); err == nil {
 		t.Fatal("the stale write landed")
 	}
-	if _, err := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: copyOf(k.cur)}).Run(context.Background()); err != nil {
+	if _, err := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: copyOf(k.cur)}).Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	paused := time.Duration(0)
@@ -314,15 +315,15 @@ func TestPauseAfterTurnEndSurvivesOtherLosses(t *testing.T) {
 // place.
 type displacingHooks struct {
 	waiterHooks
-	h     *Heat
+	h     *Layer
 	began time.Time
-	older *int
+	older *write
 }
 
-func (h displacingHooks) Read(ctx context.Context, key string) (Version, error) {
+func (h displacingHooks) Read(ctx context.Context, key string) (engine.Version, error) {
 	v, err := h.waiterHooks.Read(ctx, key)
 	if h.k.reads == 2 {
-		h.h.Senior("k", h.older, h.began, h.k.clock)
+		h.h.claim("k", h.older, h.began, h.k.clock)
 	}
 	return v, err
 }
@@ -335,18 +336,18 @@ func TestDisplacedWaiterBacksOff(t *testing.T) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 	send := 13 * time.Millisecond
 	k := &waitedKey{clock: clock, send: send, script: versions("endB")}
-	h := &Heat{}
-	h.Won("k", send, true, "", clock)
-	h.Rival("k", clock)
+	h := &Layer{}
+	h.won("k", send, true, "", clock)
+	h.rival("k", clock)
 	for _, s := range []string{"B", "C", "D"} {
-		h.TurnEnded("k", s, clock)
+		h.turnEnded("k", s, clock)
 	}
-	older := new(int)
-	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: displacingHooks{waiterHooks: waiterHooks{k: k}, h: h, began: clock.now.Add(-time.Second), older: older},
-		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+	older := new(write)
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: displacingHooks{waiterHooks: waiterHooks{k: k}, h: h, began: clock.now.Add(-time.Second), older: older},
+		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	stale := versions("stale")[0]
 	stale.Verified = false
-	d := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: []Version{stale}})
+	d := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: []engine.Version{stale}})
 	d.TakeTurns()
 	if _, err := d.Run(context.Background()); err != nil {
 		t.Fatal(err)

@@ -1,9 +1,10 @@
-package engine
+package turns
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/etagstore/etagstore/internal/engine"
 	"strings"
 	"testing"
 	"time"
@@ -22,13 +23,13 @@ type waitedKey struct {
 	clock   *stepClock
 	send    time.Duration
 	read    time.Duration // how long a read takes (0: a send)
-	script  []Version
+	script  []engine.Version
 	reads   int
 	writes  []driver.Write // every write sent, landed or not
 	readsAt []int          // reads made before each write
 }
 
-func (k *waitedKey) stored() Version {
+func (k *waitedKey) stored() engine.Version {
 	return k.script[min(k.reads, len(k.script))-1]
 }
 
@@ -38,7 +39,7 @@ type waiterHooks struct {
 	k *waitedKey
 }
 
-func (h waiterHooks) Read(context.Context, string) (Version, error) {
+func (h waiterHooks) Read(context.Context, string) (engine.Version, error) {
 	k := h.k
 	if k.read == 0 {
 		k.read = k.send
@@ -59,15 +60,15 @@ func (k *waitedKey) Write(_ context.Context, key string, w driver.Write) (driver
 
 // versions are stored versions named by etag; a name starting with "end"
 // is the last write of the turn of the Store named by its next character.
-func versions(names ...string) []Version {
-	out := make([]Version, len(names))
+func versions(names ...string) []engine.Version {
+	out := make([]engine.Version, len(names))
 	for i, n := range names {
 		m := meta.Fresh(n, 0)
 		if strings.HasPrefix(n, "end") {
 			m = m.Yielding(n[3:4])
 		}
 		m = meta.Parse(m.String())
-		out[i] = Version{Item: driver.Item{Key: "k", ETag: driver.ETag(n), Data: []byte(n), Meta: m.String()}, Meta: m, Exists: true, MetaKnown: true, Verified: true}
+		out[i] = engine.Version{Item: driver.Item{Key: "k", ETag: driver.ETag(n), Data: []byte(n), Meta: m.String()}, Meta: m, Exists: true, MetaKnown: true, Verified: true}
 	}
 	return out
 }
@@ -76,31 +77,31 @@ func versions(names ...string) []Version {
 // Store that knows the key's writers take turns (it has read turns' ends
 // of Stores B, C and D: four processes) and that a send takes k.send, and
 // returns its result. firstSend is how long the refused first send takes.
-func waitForKey(t *testing.T, k *waitedKey, firstSend time.Duration) Result {
+func waitForKey(t *testing.T, k *waitedKey, firstSend time.Duration) engine.Result {
 	return waitForKeyAmong(t, k, firstSend, "B", "C", "D")
 }
 
 // waitForKeyAmong is waitForKey in a Store that has read turns' ends of
 // the Stores named holders.
-func waitForKeyAmong(t *testing.T, k *waitedKey, firstSend time.Duration, holders ...string) Result {
+func waitForKeyAmong(t *testing.T, k *waitedKey, firstSend time.Duration, holders ...string) engine.Result {
 	t.Helper()
-	h := &Heat{}
-	h.Won("k", k.send, true, "", k.clock)
-	h.Rival("k", k.clock) // it lost the key
+	h := &Layer{}
+	h.won("k", k.send, true, "", k.clock)
+	h.rival("k", k.clock) // it lost the key
 	for _, holder := range holders {
-		h.TurnEnded("k", holder, k.clock)
+		h.turnEnded("k", holder, k.clock)
 	}
-	env := &Env{Backend: k, Clock: k.clock, Heat: h, Hooks: waiterHooks{k: k},
-		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+	env := &engine.Env{Backend: k, Clock: k.clock, Heat: &engine.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
+		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	stale := versions("stale")[0]
 	stale.Verified = false
-	plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
+	plan := engine.PlanFunc(func(d *engine.Delivery, base []engine.Version) (engine.Request, error) {
 		if base[0].ETag == "stale" {
 			k.clock.now = k.clock.now.Add(firstSend - k.send)
 		}
-		return Request{d.Over(base[0], []byte("x"))}, nil
+		return engine.Request{d.Over(base[0], []byte("x"))}, nil
 	})
-	d := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{stale}})
+	d := engine.New(env, "update", engine.Based, []string{"k"}, plan, engine.Options{Start: []engine.Version{stale}})
 	d.TakeTurns()
 	res, err := d.Run(context.Background())
 	if err != nil {
@@ -240,24 +241,24 @@ func TestNoHandOverWithoutTurns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 			k := &waitedKey{clock: clock, send: tc.send, script: versions("b")}
-			h := &Heat{}
+			h := &Layer{}
 			wrote := driver.ETag("")
 			if tc.name == "the Store holds the key: its own write made the version read" {
 				wrote = "b"
 			}
-			h.Won("k", tc.send, true, wrote, clock)
-			h.Rival("k", clock) // it lost a race
+			h.won("k", tc.send, true, wrote, clock)
+			h.rival("k", clock) // it lost a race
 			if tc.turning {
-				h.TurnEnded("k", "B", clock)
+				h.turnEnded("k", "B", clock)
 			}
-			env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},
-				Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+			env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
+				Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 			stale := versions("stale")[0]
 			stale.Verified = false
-			plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
-				return Request{d.Over(base[0], []byte("x"))}, nil
+			plan := engine.PlanFunc(func(d *engine.Delivery, base []engine.Version) (engine.Request, error) {
+				return engine.Request{d.Over(base[0], []byte("x"))}, nil
 			})
-			d := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{stale}})
+			d := engine.New(env, "update", engine.Based, []string{"k"}, plan, engine.Options{Start: []engine.Version{stale}})
 			d.TakeTurns()
 			if _, err := d.Run(context.Background()); err != nil {
 				t.Fatal(err)
@@ -272,20 +273,20 @@ func TestNoHandOverWithoutTurns(t *testing.T) {
 // rivalHolder is a Store that writes "k" from its copies and lost a race
 // on it lately: its clock, heat and env (writes take 30 ms of clock), and
 // the copy it starts from.
-func rivalHolder() (*stepClock, *Heat, *Env, Version) {
+func rivalHolder() (*stepClock, *Layer, *engine.Env, engine.Version) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
-	h := &Heat{}
-	h.Rival("k", clock)
-	env := &Env{Backend: &throttleOnce{clock: clock}, Clock: clock, Heat: h, Hooks: nopHooks{},
-		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+	h := &Layer{}
+	h.rival("k", clock)
+	env := &engine.Env{Backend: &throttleOnce{clock: clock}, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: nopHooks{},
+		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	cur := versions("e0")[0]
 	cur.Verified = false
 	return clock, h, env, cur
 }
 
 // overPlan writes "x" over the version it starts from.
-var overPlan = PlanFunc(func(d *Delivery, base []Version) (Request, error) {
-	return Request{d.Over(base[0], []byte("x"))}, nil
+var overPlan = engine.PlanFunc(func(d *engine.Delivery, base []engine.Version) (engine.Request, error) {
+	return engine.Request{d.Over(base[0], []byte("x"))}, nil
 })
 
 // A Store that holds a key while it has rivals marks the last write of
@@ -295,7 +296,7 @@ func TestTurnEndIsMarked(t *testing.T) {
 	marked, pauses, lastMarked := 0, 0, false
 	for i := range 40 {
 		slept := len(clock.slept)
-		res, err := New(env, "update", Based, []string{"k"}, overPlan, Options{Start: []Version{cur}}).Run(context.Background())
+		res, err := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: []engine.Version{cur}}).Run(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,24 +324,24 @@ func TestTurnEndIsMarked(t *testing.T) {
 // never itself: its own turn's end is no turn it waited through.
 func TestHolders(t *testing.T) {
 	clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-	var h Heat
-	h.Won("k", 13*time.Millisecond, true, "", clock)
+	var h Layer
+	h.won("k", 13*time.Millisecond, true, "", clock)
 	for i := range maxHolders + 4 {
-		h.TurnEnded("k", fmt.Sprint("s", i), clock)
+		h.turnEnded("k", fmt.Sprint("s", i), clock)
 		clock.now = clock.now.Add(time.Millisecond)
 	}
-	if n := h.Holders("k", clock); n != maxHolders {
+	if n := h.holders("k", clock); n != maxHolders {
 		t.Errorf("%d holders after %d named, want %d", n, maxHolders+4, maxHolders)
 	}
 	clock.now = clock.now.Add(holdersRemembered * cycle(13*time.Millisecond))
-	h.TurnEnded("k", "late", clock)
-	if n := h.Holders("k", clock); n != 1 {
+	h.turnEnded("k", "late", clock)
+	if n := h.holders("k", clock); n != 1 {
 		t.Errorf("%d holders %v later, want the one read since", n, holdersRemembered*cycle(13*time.Millisecond))
 	}
 	own := versions("endX")[0]
-	own.Meta.Yield = h.Name()
-	d := New(&Env{Heat: &h, Clock: clock}, "update", Based, []string{"k"}, nil, Options{})
-	if d.endsTurn(own) || !d.endsTurn(versions("endX")[0]) {
+	own.Meta.Yield = h.name()
+	w := h.Enter(&engine.Env{Clock: clock}, engine.Based, true).(*write)
+	if w.endsTurn(own) || !w.endsTurn(versions("endX")[0]) {
 		t.Error("a Store's own turn's end counted, or another's not")
 	}
 }
@@ -350,22 +351,22 @@ func TestHolders(t *testing.T) {
 func TestHandOverStopsAtDeletion(t *testing.T) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 	k := &waitedKey{clock: clock, send: 13 * time.Millisecond, script: versions("b", "c")}
-	k.script = append(k.script, Version{Item: driver.Item{Key: "k"}, Verified: true, Missing: driver.ErrNotFound})
-	plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
+	k.script = append(k.script, engine.Version{Item: driver.Item{Key: "k"}, Verified: true, Missing: driver.ErrNotFound})
+	plan := engine.PlanFunc(func(d *engine.Delivery, base []engine.Version) (engine.Request, error) {
 		if !base[0].Exists {
 			return nil, base[0].Missing
 		}
-		return Request{d.Over(base[0], []byte("x"))}, nil
+		return engine.Request{d.Over(base[0], []byte("x"))}, nil
 	})
-	h := &Heat{}
-	h.Won("k", k.send, true, "", clock)
-	h.Rival("k", clock)
-	h.TurnEnded("k", "B", clock)
-	env := &Env{Backend: k, Clock: clock, Heat: h, Hooks: waiterHooks{k: k},
-		Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+	h := &Layer{}
+	h.won("k", k.send, true, "", clock)
+	h.rival("k", clock)
+	h.turnEnded("k", "B", clock)
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
+		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	stale := versions("stale")[0]
 	stale.Verified = false
-	d := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{stale}})
+	d := engine.New(env, "update", engine.Based, []string{"k"}, plan, engine.Options{Start: []engine.Version{stale}})
 	d.TakeTurns()
 	if _, err := d.Run(context.Background()); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("err %v, want not found", err)

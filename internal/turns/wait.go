@@ -1,19 +1,17 @@
-package engine
+package turns
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/meta"
+	"github.com/etagstore/etagstore/internal/engine"
 )
 
-// This file is the hand-over of a key that Stores in several processes
-// write, taking turns (see Heat): the Store holding the key marks the last
-// write of its turn (meta's yield) and pauses; the Stores waiting for the
-// key read it until they see the turn end, and the one that has waited
-// longest writes first.
+// This file is the waiter's side of the hand-over of a key that Stores in
+// several processes write, taking turns: the Store holding the key marks
+// the last write of its turn (meta's yield) and pauses (hold.go); the
+// Stores waiting for the key read it until they see the turn end, and the
+// one that has waited longest writes first.
 //
 // Waiting Stores cannot tell each other how long they have waited, so the
 // order is kept by timing alone. A waiter (its Store's senior write of the
@@ -52,34 +50,43 @@ const (
 	handoverMaxWait = 2 // turns' time a waiter reads before it writes anyway
 )
 
-// awaitTurn is the read base of a write that lost a race on a key whose
+// turnsSeen is what the Store read of other Stores' turns' ends of a key.
+type turnsSeen struct {
+	yield time.Time // when the Store last read another Store's turn's end of the key
+	// holders are the other Stores whose turns' ends the Store read
+	// lately, by name: when it read the last.
+	holders map[string]time.Time
+}
+
+// awaitTurn is the read base of a write d that lost a race on a key whose
 // writers take turns, made its Store's senior write of the key: it reads
 // again until the key's holder hands it over, as the file's comment says,
 // within the policy's MaxElapsedTime, and returns the version to write
 // over. Otherwise it returns base. A wait that lasted a send or more
 // stands for the backoff after the write, if it loses (awaited).
-func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, error) {
+func (w *write) awaitTurn(ctx context.Context, d *engine.Delivery, base []engine.Version) ([]engine.Version, error) {
 	if len(base) != 1 {
 		return base, nil
 	}
-	send, ok := d.waitsTurn(base[0])
+	key := d.Key()
+	send, ok := w.waitsTurn(key, base[0])
 	if !ok {
 		return base, nil
 	}
-	clock := d.env.Clock
-	class := d.class(base[0], send)
+	clock := w.env.Clock
+	class := w.class(key, base[0], send)
 	start := clock.Now()
-	defer func() { d.awaited = clock.Now().Sub(start) >= send }()
+	defer func() { w.awaited = clock.Now().Sub(start) >= send }()
 	read := start.Add(-send) // when the last read began (the base's, about a send ago)
 	for same := 0; ; {
 		last := base[0]
-		if d.handedOver(last, same, class) || !d.inTime(start, send) {
+		if w.handedOver(last, same, class) || !w.inTime(start, send) {
 			return base, nil
 		}
-		if !d.senior() {
-			return nil, errDisplaced // an older write of the Store waits for the key: it backs off
+		if !w.senior(key) {
+			return nil, engine.ErrDisplaced // an older write of the Store waits for the key: it backs off
 		}
-		cur, err := d.readPaced(ctx, &read, send)
+		cur, err := w.readPaced(ctx, d, &read, send)
 		if err != nil {
 			return nil, err
 		}
@@ -88,49 +95,48 @@ func (d *Delivery) awaitTurn(ctx context.Context, base []Version) ([]Version, er
 			continue
 		}
 		base, same = cur, 0
-		if !cur[0].Exists || d.env.Heat.Holding(d.name(), cur[0].ETag) {
+		if !cur[0].Exists || w.l.holds(key, cur[0].ETag) {
 			return base, nil // deleted, or another write of its Store took it: no turn to wait for
 		}
-		if d.sawTurnEnd(cur[0]) {
-			class = d.class(cur[0], send)
+		if w.sawTurnEnd(key, cur[0]) {
+			class = w.class(key, cur[0], send)
 		}
 	}
 }
 
-// waitsTurn reports whether a write whose base read found v waits for its
-// turn, and how long a send takes: it lost a race, v exists, a send takes
-// handoverMinSend or more, its Store read another Store's turn's end
-// lately and does not hold the key (v is not its own last write), and it
-// is its Store's senior write of the key.
-func (d *Delivery) waitsTurn(v Version) (time.Duration, bool) {
-	if !d.lost || !v.Exists {
+// waitsTurn reports whether a write of key whose base read found v waits
+// for its turn, and how long a send takes: it lost a race, v exists, a
+// send takes handoverMinSend or more, its Store read another Store's
+// turn's end lately and does not hold the key (v is not its own last
+// write), and it is its Store's senior write of the key.
+func (w *write) waitsTurn(key string, v engine.Version) (time.Duration, bool) {
+	if !w.lost || !v.Exists {
 		return 0, false // a missing key has no holder to hand it over
 	}
-	heat, key := d.env.Heat, d.name()
-	d.sawTurnEnd(v)
-	send := heat.Send(key)
-	return send, send >= handoverMinSend && heat.Turning(key, d.env.Clock) && !heat.Holding(key, v.ETag) && d.senior()
+	w.sawTurnEnd(key, v)
+	send := w.l.sendOf(key)
+	return send, send >= handoverMinSend && w.l.turning(key, w.env.Clock) && !w.l.holds(key, v.ETag) && w.senior(key)
 }
 
-// readPaced reads the key a send at most after the last read began
+// readPaced reads d's key a send at most after the last read began
 // (*last, moved on to this one's start).
-func (d *Delivery) readPaced(ctx context.Context, last *time.Time, send time.Duration) ([]Version, error) {
-	if wait := send - d.env.Clock.Now().Sub(*last); wait > 0 {
-		if err := d.env.Clock.Sleep(ctx, wait); err != nil {
+func (w *write) readPaced(ctx context.Context, d *engine.Delivery, last *time.Time, send time.Duration) ([]engine.Version, error) {
+	if wait := send - w.env.Clock.Now().Sub(*last); wait > 0 {
+		if err := w.env.Clock.Sleep(ctx, wait); err != nil {
 			return nil, err
 		}
 	}
-	*last = d.env.Clock.Now()
-	return d.read(ctx, d.keys)
+	*last = w.env.Clock.Now()
+	return d.Read(ctx)
 }
 
 // handedOver reports whether a waiter of class may write over v, having
 // read it same more times since, unchanged: as many reads as classes
 // below the top after a turn's end, two more after a version that does
 // not end a turn.
-func (d *Delivery) handedOver(v Version, same, class int) bool {
+func (w *write) handedOver(v engine.Version, same, class int) bool {
 	need := handoverClasses - 1 - class
-	if !d.endsTurn(v) {
+	if !w.endsTurn(v) {
 		need += 2
 	}
 	return same >= need
@@ -139,19 +145,14 @@ func (d *Delivery) handedOver(v Version, same, class int) bool {
 // inTime reports whether a write waiting for its turn since start may
 // read again: it has waited less than handoverMaxWait turns, and a read
 // and its write still fit in the policy's MaxElapsedTime.
-func (d *Delivery) inTime(start time.Time, send time.Duration) bool {
-	now := d.env.Clock.Now()
+func (w *write) inTime(start time.Time, send time.Duration) bool {
+	now := w.env.Clock.Now()
 	if now.Sub(start) >= handoverMaxWait*cycle(send) {
 		return false
 	}
-	limit := d.env.Policy.MaxElapsedTime
-	return limit <= 0 || now.Add(2*send).Sub(d.began) <= limit
+	limit := w.env.Policy.MaxElapsedTime
+	return limit <= 0 || now.Add(2*send).Sub(w.began) <= limit
 }
-
-// errDisplaced is what a waiting write reports when an older write of its
-// Store takes the senior place mid-wait: it backs off as after a lost
-// race, and leaves the wait to the older one.
-var errDisplaced = errors.New("an older write of the key waits for its turn")
 
 // class is the class of the write waiting for v's writer to hand its key
 // over, from the top (handoverClasses-1) down by the Stores waiting ahead
@@ -159,70 +160,56 @@ var errDisplaced = errors.New("an older write of the key waits for its turn")
 // but the holder and those whose turns it has seen end while waiting (not
 // v's own). A write that has waited longer than that many turns (less
 // half a turn) is not put below its wait.
-func (d *Delivery) class(v Version, send time.Duration) int {
-	seen := d.turnEnds
-	if d.endsTurn(v) {
+func (w *write) class(key string, v engine.Version, send time.Duration) int {
+	seen := w.turnEnds
+	if w.endsTurn(v) {
 		seen-- // the end being handed over is not one it waited through
 	}
-	ahead := d.env.Heat.Holders(d.name(), d.env.Clock) - 1 - seen
+	ahead := w.l.holders(key, w.env.Clock) - 1 - seen
 	top := handoverClasses - 1
 	c := cycle(send)
-	byTime := int((d.env.Clock.Now().Sub(d.began) - c/2) / c)
+	byTime := int((w.env.Clock.Now().Sub(w.began) - c/2) / c)
 	return min(max(top-max(ahead, 0), byTime, 0), top)
 }
 
 // sawTurnEnd counts v when it is a version not seen before that ends
-// another Store's turn, tells the Store's heat (the key's writers take
-// turns, and who), and reports whether it did.
-func (d *Delivery) sawTurnEnd(v Version) bool {
-	if !d.endsTurn(v) || v.ETag == d.turnEnd {
+// another Store's turn, tells the Layer (the key's writers take turns,
+// and who), and reports whether it did.
+func (w *write) sawTurnEnd(key string, v engine.Version) bool {
+	if !w.endsTurn(v) || v.ETag == w.turnEnd {
 		return false
 	}
-	d.turnEnds++
-	d.turnEnd = v.ETag
-	d.env.Heat.TurnEnded(d.name(), v.Meta.Yield, d.env.Clock)
+	w.turnEnds++
+	w.turnEnd = v.ETag
+	w.l.turnEnded(key, v.Meta.Yield, w.env.Clock)
 	return true
 }
 
 // endsTurn reports whether v was written as the last of another Store's
 // turn.
-func (d *Delivery) endsTurn(v Version) bool {
-	return v.Exists && v.Meta.Yield != "" && v.Meta.Yield != d.env.Heat.Name()
+func (w *write) endsTurn(v engine.Version) bool {
+	return v.Exists && v.Meta.Yield != "" && v.Meta.Yield != w.l.name()
 }
 
-// Send is how long a write of key has taken the Store lately (zero: not
+// sendOf is how long a write of key has taken the Store lately (zero: not
 // known).
-func (h *Heat) Send(key string) time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if e := h.peek(key); e != nil {
+func (l *Layer) sendOf(key string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.peek(key); e != nil {
 		return e.send
 	}
 	return 0
 }
 
-// Name is the Store's name in the turns' ends it marks: random, short,
-// made at first use.
-func (h *Heat) Name() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.name == "" {
-		h.name = meta.NewID()[:nameLen]
-	}
-	return h.name
-}
-
-// nameLen is the length of a Store's name: 40 bits in base32.
-const nameLen = 8
-
-// TurnEnded records that a read found a version of key that ended the
+// turnEnded records that a read found a version of key that ended the
 // turn of the Store named holder.
-func (h *Heat) TurnEnded(key, holder string, clock Clock) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+func (l *Layer) turnEnded(key, holder string, clock engine.Clock) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	now := clock.Now()
-	h.rotateWindows(now)
-	e := h.take(key, true)
+	l.rotateWindows(now)
+	e := l.take(key, true)
 	e.yield = now
 	if e.holders == nil {
 		e.holders = map[string]time.Time{}
@@ -239,12 +226,12 @@ func (h *Heat) TurnEnded(key, holder string, clock Clock) {
 	}
 }
 
-// Holders is how many other Stores the Store has read a turn's end of key
+// holders is how many other Stores the Store has read a turn's end of key
 // from within the last holdersRemembered turns' time.
-func (h *Heat) Holders(key string, clock Clock) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e := h.peek(key)
+func (l *Layer) holders(key string, clock engine.Clock) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.peek(key)
 	if e == nil {
 		return 0
 	}
@@ -258,31 +245,20 @@ func (h *Heat) Holders(key string, clock Clock) int {
 }
 
 const (
-	maxHolders        = 16 // other Stores a key's heat names at most
+	maxHolders        = 16 // other Stores a key's state names at most
 	holdersRemembered = 16 // turns' time a Store counts another as a holder of a key after its last turn's end
 )
 
-// Turning reports whether the writers of key take turns: the Store read
+// turning reports whether the writers of key take turns: the Store read
 // another Store's turn's end within the last turnsRemembered turns' time.
-func (h *Heat) Turning(key string, clock Clock) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.idle() {
+func (l *Layer) turning(key string, clock engine.Clock) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.idle() {
 		return false
 	}
-	e := h.peek(key)
+	e := l.peek(key)
 	return e != nil && !e.yield.IsZero() && clock.Now().Sub(e.yield) < turnsRemembered*cycle(e.send)
-}
-
-// Holding reports whether the Store holds key: etag, the version read, is
-// the one its last write made. Its own writes that lose then lost to its
-// own and retry as any lost race does: no other Store's turn is to end
-// before theirs.
-func (h *Heat) Holding(key string, etag driver.ETag) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e := h.peek(key)
-	return e != nil && etag != "" && e.wrote == etag
 }
 
 // turnsRemembered is how many turns' time after it last saw a turn end a

@@ -1,8 +1,9 @@
-package engine
+package turns
 
 import (
 	"context"
 	"fmt"
+	"github.com/etagstore/etagstore/internal/engine"
 	"testing"
 	"time"
 
@@ -18,9 +19,9 @@ func TestTurnsEndWithIdleSpells(t *testing.T) {
 	const send = 30 * time.Millisecond
 	for _, rival := range []bool{true, false} {
 		clock := &manualClock{now: time.Unix(1_700_000_000, 0)}
-		var h Heat
+		var h Layer
 		if rival {
-			h.Rival("k", clock) // a lost race
+			h.rival("k", clock) // a lost race
 		}
 		sendRun(&h, clock, "k", 3, send) // 3 back-to-back wins
 		idle := time.Second              // rival mode: < turnMemory sends
@@ -28,11 +29,17 @@ func TestTurnsEndWithIdleSpells(t *testing.T) {
 			idle = 10 * time.Second // lone writer
 		}
 		clock.now = clock.now.Add(idle)
-		if p, _ := h.Pause("k", clock); p > 0 {
+		if p, _ := h.pause("k", clock); p > 0 {
 			t.Errorf("rival=%v: after 3 sends and %v idle, the next write pauses %v", rival, idle, p)
 		}
 	}
 }
+
+// manualClock is a Clock whose time moves only when the test moves it.
+type manualClock struct{ now time.Time }
+
+func (c *manualClock) Now() time.Time                                   { return c.now }
+func (c *manualClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 
 // stepClock moves only when slept on, or when the test backend moves it.
 type stepClock struct {
@@ -69,7 +76,7 @@ func (b *throttleOnce) Write(_ context.Context, key string, w driver.Write) (dri
 // nopHooks are hooks for a write that never reads.
 type nopHooks struct{}
 
-func (nopHooks) Read(context.Context, string) (Version, error)               { panic("no read") }
+func (nopHooks) Read(context.Context, string) (engine.Version, error)        { panic("no read") }
 func (nopHooks) StaleCopy(string, driver.ETag)                               {}
 func (nopHooks) Conflict(context.Context)                                    {}
 func (nopHooks) Lost(context.Context, string, string, outcome.Verdict)       {}
@@ -83,16 +90,16 @@ func TestThrottlingIsNoRival(t *testing.T) {
 	for _, throttled := range []bool{false, true} {
 		clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 		be := &throttleOnce{clock: clock, throttle: throttled}
-		env := &Env{Backend: be, Clock: clock, Heat: &Heat{}, Hooks: nopHooks{},
-			Policy: Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
-		cur := Version{Item: driver.Item{Key: "k", ETag: "e0"}, Exists: true, MetaKnown: true, Meta: meta.Fresh("a", 0)}
+		env := &engine.Env{Backend: be, Clock: clock, Heat: &engine.Heat{}, Hooks: nopHooks{},
+			Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
+		cur := engine.Version{Item: driver.Item{Key: "k", ETag: "e0"}, Exists: true, MetaKnown: true, Meta: meta.Fresh("a", 0)}
 		pauses := 0
 		for range 30 {
-			plan := PlanFunc(func(d *Delivery, base []Version) (Request, error) {
-				return Request{d.Over(base[0], []byte("x"))}, nil
+			plan := engine.PlanFunc(func(d *engine.Delivery, base []engine.Version) (engine.Request, error) {
+				return engine.Request{d.Over(base[0], []byte("x"))}, nil
 			})
 			slept := len(clock.slept)
-			res, err := New(env, "update", Based, []string{"k"}, plan, Options{Start: []Version{cur}}).Run(context.Background())
+			res, err := engine.New(env, "update", engine.Based, []string{"k"}, plan, engine.Options{Start: []engine.Version{cur}}).Run(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
