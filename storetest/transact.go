@@ -27,6 +27,8 @@ var transactCases = []struct {
 	{"TransactAbort", testTransactAbort},
 	{"TransactTransfers", testTransactTransfers},
 	{"TransactTornReadAudit", testTransactTornReadAudit},
+	{"TransactCreate", testTransactCreate},
+	{"TransactCreateKanban", testTransactCreateKanban},
 }
 
 // transacts reports whether s's backend commits atomically; when it does
