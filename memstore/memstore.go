@@ -74,10 +74,11 @@ func New(opts *Options) *Backend {
 // that several writes over any keys can be committed atomically, with
 // checks that write nothing and check absence exactly (PureChecks), and
 // that a fenced delete keeps the key's fencing token (Tombstones: in a map
-// beside the documents, which no read or listing sees). memstore cannot
-// merge (driver.ModeMerge).
+// beside the documents, which no read or listing sees), and that several
+// keys can be read at one instant (ReadMany). memstore cannot merge
+// (driver.ModeMerge).
 func (b *Backend) Abilities() driver.Abilities {
-	return driver.Abilities{Verbatim: true, Commit: b.commit, PureChecks: true, Tombstones: true, MaxKeyLen: b.opts.MaxKeyLen}
+	return driver.Abilities{Verbatim: true, Commit: b.commit, PureChecks: true, Tombstones: true, MaxKeyLen: b.opts.MaxKeyLen, ReadMany: b.readMany}
 }
 
 // As sets a **memstore.Backend target to b.
@@ -112,6 +113,35 @@ func (b *Backend) Read(ctx context.Context, key string) (driver.Item, error) {
 	}
 	driver.Sent(ctx, nil)
 	return it, nil
+}
+
+// readMany is Abilities.ReadMany: keys read at one instant, under the
+// lock, as one request. A missing key's Item has only its Key; a key
+// ValidateKey refuses fails the call, and nothing is read.
+func (b *Backend) readMany(ctx context.Context, keys []string) ([]driver.Item, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, key := range keys {
+		if err := b.ValidateKey(key); err != nil {
+			return nil, err
+		}
+	}
+	items := make([]driver.Item, len(keys))
+	if len(keys) == 0 {
+		return items, nil // nothing to read: no request
+	}
+	b.mu.RLock()
+	for i, key := range keys {
+		if it, ok := b.docs[key]; ok {
+			items[i] = it
+		} else {
+			items[i] = driver.Item{Key: key}
+		}
+	}
+	b.mu.RUnlock()
+	driver.Sent(ctx, nil)
+	return items, nil
 }
 
 // Write stores w under key if w.Cond holds; see driver.Backend. It keeps

@@ -62,6 +62,9 @@ func RunMissingResource(t *testing.T, newBackend NewBackend, missing string) {
 	for _, err := range s.List(ctx, "") {
 		errs["List"] = err
 	}
+	if readMany := b.Abilities().ReadMany; readMany != nil {
+		_, errs["ReadMany"] = readMany(ctx, []string{"k", "l"})
+	}
 	for op, err := range errs {
 		if !errors.Is(err, etagstore.ErrStorageNotFound) {
 			t.Errorf("%s on a missing %s = %v, want ErrStorageNotFound", op, missing, err)

@@ -110,7 +110,8 @@ func Run(t *testing.T, newBackend NewBackend) {
 						want := b.Abilities()
 						b = Wrap(b)
 						if got := b.Abilities(); got.Verbatim != want.Verbatim || (got.Codec == nil) != (want.Codec == nil) || (got.ReadIfChanged == nil) != (want.ReadIfChanged == nil) ||
-							got.Merge != want.Merge || got.MaxKeyLen != want.MaxKeyLen || (got.Commit == nil) != (want.Commit == nil) || (got.CheckCommit == nil) != (want.CheckCommit == nil) || (got.CompareKeys == nil) != (want.CompareKeys == nil) {
+							got.Merge != want.Merge || got.MaxKeyLen != want.MaxKeyLen || (got.Commit == nil) != (want.Commit == nil) || (got.CheckCommit == nil) != (want.CheckCommit == nil) || (got.CompareKeys == nil) != (want.CompareKeys == nil) ||
+							(got.ReadMany == nil) != (want.ReadMany == nil) {
 							t.Fatalf("abilities lost to a wrapper: %+v, want %+v", got, want)
 						}
 					}
@@ -119,6 +120,9 @@ func Run(t *testing.T, newBackend NewBackend) {
 			}
 		})
 	}
+	// ReadMany reads items, not documents: its group runs once, on the
+	// backend itself.
+	t.Run("ReadMany", func(t *testing.T) { runReadMany(t, newBackend) })
 }
 
 // testGroupCommit: concurrent Updates of one key, committed in shared

@@ -15,7 +15,7 @@ import (
 // a partition of its own: RunPaging on it pages across thousands of
 // partitions. A prefix must not reach into the suffix. The wrapper's
 // declared key order is b's on the stored keys; its other abilities are
-// b's, with Commit's keys suffixed too.
+// b's, with the keys of Commit and ReadMany suffixed too.
 func KeySuffix(b driver.Backend, suffix string) driver.Backend {
 	return suffixed{Backend: b, suffix: suffix}
 }
@@ -90,6 +90,19 @@ func (s suffixed) Abilities() driver.Abilities {
 			it, changed, err := read(ctx, s.in(key), etag)
 			it.Key = s.out(it.Key)
 			return it, changed, err
+		}
+	}
+	if readMany := ab.ReadMany; readMany != nil {
+		ab.ReadMany = func(ctx context.Context, keys []string) ([]driver.Item, error) {
+			stored := make([]string, len(keys))
+			for i, key := range keys {
+				stored[i] = s.in(key)
+			}
+			items, err := readMany(ctx, stored)
+			for i := range items {
+				items[i].Key = s.out(items[i].Key)
+			}
+			return items, err
 		}
 	}
 	if commit := ab.Commit; commit != nil {

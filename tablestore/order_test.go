@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/driver"
@@ -118,11 +119,14 @@ func TestPrefixEndingInTheLastCharacter(t *testing.T) {
 }
 
 // Throttled (503 ServerBusy) merges and batches were refused unapplied:
-// a definite answer, never an unknown outcome.
+// a definite answer, never an unknown outcome. Every write is throttled,
+// so each is retried until the policy's time runs out: a short one here
+// (the default's 15 s would only make the test wait).
 func TestThrottledExtrasAreDefinite(t *testing.T) {
 	ctx := t.Context()
 	proxy := storetest.StartFaultProxy(t, azuritetest.Host(t, "Table"), storetest.Faults{Seed: 1, Unavailable: 1})
-	s := tablestore.NewStore[Task](azuritetest.NewTableVia(t, proxy.URL()), &tablestore.Options{Partition: "p"}, nil)
+	s := tablestore.NewStore[Task](azuritetest.NewTableVia(t, proxy.URL()), &tablestore.Options{Partition: "p"},
+		&etagstore.Options{Retry: &etagstore.RetryPolicy{MaxElapsedTime: 300 * time.Millisecond}})
 	_, err := tablestore.UpsertMerge(ctx, s, "a", Task{Title: "t"}, "Title")
 	if errors.Is(err, etagstore.ErrOutcomeUnknown) || !errors.Is(err, driver.ErrNotApplied) {
 		t.Errorf("throttled UpsertMerge = %v, want a definite refusal (driver.ErrNotApplied)", err)

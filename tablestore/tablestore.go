@@ -103,12 +103,13 @@ func (b *Backend) Partition() string { return b.opts.Partition }
 // merges (Merge Entity), atomic commits of up to MaxBatchActions
 // entities of one partition (entity group transactions) and, without
 // Options.Partition, the table's key order (by PartitionKey, then RowKey;
-// see List), and tombstones: a fenced delete keeps the key's fencing
+// see List), tombstones: a fenced delete keeps the key's fencing
 // token in a record entity beside it (see driver.ModeTombstone and
-// tombstone.go).
+// tombstone.go), and reads of several keys by one query per partition
+// (driver.Abilities.ReadMany; see readmany.go).
 func (b *Backend) Abilities() driver.Abilities {
 	return driver.Abilities{Codec: EntityCodec{}, Merge: true, Commit: b.commit, CheckCommit: b.checkCommit, CompareKeys: b.keyOrder(),
-		CommitScope: b.scope, Tombstones: true}
+		CommitScope: b.scope, Tombstones: true, ReadMany: b.readMany}
 }
 
 // As sets a **tablestore.Backend target to b: how Query, Merge, Batch and
