@@ -223,12 +223,6 @@ type Abilities struct {
 	// instants was missing between them, and on tables a missing key is
 	// not checked at commit at all.
 	PureChecks bool
-	// ReadMany, when set, reads several keys that commit together (one
-	// CommitScope) in as few requests as it can (tablestore: one query per
-	// partition), returning one Item per key, in order; a missing key's
-	// Item has its Key and no ETag. A batch of transactions looks up the
-	// keys its members create unread (etagstore's Tx.Create) with it.
-	ReadMany func(ctx context.Context, keys []string) ([]Item, error)
 	// CheckCommit reports, sending nothing, whether actions may go in one
 	// Commit (one partition, at most so many actions); a refusal matches
 	// ErrInvalidInput, in an *ActionError when one action is at fault. The
