@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +93,39 @@ func TestProcsSmoke(t *testing.T) {
 	}
 	if rows["2"] != 4 || rows["3"] != 4 { // naive, library, library-nocache, library-nogroup
 		t.Errorf("rows of 2 and 3 processes: %v, want 4 each\nstdout:\n%s\nstderr:\n%s", rows, smoke.Indent(out), smoke.Indent(errOut))
+	}
+}
+
+// main.go's kanban command (-backends table -rtt 10ms -only kanban), short: on memory (transact and envelope) and
+// on tables at rtt 0 and 2 ms (naive too), 4 writers. etagbench exits
+// non-zero when a cell breaks the kanban invariants (the board's count,
+// one claim per card's title, no claim without its card, the creates that
+// succeeded equal the cards); each row must also show that creates
+// succeeded and that some were refused as "title taken".
+func TestKanbanSmoke(t *testing.T) {
+	azuritetest.ConnectionString(t)
+	bin := smoke.Build(t)
+	out, errOut := smoke.Run(t, 2*time.Minute, bin, "-backends", "memory,table", "-rtt", "0,2ms", "-d", "300ms", "-only", "kanban", "-kanbanwriters", "4")
+	rows := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "| kanban, 4 writers") {
+			continue
+		}
+		cols := strings.Split(line, " | ")
+		if len(cols) != 14 {
+			t.Errorf("a kanban row of %d columns, want 14: %s", len(cols), line)
+			continue
+		}
+		rows[cols[1]]++
+		if cols[2] == "0" || cols[4] == "0.0%" || !strings.HasPrefix(cols[13], "exact (") {
+			t.Errorf("a kanban row without creates, titles taken or its invariants: %s", line)
+		}
+	}
+	// memory, table at rtt 0 and 2 ms; naive on tables alone.
+	if want := map[string]int{"transact": 3, "envelope": 3, "naive": 2}; !maps.Equal(rows, want) {
+		t.Errorf("kanban rows by variant: %v, want %v", rows, want)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
 	}
 }
