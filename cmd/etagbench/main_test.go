@@ -2,6 +2,7 @@ package main
 
 import (
 	"maps"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 func TestMainSmoke(t *testing.T) {
 	azuritetest.ConnectionString(t) // fails in CI, never skips, without Azurite
 	bin := smoke.Build(t)
-	out, errOut := smoke.Run(t, 3*time.Minute, bin, "-d", "300ms", "-writers", "4", "-only", "4", "-rtt", "0,2ms", "-locks=false")
+	out, errOut := run(t, 3*time.Minute, bin, "-d", "100ms", "-writers", "4", "-only", "4", "-rtt", "0,2ms", "-locks=false")
 	rows, transfers, spread := 0, 0, 0
 	for _, line := range strings.Split(out, "\n") {
 		switch {
@@ -61,7 +62,7 @@ func TestMainSmoke(t *testing.T) {
 func TestYCSBSmoke(t *testing.T) {
 	azuritetest.ConnectionString(t)
 	bin := smoke.Build(t)
-	out, errOut := smoke.Run(t, 3*time.Minute, bin, "-backends", "memory,table", "-d", "300ms", "-only", "YCSB", "-locks=false")
+	out, errOut := run(t, 3*time.Minute, bin, "-backends", "memory,table", "-d", "100ms", "-only", "YCSB", "-locks=false")
 	rows := 0
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "| YCSB-F") {
@@ -79,7 +80,7 @@ func TestYCSBSmoke(t *testing.T) {
 func TestProcsSmoke(t *testing.T) {
 	azuritetest.ConnectionString(t)
 	bin := smoke.Build(t)
-	out, errOut := smoke.Run(t, 3*time.Minute, bin, "-backends", "table", "-d", "300ms", "-only", "hot key", "-writers", "1", "-procs", "2,3", "-rtt", "2ms", "-locks=false")
+	out, errOut := run(t, 3*time.Minute, bin, "-backends", "table", "-d", "100ms", "-only", "hot key", "-writers", "1", "-procs", "2,3", "-rtt", "2ms", "-locks=false")
 	rows := map[string]int{}
 	for _, line := range strings.Split(out, "\n") {
 		for _, p := range []string{"2", "3"} {
@@ -105,7 +106,7 @@ func TestProcsSmoke(t *testing.T) {
 func TestKanbanSmoke(t *testing.T) {
 	azuritetest.ConnectionString(t)
 	bin := smoke.Build(t)
-	out, errOut := smoke.Run(t, 2*time.Minute, bin, "-backends", "memory,table", "-rtt", "0,2ms", "-d", "300ms", "-only", "kanban", "-kanbanwriters", "4")
+	out, errOut := run(t, 2*time.Minute, bin, "-backends", "memory,table", "-rtt", "0,2ms", "-d", "300ms", "-only", "kanban", "-kanbanwriters", "4")
 	rows := map[string]int{}
 	for _, line := range strings.Split(out, "\n") {
 		if !strings.HasPrefix(line, "| kanban, 4 writers") {
@@ -128,4 +129,15 @@ func TestKanbanSmoke(t *testing.T) {
 	if t.Failed() {
 		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
 	}
+}
+
+// run is smoke.Run of etagbench with the race detector's sleep at exit
+// (GORACE atexit_sleep_ms, 1000 by default) off, in etagbench and in the
+// worker processes it starts: otherwise every cell of several processes
+// waits a second for its workers to exit. A race still fails the program
+// (exit status 66) and its test.
+func run(t *testing.T, timeout time.Duration, bin string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	return smoke.Run(t, timeout, bin, args...)
 }
