@@ -495,15 +495,16 @@ func cell(ctx context.Context, e *env, mode, space string, writers int, distinct
 		return "hot"
 	}
 	s := e.store(space, mode)
-	// Seed the keys.
-	for w := range writers {
+	keys := 1
+	if distinct {
+		keys = writers
+	}
+	// Seed the keys, 16 at a time (the cell's clock has not started).
+	eachKey(keys, func(w int) {
 		if _, err := s.Upsert(ctx, key(w), Counter{Note: "etagbench"}); err != nil {
 			log.Fatal(err)
 		}
-		if !distinct {
-			break
-		}
-	}
+	})
 	var naive func(context.Context, string) (bool, error)
 	if mode == "naive" {
 		naive = e.naive(space)
@@ -558,21 +559,32 @@ func cell(ctx context.Context, e *env, mode, space string, writers int, distinct
 	res.Requests = e.requests.n.Load() - before
 	res.Writes = e.requests.writes.Load() - beforeWrites
 	// The counter check: every commit counted exactly once.
-	var total int64
-	for w := range writers {
+	var total atomic.Int64
+	eachKey(keys, func(w int) {
 		doc, err := s.Get(ctx, key(w))
 		if err != nil {
 			log.Fatal(err)
 		}
-		total += doc.Value.N
-		if !distinct {
-			break
-		}
-	}
-	if total != res.Commits {
-		log.Fatalf("%s %s %s: counter %d after %d commits", e.name, mode, space, total, res.Commits)
+		total.Add(doc.Value.N)
+	})
+	if total.Load() != res.Commits {
+		log.Fatalf("%s %s %s: counter %d after %d commits", e.name, mode, space, total.Load(), res.Commits)
 	}
 	return res
+}
+
+// eachKey calls f for each of n keys' indexes, 16 at a time.
+func eachKey(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, 16) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 type row struct {
