@@ -15,7 +15,7 @@ import (
 func TestLocksSmoke(t *testing.T) {
 	azuritetest.ConnectionString(t) // fails in CI, never skips, without Azurite
 	bin := smoke.Build(t)
-	out, errOut := smoke.Run(t, 2*time.Minute, bin, "-backends", "blob", "-only", "locks", "-d", "300ms")
+	out, errOut := run(t, 2*time.Minute, bin, "-backends", "blob", "-only", "locks", "-d", "300ms")
 	rows := 0
 	for _, line := range strings.Split(out, "\n") {
 		if !strings.HasPrefix(line, "| locks,") {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"maps"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,7 @@ import (
 func TestMainSmoke(t *testing.T) {
 	azuritetest.ConnectionString(t) // fails in CI, never skips, without Azurite
 	bin := smoke.Build(t)
-	out, errOut := smoke.Run(t, 3*time.Minute, bin, "-d", "300ms", "-writers", "4", "-only", "4", "-rtt", "0,2ms", "-locks=false")
+	out, errOut := run(t, 3*time.Minute, bin, "-d", "100ms", "-writers", "4", "-only", "4", "-rtt", "0,2ms", "-locks=false")
 	rows, transfers, spread := 0, 0, 0
 	for _, line := range strings.Split(out, "\n") {
 		switch {
@@ -60,7 +62,7 @@ func TestMainSmoke(t *testing.T) {
 func TestYCSBSmoke(t *testing.T) {
 	azuritetest.ConnectionString(t)
 	bin := smoke.Build(t)
-	out, errOut := smoke.Run(t, 3*time.Minute, bin, "-backends", "memory,table", "-d", "300ms", "-only", "YCSB", "-locks=false")
+	out, errOut := run(t, 3*time.Minute, bin, "-backends", "memory,table", "-d", "100ms", "-only", "YCSB", "-locks=false")
 	rows := 0
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "| YCSB-F") {
@@ -78,7 +80,7 @@ func TestYCSBSmoke(t *testing.T) {
 func TestProcsSmoke(t *testing.T) {
 	azuritetest.ConnectionString(t)
 	bin := smoke.Build(t)
-	out, errOut := smoke.Run(t, 3*time.Minute, bin, "-backends", "table", "-d", "300ms", "-only", "hot key", "-writers", "1", "-procs", "2,3", "-rtt", "2ms", "-locks=false")
+	out, errOut := run(t, 3*time.Minute, bin, "-backends", "table", "-d", "100ms", "-only", "hot key", "-writers", "1", "-procs", "2,3", "-rtt", "2ms", "-locks=false")
 	rows := map[string]int{}
 	for _, line := range strings.Split(out, "\n") {
 		for _, p := range []string{"2", "3"} {
@@ -93,4 +95,49 @@ func TestProcsSmoke(t *testing.T) {
 	if rows["2"] != 4 || rows["3"] != 4 { // naive, library, library-nocache, library-nogroup
 		t.Errorf("rows of 2 and 3 processes: %v, want 4 each\nstdout:\n%s\nstderr:\n%s", rows, smoke.Indent(out), smoke.Indent(errOut))
 	}
+}
+
+// main.go's kanban command (-backends table -rtt 10ms -only kanban), short: on memory (transact and envelope) and
+// on tables at rtt 0 and 2 ms (naive too), 4 writers. etagbench exits
+// non-zero when a cell breaks the kanban invariants (the board's count,
+// one claim per card's title, no claim without its card, the creates that
+// succeeded equal the cards); each row must also show that creates
+// succeeded and that some were refused as "title taken".
+func TestKanbanSmoke(t *testing.T) {
+	azuritetest.ConnectionString(t)
+	bin := smoke.Build(t)
+	out, errOut := run(t, 2*time.Minute, bin, "-backends", "memory,table", "-rtt", "0,2ms", "-d", "300ms", "-only", "kanban", "-kanbanwriters", "4")
+	rows := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "| kanban, 4 writers") {
+			continue
+		}
+		cols := strings.Split(line, " | ")
+		if len(cols) != 14 {
+			t.Errorf("a kanban row of %d columns, want 14: %s", len(cols), line)
+			continue
+		}
+		rows[cols[1]]++
+		if cols[2] == "0" || cols[4] == "0.0%" || !strings.HasPrefix(cols[13], "exact (") {
+			t.Errorf("a kanban row without creates, titles taken or its invariants: %s", line)
+		}
+	}
+	// memory, table at rtt 0 and 2 ms; naive on tables alone.
+	if want := map[string]int{"transact": 3, "envelope": 3, "naive": 2}; !maps.Equal(rows, want) {
+		t.Errorf("kanban rows by variant: %v, want %v", rows, want)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
+	}
+}
+
+// run is smoke.Run of etagbench with the race detector's sleep at exit
+// (GORACE atexit_sleep_ms, 1000 by default) off, in etagbench and in the
+// worker processes it starts: otherwise every cell of several processes
+// waits a second for its workers to exit. A race still fails the program
+// (exit status 66) and its test.
+func run(t *testing.T, timeout time.Duration, bin string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	return smoke.Run(t, timeout, bin, args...)
 }
