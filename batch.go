@@ -50,17 +50,22 @@ type lingering struct {
 	skip   int
 }
 
-// beforeBatch lingers before a batch (see linger), unless lingers have
-// lately been in vain: callers a batch answers that go on to other keys
-// (a skewed workload) do not come back, and a linger then only delays the
-// batch. After a vain linger, the next 1, 3, 7, then 15 batches start
-// without one.
+// beforeBatch lingers before g's batch (see lingering.before).
 func (s *Store[T]) beforeBatch(g *group[T], l *lingering) {
+	l.before(&s.gmu, func() int { return len(g.queue) }, &g.want, g.wake)
+}
+
+// before lingers before a batch (see linger), unless lingers have lately
+// been in vain: callers a batch answers that go on to other keys (a
+// skewed workload) do not come back, and a linger then only delays the
+// batch. After a vain linger, the next 1, 3, 7, then 15 batches start
+// without one. mu guards the queue (queued), *want and wake's sends.
+func (l *lingering) before(mu sync.Locker, queued func() int, want *int, wake chan struct{}) {
 	if l.skip > 0 {
 		l.skip--
 		return
 	}
-	if s.linger(g, l.want, l.took) {
+	if linger(mu, queued, want, wake, l.want, l.took) {
 		l.misses = 0
 		return
 	}
@@ -69,39 +74,40 @@ func (s *Store[T]) beforeBatch(g *group[T], l *lingering) {
 }
 
 // linger waits, before a batch starts, until as many callers are queued as
-// the last batch had (the callers it just answered, coming back), or for a
-// fraction of the last batch's duration, whichever is first: otherwise the
-// callers one batch releases would always miss the next one, and batches
-// would level off at half the writers. Only a runner lingers, so an
-// uncontended Update never waits. It reports false when it waited its whole
+// the last batch had (n: the callers it just answered, coming back), or
+// for a fraction of the last batch's duration, whichever is first:
+// otherwise the callers one batch releases would always miss the next
+// one, and batches would level off at half the writers. Only a runner
+// lingers, so an uncontended write never waits. An arrival that fills the
+// queue to *want sends on wake. It reports false when it waited its whole
 // bound and nobody came.
-func (s *Store[T]) linger(g *group[T], want int, took time.Duration) (fruitful bool) {
+func linger(mu sync.Locker, queued func() int, want *int, wake chan struct{}, n int, took time.Duration) (fruitful bool) {
 	bound := min(took/4, maxLinger)
-	if want == 0 || bound <= 0 {
+	if n == 0 || bound <= 0 {
 		return true
 	}
-	s.gmu.Lock()
-	queued := len(g.queue)
-	if queued >= want {
-		s.gmu.Unlock()
+	mu.Lock()
+	before := queued()
+	if before >= n {
+		mu.Unlock()
 		return true
 	}
-	g.want = want
-	s.gmu.Unlock()
+	*want = n
+	mu.Unlock()
 	t := time.NewTimer(bound)
 	select {
-	case <-g.wake:
+	case <-wake:
 	case <-t.C:
 	}
 	t.Stop()
-	s.gmu.Lock()
-	g.want = 0
+	mu.Lock()
+	*want = 0
 	select {
-	case <-g.wake: // drain a wake-up that raced with the timer
+	case <-wake: // drain a wake-up that raced with the timer
 	default:
 	}
-	fruitful = len(g.queue) > queued
-	s.gmu.Unlock()
+	fruitful = queued() > before
+	mu.Unlock()
 	return fruitful
 }
 

@@ -321,7 +321,7 @@ func (c *txCall) alone(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, error)
 			continue
 		}
 		if key := st.unreadRefused(err); key != "" {
-			stale := st.revalidate(env, nil)
+			stale := st.revalidate(env, st.readBefore(key))
 			if errors.Is(stale, engine.ErrStale) {
 				made = res.Attempts // made on reads no longer current: fn runs again
 				continue

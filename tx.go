@@ -38,8 +38,11 @@ type txWrite[T any] struct {
 	del   bool
 	blind bool // Upsert of a key not read: no condition, nothing checked
 	// unread: Create of a key not read: conditioned on its absence, a
-	// refusal of which fails the transaction with ErrExists.
+	// refusal of which fails the transaction with ErrExists; before is how
+	// many keys fn had touched when it called Create (their reads are
+	// what the Create may depend on).
 	unread bool
+	before int
 	value  T
 	data   []byte  // T's encoding of value
 	onto   written // data applied to the version read (not for a blind or unread write)
@@ -98,10 +101,11 @@ func (v *storeTx[T]) action(d *engine.Delivery, key string) (engine.KeyWrite, bo
 	return over(d, b, w.onto), true
 }
 
-// unreadCreate reports whether key's write is a Create of a key not read.
-func (v *storeTx[T]) unreadCreate(key string) bool {
+// unreadCreate reports whether key's write is a Create of a key not read,
+// and how many keys fn had touched when it called Create.
+func (v *storeTx[T]) unreadCreate(key string) (int, bool) {
 	w, ok := v.writes[key]
-	return ok && w.unread
+	return w.before, ok && w.unread
 }
 
 // committed records it, the version the commit made of key (a check's:
@@ -226,7 +230,7 @@ func (tx *Tx[T]) Put(key string, v T) error {
 		if err != nil {
 			return err
 		}
-		view.writes[key] = txWrite[T]{value: v, data: data, unread: true, whole: true, onto: written{data: data, canonical: true}}
+		view.writes[key] = txWrite[T]{value: v, data: data, unread: true, before: prev.before, whole: true, onto: written{data: data, canonical: true}}
 		st.own.saw(key)
 		st.own.wrote(key)
 		return nil
@@ -283,7 +287,7 @@ func (tx *Tx[T]) Create(key string, v T) error {
 	if err != nil {
 		return err
 	}
-	view.writes[key] = txWrite[T]{value: v, data: data, unread: true, whole: true, onto: written{data: data, canonical: true}}
+	view.writes[key] = txWrite[T]{value: v, data: data, unread: true, before: len(st.ownKeys()), whole: true, onto: written{data: data, canonical: true}}
 	st.order = append(st.order, touch{view, key})
 	st.own.touch(key)
 	st.own.wrote(key)
@@ -353,7 +357,7 @@ func (tx *Tx[T]) Upsert(key string, v T) error {
 	case had && prev.blind:
 		w.blind = true // over an earlier transaction's blind Upsert: still nothing read
 	case had && prev.unread:
-		w.unread = true // over an earlier Create: still conditioned on absence
+		w.unread, w.before = true, prev.before // over an earlier Create: still conditioned on absence
 	default:
 		w.anew = had && (prev.del || prev.anew) // T alone, conditioned as the key's action is
 	}

@@ -281,8 +281,8 @@ func (r *txMember) finish(fr fnRun) (*Txn, error) {
 func (r *txMember) await() (*Txn, error) {
 	res := r.awaitResult()
 	c := r.call
-	if res.exists != "" { // a key it created exists: so it fails, if its reads were current
-		stale := r.view.revalidate(c.lead.env, r.view.own.seen)
+	if res.exists != "" { // a key it created exists: so it fails, if the reads its Create followed were current
+		stale := r.view.revalidate(c.lead.env, r.view.readBefore(res.exists))
 		switch {
 		case errors.Is(stale, engine.ErrStale):
 			res = txResult{ungrouped: true, ran: res.tries}
@@ -390,7 +390,7 @@ func (r *txMember) answerSlot(st *txnState, fr fnRun) {
 	case err == nil && !fr.panicked && len(st.own.written) > 0:
 	case errors.Is(err, ErrConflict):
 		a = txAnswer{ungrouped: true, err: err} // a conflict fn saw: again, on its own
-	case st.own.other && !r.deferred && !fr.panicked && (r.call.lead.retry.MaxAttempts == 0 || st.attempt < r.call.lead.retry.MaxAttempts):
+	case st.own.other && !fr.panicked && (r.call.lead.retry.MaxAttempts == 0 || st.attempt < r.call.lead.retry.MaxAttempts):
 		a = txAnswer{later: true} // made on writes not stored yet: again, in the next batch
 	case st.own.other:
 		a = txAnswer{ungrouped: true, err: staleOf(st)} // made on writes not stored yet: again, on its own
@@ -512,7 +512,7 @@ func (b *txBatch) refuseTaken(st *txnState) bool {
 	}
 	var keys []string
 	for _, tc := range st.order {
-		if _, known := b.exists[tc.key]; !known && tc.view.unreadCreate(tc.key) {
+		if _, unread := tc.view.unreadCreate(tc.key); unread && !b.knows(tc.key) {
 			keys = append(keys, tc.key)
 		}
 	}
@@ -536,7 +536,7 @@ func (b *txBatch) refuseTaken(st *txnState) bool {
 			continue
 		}
 		for _, key := range r.view.own.keys {
-			if r.view.own.written[key] && !r.view.own.inherited[key] && b.exists[key] && r.view.views[r.view.owner[key]].unreadCreate(key) {
+			if _, unread := r.view.views[r.view.owner[key]].unreadCreate(key); unread && r.view.own.written[key] && !r.view.own.inherited[key] && b.exists[key] {
 				b.hand(r, txResult{exists: key, tries: st.attempt})
 				refused = true
 				break
@@ -544,6 +544,12 @@ func (b *txBatch) refuseTaken(st *txnState) bool {
 		}
 	}
 	return refused
+}
+
+// knows reports whether the batch looked key up already.
+func (b *txBatch) knows(key string) bool {
+	_, ok := b.exists[key]
+	return ok
 }
 
 // slot gives r a slot on f in the batch's attempt and waits for its

@@ -61,7 +61,7 @@ type txView interface {
 	action(d *engine.Delivery, key string) (w engine.KeyWrite, written bool)
 	read(key string) version
 	wasRead(key string) bool // false for a key only upserted or created unread
-	unreadCreate(key string) bool
+	unreadCreate(key string) (before int, ok bool)
 	wrote(key string) bool
 	// committed records the version the commit made of key; settled the
 	// one a batch member is told of (txgroup.go).
@@ -330,10 +330,31 @@ func (st *txnState) unreadRefused(err error) string {
 	if errors.As(err, &ae) {
 		i = ae.Index
 	}
-	if i < 0 || i >= len(st.order) || !st.order[i].view.unreadCreate(st.order[i].key) {
+	if i < 0 || i >= len(st.order) {
+		return ""
+	}
+	if _, ok := st.order[i].view.unreadCreate(st.order[i].key); !ok {
 		return ""
 	}
 	return st.order[i].key
+}
+
+// readBefore is the keys fn had touched when it created key unread (in a
+// batch, of its own): the reads its Create may depend on. A refusal of the
+// Create (ErrExists) is fn's answer once they are found current; what fn
+// read after it could not have changed it.
+func (st *txnState) readBefore(key string) map[string]bool {
+	only := map[string]bool{}
+	c, ok := st.owner[key]
+	if !ok {
+		return only
+	}
+	n, _ := st.views[c].unreadCreate(key)
+	keys := st.ownKeys()
+	for _, k := range keys[:min(n, len(keys))] {
+		only[k] = true
+	}
+	return only
 }
 
 // recordCommit records in the views what the commit res made of each key.

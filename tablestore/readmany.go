@@ -3,6 +3,7 @@ package tablestore
 import (
 	"context"
 	"net/url"
+	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
@@ -49,16 +50,26 @@ func (b *Backend) readMany(ctx context.Context, keys []string) ([]driver.Item, e
 		}
 		at[key] = append(at[key], i)
 	}
+	var qs []rowQuery
 	for _, pk := range partitions {
-		for _, q := range rowQueries(pk, rows[pk]) {
-			err := b.readRows(ctx, q, func(it driver.Item) {
+		qs = append(qs, rowQueries(pk, rows[pk])...)
+	}
+	// The queries go in parallel: each fills the Items of its own keys.
+	errs := make([]error, len(qs))
+	var wg sync.WaitGroup
+	for i, q := range qs {
+		wg.Go(func() {
+			errs[i] = b.readRows(ctx, q, func(it driver.Item) {
 				for _, i := range at[it.Key] {
 					items[i] = it
 				}
 			})
-			if err != nil {
-				return nil, err
-			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
 		}
 	}
 	return items, nil

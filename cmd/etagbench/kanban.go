@@ -99,19 +99,10 @@ func claimKey(title string) string {
 // errTitleTaken: another card of the board has the title.
 var errTitleTaken = errors.New("title taken")
 
-// create buffers the create of key in tx; a key that exists is
-// ErrExists.
-//
-// switch to tx.Create once it exists
+// create buffers the create of key in tx: Tx.Create reads nothing, and a
+// key that exists fails the transaction with ErrExists.
 func create[T any](tx *etagstore.Tx[T], key string, v T) error {
-	etag, err := tx.ETag(key) // reads key: Put would read it too
-	if err != nil {
-		return err
-	}
-	if etag != "" {
-		return fmt.Errorf("%q: %w", key, etagstore.ErrExists)
-	}
-	return tx.Put(key, v) // found missing: a create, conditioned on absence
+	return tx.Create(key, v)
 }
 
 // titles draws the titles of a cell: fresh ones, and (kanbanTaken of the
