@@ -195,6 +195,7 @@ func (c *txCall) transact() (*Txn, error) {
 	t := &Txn{st: c.newState(c.store, 1, !fenced)}
 	first := &firstRun{c: c, t: t}
 	t.st.first = first.use
+	defer func() { first.g.firstDone() }() // also when fn ends its goroutine (runtime.Goexit) before its commit
 	r := runFn(c.fn, t, c.store)
 	t.st.first = nil
 	switch {

@@ -244,7 +244,7 @@ func TestTxBatchGoexitInFn(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before {
 		buf := make([]byte, 1<<16)
 		st := string(buf[:runtime.Stack(buf, true)])
-		if strings.Contains(st, "txRun") {
+		if strings.Contains(st, "(*txGroup).run") {
 			t.Errorf("runner goroutine still alive 5 s after the caller exited (%d > %d goroutines)", n, before)
 		}
 	}

@@ -1,0 +1,465 @@
+package etagstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/meta"
+	"github.com/etagstore/etagstore/internal/telemetry"
+)
+
+// A group's batch of transactions (see txgroup.go for the group, its lock
+// and its members): its attempts, each member's slot, the lookup of the
+// keys members create, and the results.
+
+// txBatch is one batch of a group's transactions.
+type txBatch struct {
+	g        *txGroup
+	members  []*txMember
+	applied  []*txMember     // the members whose writes the last attempt holds
+	later    []*txMember     // members that go in a later batch
+	keys     []string        // the keys the last attempt touched, read ahead by the next
+	exists   map[string]bool // unread creates' keys looked up, and whether they exist
+	inFlight bool            // a commit holding applied is sent or being resolved (guarded by txmu)
+	timer    *time.Timer
+}
+
+// commit runs the batch's attempts, led by its first member's lead, and
+// hands out the results.
+func (b *txBatch) commit() {
+	ctxs := make([]context.Context, len(b.members))
+	for i, r := range b.members {
+		ctxs[i] = r.ctx
+	}
+	ctx, cancel := batchContext(ctxs)
+	defer cancel()
+	b.timer = time.NewTimer(time.Hour)
+	defer b.timer.Stop()
+	lead := b.members[0].call.lead
+	var st *txnState
+	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
+		st = &txnState{ctx: ctx, lead: lead, owner: map[string]*core{}, attempt: d.Attempts(), copies: d.Attempts() == 1}
+		b.slots(st)
+		d.SetKeys(st.keys())
+		return st.request(d, true)
+	})
+	res, err := engine.New(lead.env, telemetry.OpTransact.String(), engine.SelfReading, nil, p,
+		engine.Options{Flight: b}).Run(ctx)
+	st.noteOthers(res, err)
+	if err == nil {
+		st.recordCommit(res)
+		if len(res.Sent) > 0 {
+			lead.obs.Committed(ctx, len(res.Out))
+		}
+	}
+	b.finish(st, res, err)
+}
+
+// slots gives each member still in the batch a slot on a fork of the
+// transaction so far, in arrival order, and adopts the fork when fn
+// succeeds and its keys commit with the others'. When a key a member
+// created unread is found to exist, the member is answered and the slots
+// run again without it.
+func (b *txBatch) slots(st *txnState) {
+	if !st.copies {
+		st.ahead = b.readAhead(st.ctx, st.lead)
+	}
+	for {
+		b.applied, b.later = b.applied[:0], b.later[:0]
+		for _, r := range b.members {
+			f, ok := b.slot(r, st.fork(r.ctx, b.onRead(r)), st.attempt)
+			if !ok {
+				continue
+			}
+			if err := b.fits(st, f); err != nil {
+				b.leaveFor(r, err, len(b.applied) == 0)
+				continue
+			}
+			st.adopt(f)
+			b.applied = append(b.applied, r)
+		}
+		if !b.refuseTaken(st) {
+			break
+		}
+		st.views, st.order, st.owner = nil, nil, map[string]*core{}
+	}
+	b.keys = st.keys()
+}
+
+// refuseTaken looks up, in one request where the backend can, the keys
+// the adopted members create unread, and answers each member whose key
+// exists (ErrExists, once its reads are found current). It reports
+// whether it answered one: the slots run again without it.
+func (b *txBatch) refuseTaken(st *txnState) bool {
+	read := st.lead.abilities.ReadMany
+	if read == nil {
+		return false
+	}
+	var keys []string
+	for _, tc := range st.order {
+		if _, unread := tc.view.unreadCreate(tc.key); unread && !b.knows(tc.key) {
+			keys = append(keys, tc.key)
+		}
+	}
+	if len(keys) > 0 {
+		items, err := read(st.ctx, keys)
+		if err != nil {
+			return false // the commit will tell
+		}
+		if b.exists == nil {
+			b.exists = map[string]bool{}
+		}
+		for i, it := range items {
+			b.exists[keys[i]] = it.ETag != ""
+		}
+	}
+	refused := false
+	txmu.Lock()
+	defer txmu.Unlock()
+	for _, r := range b.applied {
+		if r.status != applied {
+			continue
+		}
+		for _, key := range r.view.own.keys {
+			if _, unread := r.view.views[r.view.owner[key]].unreadCreate(key); unread && r.view.own.written[key] && !r.view.own.inherited[key] && b.exists[key] {
+				b.hand(r, txResult{exists: key, tries: st.attempt})
+				refused = true
+				break
+			}
+		}
+	}
+	return refused
+}
+
+// knows reports whether the batch looked key up already.
+func (b *txBatch) knows(key string) bool {
+	_, ok := b.exists[key]
+	return ok
+}
+
+// slot gives r a slot on f in the batch's attempt and waits for its
+// answer: at most slotTimeout beyond the reads its fn makes, once another
+// caller waits for it (waitedFor). It reports whether f may be adopted; a
+// member that failed, was too slow, or must run on its own is handed its
+// result on the spot. Once answered, f is ended: a Tx its fn kept refuses
+// writes.
+func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) {
+	txmu.Lock()
+	if r.status != taken && r.status != applied {
+		txmu.Unlock()
+		return nil, false
+	}
+	r.status = inSlot
+	r.view = f
+	r.slots <- f // buffered and empty: sent under the lock, so leave sees it
+	began := time.Now()
+	r.reading, r.inReads = false, 0
+	txmu.Unlock()
+	a, timedOut := b.await(r, began)
+	txmu.Lock()
+	defer txmu.Unlock()
+	if !timedOut {
+		f.done = true // fn has returned
+	}
+	switch {
+	case r.status == left || a.left:
+		r.status = left
+		return nil, false
+	case timedOut:
+		b.hand(r, txResult{ungrouped: true})
+		return nil, false
+	case a.later:
+		r.status, r.deferred = taken, true
+		b.later = append(b.later, r)
+		return nil, false
+	case a.ungrouped:
+		b.hand(r, txResult{ungrouped: true, ran: attempt, err: a.err})
+		return nil, false
+	case a.err != nil || a.done:
+		b.hand(r, txResult{err: a.err, tries: attempt})
+		return nil, false
+	}
+	r.status = applied
+	return f, true
+}
+
+// await waits for r's answer to the slot it began at began, or until the
+// slot has lasted slotTimeout beyond its reads while another caller waits
+// for it (timedOut).
+func (b *txBatch) await(r *txMember, began time.Time) (a txAnswer, timedOut bool) {
+	defer b.timer.Stop()
+	for bound := slotTimeout; ; {
+		b.timer.Reset(bound)
+		select {
+		case a = <-r.answer:
+			return a, false
+		case <-b.timer.C:
+		}
+		txmu.Lock()
+		bound = slotTimeout - r.outsideReads(began)
+		timedOut = bound <= 0 && b.waitedFor(r)
+		txmu.Unlock()
+		if timedOut {
+			return txAnswer{}, true
+		}
+		bound = max(bound, slotTimeout/4) // nobody waits yet: look again
+	}
+}
+
+// readAllowance is how much of a slot's time in reads its bound leaves
+// out: reads a fn makes at the service's latency do not make it leave the
+// batch, and a read that hangs does not hold the batch longer than this.
+const readAllowance = 250 * time.Millisecond
+
+// outsideReads is how long r's slot, begun at began, has run outside its
+// fn's reads (up to readAllowance of them). txmu is held.
+func (r *txMember) outsideReads(began time.Time) time.Duration {
+	now := time.Now()
+	in := r.inReads
+	if r.reading {
+		in += now.Sub(r.readSince)
+	}
+	return now.Sub(began) - min(in, readAllowance)
+}
+
+// waitedFor reports whether another caller waits for r's slot to end: a
+// member after it in the batch, or a caller queued for the next batch
+// (one that r's fn called, say). txmu is held.
+func (b *txBatch) waitedFor(r *txMember) bool {
+	if len(b.g.queue) > 0 {
+		return true
+	}
+	after := false
+	for _, m := range b.members {
+		if after && (m.status == taken || m.status == applied) {
+			return true
+		}
+		after = after || m == r
+	}
+	return false
+}
+
+// onRead is the hook by which r's fn's reads are kept out of its slot's
+// bound.
+func (b *txBatch) onRead(r *txMember) func(bool) {
+	return func(start bool) {
+		txmu.Lock()
+		defer txmu.Unlock()
+		now := time.Now()
+		switch {
+		case start:
+			r.reading, r.readSince = true, now
+		case r.reading:
+			r.reading = false
+			r.inReads += now.Sub(r.readSince)
+		}
+	}
+}
+
+// fits checks, sending nothing, that f's keys (the batch's so far and
+// the member's) can be committed in one request.
+func (b *txBatch) fits(st, f *txnState) error {
+	chk := st.lead.abilities.CheckCommit
+	if chk == nil || len(f.order) == len(st.order) {
+		return nil
+	}
+	actions := make([]driver.Action, len(f.order))
+	for i, tc := range f.order {
+		actions[i] = driver.Action{Key: tc.key}
+	}
+	return chk(actions)
+}
+
+// leaveFor takes r, whose keys do not fit the batch, out of it: ungrouped
+// (first), it fails with err, as it would on its own; otherwise it waits
+// for a later batch.
+func (b *txBatch) leaveFor(r *txMember, err error, first bool) {
+	txmu.Lock()
+	defer txmu.Unlock()
+	switch {
+	case r.status == left:
+	case first:
+		b.hand(r, txResult{err: err})
+	default:
+		r.status = taken
+		b.later = append(b.later, r)
+	}
+}
+
+// readAhead reads, in parallel, the keys the batch's last attempt
+// touched: the next attempt's fns find them read. A read that fails is
+// left to the fn that reads the key.
+func (b *txBatch) readAhead(ctx context.Context, lead *core) map[string]version {
+	if len(b.keys) == 0 {
+		return nil
+	}
+	owners := map[string]*core{}
+	if b.applied != nil {
+		for _, r := range b.applied {
+			for k, c := range r.view.owner {
+				owners[k] = c
+			}
+		}
+	}
+	vs := make([]version, len(b.keys))
+	ok := make([]bool, len(b.keys))
+	var wg sync.WaitGroup
+	for i, key := range b.keys {
+		c := owners[key]
+		if c == nil {
+			c = lead
+		}
+		wg.Go(func() {
+			v, err := (hooks{c}).Read(ctx, key)
+			vs[i], ok[i] = v, err == nil
+		})
+	}
+	wg.Wait()
+	ahead := make(map[string]version, len(b.keys))
+	for i, key := range b.keys {
+		if ok[i] {
+			ahead[key] = vs[i]
+		}
+	}
+	return ahead
+}
+
+// Hold marks the batch's commit in flight, unless a member whose writes
+// it holds has left: then the slots run again without it (see
+// engine.Flight).
+func (b *txBatch) Hold() bool {
+	txmu.Lock()
+	defer txmu.Unlock()
+	for _, r := range b.applied {
+		if r.status == left {
+			return false
+		}
+	}
+	b.inFlight = true
+	return true
+}
+
+// Release marks the batch's commit as not landed.
+func (b *txBatch) Release() {
+	txmu.Lock()
+	b.inFlight = false
+	txmu.Unlock()
+}
+
+// finish hands every member still waiting its result, and queues the
+// members left for a later batch at the front of the queue.
+func (b *txBatch) finish(st *txnState, res engine.Result, err error) {
+	txmu.Lock()
+	defer txmu.Unlock()
+	b.inFlight = false
+	refused := refusedKey(st, err)
+	existing := st.unreadRefused(err)
+	for i, r := range b.applied {
+		if r.status != applied {
+			continue
+		}
+		switch {
+		case err == nil:
+			b.settle(st, res, i)
+			b.hand(r, txResult{batch: len(res.Out), tries: res.Attempts})
+		case existing != "" && r.view.own.written[existing] && !r.view.own.inherited[existing]:
+			b.hand(r, txResult{exists: existing, tries: res.Attempts})
+		case existing != "":
+			r.status = taken
+			b.later = append(b.later, r) // another's created key exists: the next batch, without it
+		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
+			b.hand(r, txResult{ungrouped: true}) // one member's writes may be at fault
+		case refused != "" && !r.view.own.seen[refused]:
+			b.hand(r, txResult{ungrouped: true}) // another's race: on its own it may not lose it
+		default:
+			b.hand(r, txResult{err: named(r.view, err), tries: res.Attempts})
+		}
+	}
+	var later []*txMember
+	for _, r := range b.later {
+		if r.status == taken {
+			r.status = queued
+			later = append(later, r)
+		}
+	}
+	b.g.queue = append(later, b.g.queue...)
+	for _, r := range b.members {
+		if r.status == taken { // the batch ended before its slot
+			b.hand(r, txResult{err: err, ungrouped: err == nil})
+		}
+	}
+}
+
+// refusedKey is the key whose action a lost race of the batch's commit
+// names ("" when err is no such refusal, or names none).
+func refusedKey(st *txnState, err error) string {
+	var ae *driver.ActionError
+	if !errors.Is(err, ErrConflict) || !errors.As(err, &ae) || ae.Index < 0 || ae.Index >= len(st.order) {
+		return ""
+	}
+	return st.order[ae.Index].key
+}
+
+// settle records in the i-th applied member's view what the commit made
+// of the keys it wrote: a document a later member of the batch wrote
+// again (or deleted, so that the batch wrote nothing of it) has a
+// Superseded ETag naming the commit and the member. The member's Tx
+// reports them from then on (Tx.ETag), and its docs are built from them.
+func (b *txBatch) settle(st *txnState, res engine.Result, i int) {
+	f := b.applied[i].view
+	sent := make(map[string]int, len(st.order))
+	for j, tc := range st.order {
+		sent[tc.key] = j
+	}
+	f.made = map[string]driver.Item{}
+	for _, key := range f.own.keys {
+		if !f.own.written[key] {
+			continue
+		}
+		it := driver.Item{Key: key}
+		var m meta.Meta
+		if j, in := sent[key]; in && j < len(res.Out) {
+			it = res.Out[j]
+			if j < len(res.Sent) {
+				m = res.Sent[j].Meta
+			}
+		}
+		if it.ETag == "" || b.rewritten(i, key) {
+			it.ETag = engine.Superseded(m, i)
+		}
+		f.made[key] = it
+		f.views[f.owner[key]].settled(key, it)
+	}
+}
+
+// rewritten reports whether a member after the i-th in the batch wrote key.
+func (b *txBatch) rewritten(i int, key string) bool {
+	for _, l := range b.applied[i+1:] {
+		if l.view.own.written[key] {
+			return true
+		}
+	}
+	return false
+}
+
+// named is err, the batch's failure, as a member's (f its view): an
+// unknown outcome names its first key, not the batch's.
+func named(f *txnState, err error) error {
+	var unknown *OutcomeUnknownError
+	if !errors.As(err, &unknown) || len(f.own.keys) == 0 {
+		return err
+	}
+	mine := *unknown
+	mine.Key = f.own.keys[0]
+	return &mine
+}
+
+// hand sets r's result and wakes its caller. txmu is held.
+func (b *txBatch) hand(r *txMember, res txResult) {
+	r.res, r.status = res, answered
+	close(r.done)
+}
