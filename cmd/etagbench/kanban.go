@@ -52,6 +52,18 @@ import (
 // the board's Count equals the cards; each card's title has exactly one
 // claim and it names the card; no claim without its card; the creates
 // that succeeded equal the cards. main.go's doc comment shows the command.
+//
+// Columns: creates/s (that succeeded) and its ratio to naive's; taken,
+// the share of creates tried that failed as title taken; requests/create,
+// every HTTP request of the cell (reads, commits, retries, the taken
+// creates' too) per create that succeeded; fn runs/op, runs of fn (naive:
+// rounds of its loop) per create tried; p50 and p99 ms of a create that
+// succeeded; commits sent, the entity group transactions (POST …/$batch)
+// the counting transport saw, and landed, those answered with every
+// inner response 2xx; creates/commit, creates that succeeded per commit
+// landed; landed commits/s × RTT, 1.00 when a commit lands every round
+// trip the -rtt proxies add (the board is one entity: its commits form a
+// chain, one per round trip at best).
 
 // kanbanWriters (-kanbanwriters) is how many goroutines create cards.
 var kanbanWriters = flag.Int("kanbanwriters", 32, "goroutines of the kanban scenario")
