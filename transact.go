@@ -161,10 +161,10 @@ var errRelead = errors.New("etagstore: a run of the transaction is led by anothe
 // fn's first use of a Store names its lead, and with it the group of
 // transactions that commit together (txgroup.go). There the run decides,
 // on the caller's goroutine and inside fn: with no other transaction of
-// the group in flight, it goes on alone (the delivery that follows takes
+// the group in flight, it goes on ungrouped (the delivery that follows takes
 // it as its first attempt's run: no hand-off, no goroutine); otherwise it
 // queues and waits, still inside fn, for its slot in the next batch, and
-// goes on on the batch's copy (Txn.use), or alone if the batch leaves it
+// goes on on the batch's copy (Txn.use), or ungrouped if the batch leaves it
 // out.
 type txCall struct {
 	ctx   context.Context // the caller's, under the span once begun
@@ -181,10 +181,10 @@ type txCall struct {
 type callMode uint8
 
 const (
-	unjoined callMode = iota // no Store used (yet)
-	alone                    // it commits on its own
-	inBatch                  // it runs in a batch's slot (txMember)
-	gone                     // it ended before running in one (its caller left, or the batch failed it)
+	unjoined  callMode = iota // no Store used (yet)
+	ungrouped                 // it commits on its own
+	inBatch                   // it runs in a batch's slot (txMember)
+	gone                      // it ended before running in one (its caller left, or the batch failed it)
 )
 
 // transact runs the call and returns the Txn whose state the commit
@@ -213,7 +213,7 @@ func (c *txCall) transact() (*Txn, error) {
 		t.st.done = true
 		return t, first.err
 	}
-	return c.alone(t, &r, first.g, 0)
+	return c.ungrouped(t, &r, first.g, 0)
 }
 
 // newState is the state of a run of fn for attempt, led by lead (nil:
@@ -227,13 +227,13 @@ type firstRun struct {
 	c    *txCall
 	t    *Txn
 	mode callMode
-	g    *txGroup  // alone as the group's first caller: its group
+	g    *txGroup  // ungrouped as the group's first caller: its group
 	m    *txMember // in a batch
 	err  error     // gone: why
 }
 
 // use is the first use of a Store, c: the span begins (package-level
-// Transact), the lead is known, and the run goes on alone or in a batch.
+// Transact), the lead is known, and the run goes on ungrouped or in a batch.
 func (f *firstRun) use(c *core) {
 	call := f.c
 	if call.span == nil {
@@ -245,7 +245,7 @@ func (f *firstRun) use(c *core) {
 	if call.lead == nil {
 		call.lead = c
 	}
-	f.mode = alone
+	f.mode = ungrouped
 	if c.abilities.Commit == nil {
 		return // it fails to join
 	}
@@ -259,12 +259,12 @@ func (f *firstRun) use(c *core) {
 	f.m.awaitFirst(f)
 }
 
-// alone delivers the call's transaction on its own, through the engine,
+// ungrouped delivers the call's transaction on its own, through the engine,
 // each attempt a run of fn; first is the outcome of a run made before the
 // delivery (the call's first), taken as the first attempt's; made is how
 // many runs a batch made (they count as attempts); g is the group whose
 // first caller it is (nil: none), told when fn runs and when it is done.
-func (c *txCall) alone(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, error) {
+func (c *txCall) ungrouped(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, error) {
 	defer g.firstDone()
 	lead := c.lead
 	env := lead.env

@@ -26,6 +26,10 @@ type txBatch struct {
 	exists   map[string]bool // unread creates' keys looked up, and whether they exist
 	inFlight bool            // a commit holding applied is sent or being resolved (guarded by txmu)
 	timer    *time.Timer
+	// lastAttempt is how long the last attempt took, from its slots to
+	// its answer: what a runner lingers by (txGroup.run).
+	lastAttempt time.Duration
+	began       time.Time
 }
 
 // commit runs the batch's attempts, led by its first member's lead, and
@@ -42,6 +46,7 @@ func (b *txBatch) commit() {
 	lead := b.members[0].call.lead
 	var st *txnState
 	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
+		b.began = time.Now()
 		st = &txnState{ctx: ctx, lead: lead, owner: map[string]*core{}, attempt: d.Attempts(), copies: d.Attempts() == 1}
 		b.slots(st)
 		d.SetKeys(st.keys())
@@ -49,6 +54,9 @@ func (b *txBatch) commit() {
 	})
 	res, err := engine.New(lead.env, telemetry.OpTransact.String(), engine.SelfReading, nil, p,
 		engine.Options{Flight: b}).Run(ctx)
+	if !b.began.IsZero() {
+		b.lastAttempt = time.Since(b.began)
+	}
 	st.noteOthers(res, err)
 	if err == nil {
 		st.recordCommit(res)

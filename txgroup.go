@@ -71,7 +71,9 @@ type txGroup struct {
 	key   any
 	queue []*txMember
 	mode  groupMode
-	first bool // a first caller commits on its own; no runner took over
+	first bool          // a first caller commits on its own; no runner took over
+	want  int           // a lingering runner waits for this many queued callers
+	wake  chan struct{} // wakes it (buffered)
 
 	entries, bounded uint64 // the first caller's runs of fn; the last one a bound was armed for
 }
@@ -142,15 +144,19 @@ func arrive(key any, c *txCall) (*txGroup, *txMember) {
 	defer txmu.Unlock()
 	g := txGroups[key]
 	if g == nil {
-		g = &txGroup{key: key, mode: firstMutating, first: true}
+		g = &txGroup{key: key, mode: firstMutating, first: true, wake: make(chan struct{}, 1)}
 		g.entries++
 		txGroups[key] = g
 		return g, nil
 	}
 	r := &txMember{call: c, ctx: c.ctx, slots: make(chan *txnState, 1), answer: make(chan txAnswer, 1), done: make(chan struct{})}
 	g.queue = append(g.queue, r)
-	if g.mode == firstMutating {
+	switch {
+	case g.mode == firstMutating:
 		g.bound() // wait for the first caller's fn, but not for long
+	case g.want > 0 && len(g.queue) >= g.want:
+		g.want = 0
+		g.wake <- struct{}{} // the lingering runner: its batch is full
 	}
 	return g, r
 }
@@ -222,8 +228,18 @@ func (g *txGroup) bound() {
 }
 
 // run commits the queue in batches until it is empty.
+// Before each batch after the first, when a caller is queued, it lingers
+// (see linger) for the callers the last batch answered, bounded by a
+// fraction of that batch's last attempt: its sends, not its backoff.
 func (g *txGroup) run() {
+	var l lingering
 	for {
+		txmu.Lock()
+		waiting := len(g.queue) > 0
+		txmu.Unlock()
+		if waiting { // with nobody queued the group ends: the next caller commits ungrouped
+			l.before(&txmu, func() int { return len(g.queue) }, &g.want, g.wake)
+		}
 		txmu.Lock()
 		batch := g.queue
 		g.queue = nil
@@ -238,6 +254,7 @@ func (g *txGroup) run() {
 		}
 		txmu.Unlock()
 		b.commit()
+		l.want, l.took = len(batch), b.lastAttempt
 	}
 }
 
@@ -257,7 +274,7 @@ func (r *txMember) awaitFirst(f *firstRun) {
 	}
 	res := r.res
 	if res.err == nil && res.ungrouped {
-		f.mode, f.m, f.g = alone, nil, nil // on its own, from its first use on
+		f.mode, f.m, f.g = ungrouped, nil, nil // on its own, from its first use on
 		return
 	}
 	f.mode, f.err = gone, res.err
@@ -296,7 +313,7 @@ func (r *txMember) await() (*Txn, error) {
 	}
 	if res.ungrouped {
 		t := &Txn{st: c.newState(c.lead, res.ran+1, false)}
-		return c.alone(t, nil, nil, res.ran)
+		return c.ungrouped(t, nil, nil, res.ran)
 	}
 	c.span.Stats.Attempts, c.span.Stats.Batch = res.tries, res.batch
 	return &Txn{st: r.view}, res.err
