@@ -173,19 +173,20 @@ type Abilities struct {
 	// false, with no Item, when etag is still current. With the version
 	// cache on, Store.Get revalidates its copy with it.
 	ReadIfChanged func(ctx context.Context, key string, etag ETag) (it Item, changed bool, err error)
-	// ReadMany, when set, reads keys in as few requests as it can
-	// (tablestore: one query per partition for up to
-	// tablestore.MaxReadManyKeys keys; memstore: all of them at one
-	// instant), so that a batch of transactions learns in one request
-	// which of the keys it is about to create, or read, exist. It returns
-	// one Item per key, in the order of keys (a key given twice, twice):
-	// a key's Item is what Read returns for it, or, for a missing key,
-	// one with Key set, no ETag and nil Data; a missing key is no error.
-	// Callers pass keys of one commit scope (one partition), which
-	// ValidateKey accepts: a key it refuses fails the call as Read would
-	// (ErrInvalidKey), before anything is sent. Any other failure is
-	// classified as Read's, and no Items are returned. Keys read by
-	// different requests are not read at one instant.
+	// ReadMany, when set, reads keys in as few requests as it can, so
+	// that a batch of transactions learns in one request which of the
+	// keys it is about to create, or read, exist. It returns one Item per
+	// key, in the order of keys (a key given twice, twice): a key's Item
+	// is what Read returns for it, or, for a missing key, one with Key
+	// set, no ETag and nil Data; a missing key is no error. No keys: no
+	// Items, and nothing is sent. Callers pass keys of one commit scope
+	// (one partition), which ValidateKey accepts: a key it refuses fails
+	// the call as Read would (ErrInvalidKey), before anything is sent. Any
+	// other failure is classified as Read's, and no Items are returned.
+	// memstore reads all keys at one instant; tablestore sends one query
+	// per partition and up to 14 keys (the service's limit of 15
+	// comparisons in a filter), and keys of different queries are read at
+	// different instants.
 	ReadMany func(ctx context.Context, keys []string) ([]Item, error)
 	// MaxKeyLen is the longest key, in bytes, ValidateKey may accept, when
 	// that is more than 8 KiB (page tokens carry a key and are bounded by
