@@ -33,8 +33,8 @@ func kanbanHandler(s *etagstore.Store[kanbanItem]) http.Handler {
 			}
 			return "card." + id, nil
 		},
-		Transact: func(r *http.Request, key string, write func(*etagstore.Tx[kanbanItem]) error) ([]etagstore.Doc[kanbanItem], error) {
-			return s.Transact(r.Context(), func(tx *etagstore.Tx[kanbanItem]) error {
+		Transact: func(r *http.Request, key string, write func(*etagstore.Tx[kanbanItem]) error) error {
+			_, err := s.Transact(r.Context(), func(tx *etagstore.Tx[kanbanItem]) error {
 				before, err := tx.Get(key)
 				existed := err == nil
 				if err != nil && !errors.Is(err, etagstore.ErrNotFound) {
@@ -54,6 +54,7 @@ func kanbanHandler(s *etagstore.Store[kanbanItem]) http.Handler {
 				}
 				return nil
 			})
+			return err
 		},
 	})
 }
@@ -235,8 +236,8 @@ func TestKanbanDeleteLogsCarryTheTrace(t *testing.T) {
 	raced := false
 	h := etaghttp.Handler(s, &etaghttp.HandlerOptions[kanbanItem]{
 		Key: func(r *http.Request) (string, error) { return "card." + strings.TrimPrefix(r.URL.Path, "/cards/"), nil },
-		Transact: func(r *http.Request, key string, write func(*etagstore.Tx[kanbanItem]) error) ([]etagstore.Doc[kanbanItem], error) {
-			return s.Transact(r.Context(), func(tx *etagstore.Tx[kanbanItem]) error {
+		Transact: func(r *http.Request, key string, write func(*etagstore.Tx[kanbanItem]) error) error {
+			_, err := s.Transact(r.Context(), func(tx *etagstore.Tx[kanbanItem]) error {
 				if err := write(tx); err != nil {
 					return err
 				}
@@ -253,6 +254,7 @@ func TestKanbanDeleteLogsCarryTheTrace(t *testing.T) {
 				b.Count--
 				return tx.Put("board.todo", b)
 			})
+			return err
 		},
 	})
 	resp, body := serve(h, "DELETE", "/cards/1", "", map[string]string{"If-Match": etaghttp.FormatETag(card.ETag)})
