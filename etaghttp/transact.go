@@ -12,9 +12,12 @@ import (
 // (HandlerOptions.Transact): the Handler's part of the commit is a
 // function of the transaction, which reads the document, checks the
 // request's conditions against the version the transaction read, and puts
-// or deletes the document; the app runs it in its Transact beside its own
-// writes. A failed condition is an error of that function, which the
-// app's fn returns and the Handler answers.
+// or deletes the document; the app runs it in its transaction
+// (etagstore.Transact, or Store.Transact) beside its own writes, through
+// the Handler's Store's view. A failed condition is an error of that
+// function, which the app's fn returns and the Handler answers. After the
+// commit, the view the function put through reports the document and the
+// ETag the commit gave it.
 
 // refusal is the error of the Handler's part of a transaction whose
 // condition failed: If-Match does not hold the version the transaction
