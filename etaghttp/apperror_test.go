@@ -65,8 +65,8 @@ func appKanban(s *etagstore.Store[kanbanItem], log *slog.Logger, refuse func() e
 		Key: func(r *http.Request) (string, error) {
 			return "card." + strings.TrimPrefix(r.URL.Path, "/cards/"), nil
 		},
-		Transact: func(r *http.Request, key string, write func(*etagstore.Tx[kanbanItem]) error) ([]etagstore.Doc[kanbanItem], error) {
-			return s.Transact(r.Context(), func(tx *etagstore.Tx[kanbanItem]) error {
+		Transact: func(r *http.Request, key string, write func(*etagstore.Tx[kanbanItem]) error) error {
+			_, err := s.Transact(r.Context(), func(tx *etagstore.Tx[kanbanItem]) error {
 				if err := count(tx, "todo", +1); err != nil {
 					return err
 				}
@@ -75,6 +75,7 @@ func appKanban(s *etagstore.Store[kanbanItem], log *slog.Logger, refuse func() e
 				}
 				return write(tx)
 			})
+			return err
 		},
 	})
 }
@@ -266,11 +267,11 @@ func TestAppErrorFromEveryHook(t *testing.T) {
 	}
 	keyed := etaghttp.Handler(s, o)
 	o = opts()
-	o.Transact = func(r *http.Request, key string, write func(*etagstore.Tx[vetted]) error) ([]etagstore.Doc[vetted], error) {
+	o.Transact = func(r *http.Request, key string, write func(*etagstore.Tx[vetted]) error) error {
 		if r.Header.Get("X-Refuse") != "" {
-			return nil, etaghttp.Error{Status: http.StatusForbidden, Detail: "read-only board"}
+			return etaghttp.Error{Status: http.StatusForbidden, Detail: "read-only board"}
 		}
-		return s.Transact(r.Context(), func(tx *etagstore.Tx[vetted]) error { return write(tx) })
+		return etagstore.Transact(r.Context(), func(tx *etagstore.Txn) error { return write(s.In(tx)) })
 	}
 	inTx := etaghttp.Handler(s, o)
 

@@ -44,19 +44,36 @@ type HandlerOptions[T any] struct {
 	Key func(r *http.Request) (string, error)
 	// Transact, when set, runs every PUT, PATCH and DELETE inside the
 	// app's own transaction, so that the app can write more documents in
-	// the same commit (a card's delete and its board's count, say). It
-	// calls Store.Transact and, in its fn, write with fn's tx, and returns
-	// what Transact returned:
+	// the same commit, through any Store that commits with the Handler's
+	// (a card's delete and its board's count, an audit record, say). It
+	// runs the transaction, etagstore.Transact or Store.Transact, calls
+	// write in its fn with the Handler's Store's view of the transaction
+	// (s.In(tx), or Store.Transact's tx), and returns the transaction's
+	// error:
 	//
-	//	Transact: func(r *http.Request, key string, write func(*etagstore.Tx[Item]) error) ([]etagstore.Doc[Item], error) {
-	//		return items.Transact(r.Context(), func(tx *etagstore.Tx[Item]) error {
+	//	Transact: func(r *http.Request, key string, write func(*etagstore.Tx[Item]) error) error {
+	//		return etagstore.Transact(r.Context(), func(tx *etagstore.Txn) error {
+	//			if err := write(items.In(tx)); err != nil {
+	//				return err
+	//			}
+	//			return audit.In(tx).Put(auditKey(r), entry(r, key)) // the app's own writes
+	//		})
+	//	},
+	//
+	// Over the Handler's Store alone, Store.Transact does the same (it is
+	// the one-Store case of etagstore.Transact):
+	//
+	//	Transact: func(r *http.Request, key string, write func(*etagstore.Tx[Item]) error) error {
+	//		_, err := items.Transact(r.Context(), func(tx *etagstore.Tx[Item]) error {
 	//			if err := write(tx); err != nil {
 	//				return err
 	//			}
 	//			return adjustBoard(tx, r.Method, key) // the app's own writes
 	//		})
+	//		return err
 	//	},
 	//
+	// The app's writes may come before write or after it, or be left out.
 	// write is the Handler's part: it reads key's document in tx, checks
 	// If-Match (or If-None-Match: *) against the version tx read, applies
 	// the body and Prepare, and puts or deletes it. Its error must be
@@ -67,9 +84,16 @@ type HandlerOptions[T any] struct {
 	// 409; an unknown column, 422), returned from fn or from Transact
 	// itself: its status, title and detail reach the client, and nothing
 	// of the transaction is written. fn may run more than once (the Store
-	// reruns it on a conflict), and so may Prepare. Default: none; the
-	// Handler writes with the Store's single-document operations.
-	Transact func(r *http.Request, key string, write func(tx *etagstore.Tx[T]) error) ([]etagstore.Doc[T], error)
+	// reruns it on a conflict), and so may Prepare: fn must call write on
+	// every run. After the commit a PUT or PATCH is answered with key's
+	// document as the transaction left it and the ETag the commit gave it
+	// (tx.ETag after the commit; none where it is Superseded). Transact
+	// returning nil without having called write, or a commit that does
+	// not hold write's put (fn deleted key after it, or the run that
+	// committed did not call write), is the app's mistake: 500, and the
+	// Logger says which. Default: none; the Handler writes with the
+	// Store's single-document operations.
+	Transact func(r *http.Request, key string, write func(tx *etagstore.Tx[T]) error) error
 	// Logger, when set, gets one record at level Error for every 5xx
 	// answer (a storage failure, or a write whose outcome is unknown), with
 	// the request's method, the status and the Store's error: the client
@@ -188,7 +212,7 @@ type handler[T any] struct {
 	prepare  func(r *http.Request, key string, old, v *T) error
 	log      *slog.Logger
 	key      func(r *http.Request) (string, error)
-	transact func(r *http.Request, key string, write func(tx *etagstore.Tx[T]) error) ([]etagstore.Doc[T], error)
+	transact func(r *http.Request, key string, write func(tx *etagstore.Tx[T]) error) error
 }
 
 // mapped is the ResponseWriter of a request whose key HandlerOptions.Key

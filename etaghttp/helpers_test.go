@@ -181,3 +181,26 @@ func TestHandlerKeyMapping(t *testing.T) {
 		t.Error("a refused write changed the card")
 	}
 }
+
+// auditRecord is what an app keeps beside each card in a Store of its
+// own type, written in the same transaction as the card (etagstore.Transact).
+type auditRecord struct {
+	Writes int    // the card's writes committed through the Handler
+	Last   string // the method of the last one
+}
+
+// audited is the app's part of a card's transaction: key's audit record
+// counts one more write, by method.
+func audited(tx *etagstore.Tx[auditRecord], key, method string) error {
+	a, err := tx.Get("audit." + key)
+	if err != nil && !errors.Is(err, etagstore.ErrNotFound) {
+		return err
+	}
+	a.Writes++
+	a.Last = method
+	return tx.Put("audit."+key, a)
+}
+
+// errAppRefused is the app's refusal after the Handler's write, in its own
+// part of the transaction.
+var errAppRefused = etaghttp.Error{Status: http.StatusUnprocessableEntity, Detail: "the audit refuses this write"}

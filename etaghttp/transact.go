@@ -12,9 +12,12 @@ import (
 // (HandlerOptions.Transact): the Handler's part of the commit is a
 // function of the transaction, which reads the document, checks the
 // request's conditions against the version the transaction read, and puts
-// or deletes the document; the app runs it in its Transact beside its own
-// writes. A failed condition is an error of that function, which the
-// app's fn returns and the Handler answers.
+// or deletes the document; the app runs it in its transaction
+// (etagstore.Transact, or Store.Transact) beside its own writes, through
+// the Handler's Store's view. A failed condition is an error of that
+// function, which the app's fn returns and the Handler answers. After the
+// commit, the view the function put through reports the document and the
+// ETag the commit gave it.
 
 // refusal is the error of the Handler's part of a transaction whose
 // condition failed: If-Match does not hold the version the transaction
@@ -35,13 +38,24 @@ func (e *refusal[T]) Error() string {
 	return "etaghttp: If-Match does not hold the version the transaction read"
 }
 
+// txPut is what the Handler's part of a transaction put: the view it
+// wrote through and the ETag of the version it read there ("" for a
+// create). After the commit the view reports the version the commit made
+// (Tx.ETag), which is never the one read: a view that still reports it
+// belongs to a run that did not commit.
+type txPut[T any] struct {
+	tx   *etagstore.Tx[T]
+	read etagstore.ETag
+}
+
 // txWrite is the Handler's write of key under the request's conditions
-// as a function of the app's transaction. change is the PUT's or PATCH's
-// change (nil for a DELETE); create, a PUT with If-None-Match: *. It
-// records in *put whether it put the document.
-func (h *handler[T]) txWrite(r *http.Request, key string, im condition, create bool, change func(T) (T, error), put *bool) func(tx *etagstore.Tx[T]) error {
+// as a function of the app's transaction, through the Handler's Store's
+// view of it. change is the PUT's or PATCH's change (nil for a DELETE);
+// create, a PUT with If-None-Match: *. It records in *put what it put (nil:
+// nothing, in its last call).
+func (h *handler[T]) txWrite(r *http.Request, key string, im condition, create bool, change func(T) (T, error), put **txPut[T]) func(tx *etagstore.Tx[T]) error {
 	return func(tx *etagstore.Tx[T]) error {
-		*put = false
+		*put = nil
 		cur, err := tx.Get(key)
 		if create {
 			switch {
@@ -58,8 +72,11 @@ func (h *handler[T]) txWrite(r *http.Request, key string, im condition, create b
 			if err != nil {
 				return err
 			}
-			*put = true
-			return tx.Put(key, v)
+			if err := tx.Put(key, v); err != nil {
+				return err
+			}
+			*put = &txPut[T]{tx: tx}
+			return nil
 		}
 		if err != nil {
 			return err // a missing document fails every If-Match (412)
@@ -82,8 +99,11 @@ func (h *handler[T]) txWrite(r *http.Request, key string, im condition, create b
 		case err != nil:
 			return err
 		}
-		*put = true
-		return tx.Put(key, v)
+		if err := tx.Put(key, v); err != nil {
+			return err
+		}
+		*put = &txPut[T]{tx: tx, read: etag}
+		return nil
 	}
 }
 
@@ -94,9 +114,10 @@ func (h *handler[T]) inTx(w http.ResponseWriter, r *http.Request, key string, im
 		preconditionRequired(w, key)
 		return
 	}
-	called, put := false, false
+	called := false
+	var put *txPut[T]
 	write := h.txWrite(r, key, im, create, change, &put)
-	docs, err := h.transact(r, key, func(tx *etagstore.Tx[T]) error {
+	err := h.transact(r, key, func(tx *etagstore.Tx[T]) error {
 		called = true
 		return write(tx)
 	})
@@ -117,20 +138,23 @@ func (h *handler[T]) inTx(w http.ResponseWriter, r *http.Request, key string, im
 	case change == nil:
 		w.WriteHeader(http.StatusNoContent)
 	default:
-		h.answerTx(w, r, key, docs, put, create)
+		h.answerTx(w, r, key, put, create)
 	}
 }
 
-// answerTx answers a PUT or PATCH whose transaction committed docs: the
-// document of key, with its ETag.
-func (h *handler[T]) answerTx(w http.ResponseWriter, r *http.Request, key string, docs []etagstore.Doc[T], put, create bool) {
-	for _, d := range docs {
-		if d.Key == key && put {
+// answerTx answers a PUT or PATCH whose transaction committed: the
+// document of key as the transaction left it, with the ETag the commit
+// gave it, as put's view reports them after the commit.
+func (h *handler[T]) answerTx(w http.ResponseWriter, r *http.Request, key string, put *txPut[T], create bool) {
+	if put != nil {
+		v, err := put.tx.Get(key)
+		etag, eerr := put.tx.ETag(key)
+		if err == nil && eerr == nil && etag != "" && etag != put.read {
 			status := http.StatusOK
 			if create {
 				status = http.StatusCreated
 			}
-			h.written(w, r, key, d, nil, status)
+			h.written(w, r, key, etagstore.Doc[T]{Key: key, Value: v, ETag: etag}, nil, status)
 			return
 		}
 	}
