@@ -185,8 +185,8 @@ type Abilities struct {
 	// other failure is classified as Read's, and no Items are returned.
 	// memstore reads all keys at one instant; tablestore sends one query
 	// per partition and up to 14 keys (the service's limit of 15
-	// comparisons in a filter), and keys of different queries are read at
-	// different instants.
+	// comparisons in a filter), in parallel, and keys of different queries
+	// are read at different instants.
 	ReadMany func(ctx context.Context, keys []string) ([]Item, error)
 	// MaxKeyLen is the longest key, in bytes, ValidateKey may accept, when
 	// that is more than 8 KiB (page tokens carry a key and are bounded by
