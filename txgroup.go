@@ -229,7 +229,8 @@ func (g *txGroup) bound() {
 
 // run commits the queue in batches until it is empty.
 // Before each batch after the first, when a caller is queued, it lingers
-// (see linger) for the callers the last batch answered, bounded by a
+// (see linger) until every transaction in flight is queued (the callers
+// the last batch answered, and those that queued meanwhile), bounded by a
 // fraction of that batch's last attempt: its sends, not its backoff.
 func (g *txGroup) run() {
 	var l lingering
@@ -254,7 +255,9 @@ func (g *txGroup) run() {
 		}
 		txmu.Unlock()
 		b.commit()
-		l.want, l.took = len(batch), b.lastAttempt
+		txmu.Lock()
+		l.want, l.took = len(batch)+len(g.queue), b.lastAttempt // all in flight: the callers it answered, and those queued meanwhile
+		txmu.Unlock()
 	}
 }
 
