@@ -3,11 +3,11 @@ package etagstore
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/groupcommit"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -18,110 +18,48 @@ import (
 // from the version the previous one wrote, without reading.
 func (s *Store[T]) run(k groupKey, g *group[T]) {
 	var last []version
-	var l lingering
+	var l groupcommit.Lingering
 	for {
-		s.beforeBatch(g, &l)
+		g.Linger(&l)
 		s.gmu.Lock()
-		batch := g.queue
-		g.queue = nil
+		batch := g.Take()
 		if len(batch) == 0 {
-			s.endGroup(k, g)
+			delete(s.groups, k)
 			s.gmu.Unlock()
 			return
 		}
-		b := &batchRun[T]{s: s, key: k.key, members: batch}
+		b := newBatchRun(s, k.key, batch)
 		for _, r := range batch {
-			r.status, r.batch = taken, b
+			r.Status, r.batch = groupcommit.Taken, b
 		}
 		s.gmu.Unlock()
 		start := time.Now()
 		last = b.commit(k.create, last)
-		l.want, l.took = len(batch), time.Since(start)
+		l.Want, l.Took = len(batch), time.Since(start)
 	}
 }
-
-// lingering is a runner's state between batches: the last batch's size
-// and duration, and how many batches to start at once because lingers
-// lately found nobody coming back.
-type lingering struct {
-	want   int
-	took   time.Duration
-	misses int // vain lingers in a row (at most 4)
-	skip   int
-}
-
-// beforeBatch lingers before g's batch (see lingering.before).
-func (s *Store[T]) beforeBatch(g *group[T], l *lingering) {
-	l.before(&s.gmu, func() int { return len(g.queue) }, &g.want, g.wake)
-}
-
-// before lingers before a batch (see linger), unless lingers have lately
-// been in vain: callers a batch answers that go on to other keys (a
-// skewed workload) do not come back, and a linger then only delays the
-// batch. After a vain linger, the next 1, 3, 7, then 15 batches start
-// without one. mu guards the queue (queued), *want and wake's sends.
-func (l *lingering) before(mu sync.Locker, queued func() int, want *int, wake chan struct{}) {
-	if l.skip > 0 {
-		l.skip--
-		return
-	}
-	if linger(mu, queued, want, wake, l.want, l.took) {
-		l.misses = 0
-		return
-	}
-	l.misses = min(l.misses+1, 4)
-	l.skip = 1<<l.misses - 1
-}
-
-// linger waits, before a batch starts, until as many callers are queued as
-// the last batch had (n: the callers it just answered, coming back), or
-// for a fraction of the last batch's duration, whichever is first:
-// otherwise the callers one batch releases would always miss the next
-// one, and batches would level off at half the writers. Only a runner
-// lingers, so an uncontended write never waits. An arrival that fills the
-// queue to *want sends on wake. It reports false when it waited its whole
-// bound and nobody came.
-func linger(mu sync.Locker, queued func() int, want *int, wake chan struct{}, n int, took time.Duration) (fruitful bool) {
-	bound := min(took/4, maxLinger)
-	if n == 0 || bound <= 0 {
-		return true
-	}
-	mu.Lock()
-	before := queued()
-	if before >= n {
-		mu.Unlock()
-		return true
-	}
-	*want = n
-	mu.Unlock()
-	t := time.NewTimer(bound)
-	select {
-	case <-wake:
-	case <-t.C:
-	}
-	t.Stop()
-	mu.Lock()
-	*want = 0
-	select {
-	case <-wake: // drain a wake-up that raced with the timer
-	default:
-	}
-	fruitful = queued() > before
-	mu.Unlock()
-	return fruitful
-}
-
-// maxLinger bounds how long a runner lingers before a batch.
-const maxLinger = 2 * time.Millisecond
 
 // batchRun is one batch of a key's group.
 type batchRun[T any] struct {
-	s        *Store[T]
-	key      string
-	members  []*member[T]
-	applied  []*member[T] // the members whose mutations the last apply holds
-	inFlight bool         // a write holding applied is sent or being resolved (guarded by Store.gmu)
-	timer    *time.Timer
+	s                  *Store[T]
+	key                string
+	members            []*member[T]
+	applied            []*member[T] // the members whose mutations the last apply holds
+	groupcommit.Flight              // the write holding applied (guarded by Store.gmu)
+	timer              *time.Timer
+}
+
+// newBatchRun is the batch of members, of key.
+func newBatchRun[T any](s *Store[T], key string, members []*member[T]) *batchRun[T] {
+	b := &batchRun[T]{s: s, key: key, members: members}
+	b.Flight = groupcommit.NewFlight(&s.gmu, func(yield func(*groupcommit.Caller) bool) {
+		for _, r := range b.applied {
+			if !yield(&r.Caller) {
+				return
+			}
+		}
+	})
+	return b
 }
 
 // commit runs the batch's read-modify-write from last (or the version
@@ -132,7 +70,7 @@ func (b *batchRun[T]) commit(create bool, last []version) []version {
 	for i, r := range b.members {
 		ctxs[i] = r.ctx
 	}
-	ctx, cancel := batchContext(ctxs)
+	ctx, cancel := groupcommit.Context(ctxs)
 	defer cancel()
 	b.timer = time.NewTimer(time.Hour)
 	defer b.timer.Stop()
@@ -189,11 +127,11 @@ var errNoneApplied = errors.New("etagstore: no mutation in the batch applied")
 func (b *batchRun[T]) slot(r *member[T], t slot) (answer, bool) {
 	s := b.s
 	s.gmu.Lock()
-	if r.status != taken && r.status != applied {
+	if !r.Waiting() {
 		s.gmu.Unlock()
 		return answer{}, false
 	}
-	r.status = inSlot
+	r.Status = groupcommit.InSlot
 	r.slots <- t // buffered and empty: sent under the lock, so leave sees it
 	s.gmu.Unlock()
 	b.timer.Reset(slotTimeout)
@@ -208,8 +146,8 @@ func (b *batchRun[T]) slot(r *member[T], t slot) (answer, bool) {
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	switch {
-	case r.status == left || a.left:
-		r.status = left
+	case r.Status == groupcommit.Left || a.left:
+		r.Status = groupcommit.Left
 		return answer{}, false
 	case timedOut:
 		b.hand(r, result[T]{ungrouped: true})
@@ -218,30 +156,8 @@ func (b *batchRun[T]) slot(r *member[T], t slot) (answer, bool) {
 		b.hand(r, result[T]{err: a.err})
 		return answer{}, false
 	}
-	r.status = applied
+	r.Status = groupcommit.Applied
 	return a, true
-}
-
-// hold marks the batch's write in flight, unless a member whose mutation
-// it holds has left: then the batch must be applied again (see flight).
-func (b *batchRun[T]) Hold() bool {
-	b.s.gmu.Lock()
-	defer b.s.gmu.Unlock()
-	for _, r := range b.applied {
-		if r.status == left {
-			return false
-		}
-	}
-	b.inFlight = true
-	return true
-}
-
-// release marks the batch's write as not landed: no member's mutation is in
-// flight (see flight).
-func (b *batchRun[T]) Release() {
-	b.s.gmu.Lock()
-	b.inFlight = false
-	b.s.gmu.Unlock()
 }
 
 // finish hands every member still waiting its result: its own state, or
@@ -252,7 +168,7 @@ func (b *batchRun[T]) finish(res engine.Result, extra Extra, err error) {
 	s := b.s
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
-	b.inFlight = false
+	b.InFlight = false
 	tail := 0 // members from tail on hold the state written
 	for i, r := range b.applied {
 		if r.changed {
@@ -261,7 +177,7 @@ func (b *batchRun[T]) finish(res engine.Result, extra Extra, err error) {
 	}
 	var ce *ConflictError[T]
 	for i, r := range b.applied {
-		if r.status != applied {
+		if r.Status != groupcommit.Applied {
 			continue
 		}
 		switch {
@@ -284,7 +200,7 @@ func (b *batchRun[T]) finish(res engine.Result, extra Extra, err error) {
 		}
 	}
 	for _, r := range b.members {
-		if r.status == taken { // the batch ended before its slot
+		if r.Status == groupcommit.Taken { // the batch ended before its slot
 			b.hand(r, result[T]{err: err, ungrouped: err == nil})
 		}
 	}
@@ -292,34 +208,6 @@ func (b *batchRun[T]) finish(res engine.Result, extra Extra, err error) {
 
 // hand sets r's result and wakes its caller. Store.gmu is held.
 func (b *batchRun[T]) hand(r *member[T], res result[T]) {
-	r.res, r.status = res, answered
-	close(r.done)
-}
-
-// batchContext returns a context for a batch: done when every member's
-// context is done (one caller giving up does not stop the others' write),
-// carrying the values of the first.
-func batchContext(ctxs []context.Context) (context.Context, context.CancelFunc) {
-	if len(ctxs) == 1 {
-		return ctxs[0], func() {}
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctxs[0]))
-	var mu sync.Mutex
-	live := len(ctxs)
-	stops := make([]func() bool, len(ctxs))
-	for i, c := range ctxs {
-		stops[i] = context.AfterFunc(c, func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if live--; live == 0 {
-				cancel()
-			}
-		})
-	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
+	r.res = res
+	r.Hand()
 }

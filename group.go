@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"time"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/groupcommit"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -44,55 +44,27 @@ import (
 // a member whose mutate wrote its key so is answered that failure even if
 // the batch left it out meanwhile, never run again.
 
-// slotTimeout bounds how long a batch waits for one member's mutate.
-const slotTimeout = 10 * time.Millisecond
+// slotTimeout bounds how long a batch waits for one member's user code.
+const slotTimeout = groupcommit.SlotTimeout
 
 type groupKey struct {
 	key    string
 	create bool
 }
 
-type groupMode uint8
-
-const (
-	firstWriting  groupMode = iota // a caller runs its own Update; arrivals queue for after it
-	firstMutating                  // ... and is inside its mutate: an arrival starts a runner
-	running                        // a runner commits the queue in batches
-)
-
 type group[T any] struct {
-	queue []*member[T]
-	mode  groupMode
-	first bool          // the key is its first caller's: no runner took it over, the group has not ended
-	want  int           // a lingering runner waits for this many queued callers
-	wake  chan struct{} // wakes it (buffered)
-
-	entries, bounded uint64 // the first caller's mutate calls; the last one a bound was armed for
+	*groupcommit.Queue[*member[T]]
 }
 
-// memberStatus is where a request stands; guarded by Store.gmu.
-type memberStatus uint8
-
-const (
-	queued   memberStatus = iota // in the group's queue
-	taken                        // in a batch, waiting for its slot
-	inSlot                       // given a slot; its answer is awaited
-	applied                      // its mutation is in the batch's state
-	left                         // its caller returned (context done)
-	answered                     // its result is set and done closed
-)
-
 type member[T any] struct {
-	ctx    context.Context
-	mutate func(*T) error
-	slots  chan slot     // runner → caller: apply your mutation to this state
-	answer chan answer   // caller → runner (one per slot)
-	done   chan struct{} // closed when res is set
-
-	status memberStatus
-	batch  *batchRun[T]
-	res    result[T]
-	self   error // its mutate wrote the key itself (engine.SelfWriteError); the caller's goroutine's own
+	ctx                context.Context
+	mutate             func(*T) error
+	slots              chan slot   // runner → caller: apply your mutation to this state
+	answer             chan answer // caller → runner (one per slot)
+	groupcommit.Caller             // where it stands (guarded by Store.gmu), and its wake-up
+	batch              *batchRun[T]
+	res                result[T]
+	self               error // its mutate wrote the key itself (engine.SelfWriteError); the caller's goroutine's own
 
 	// The member's last slot, kept by the runner.
 	value   T
@@ -137,39 +109,13 @@ type firstCaller[T any] struct {
 
 func (o firstCaller[T]) enter() {
 	o.s.gmu.Lock()
-	if o.g.first {
-		o.g.mode = firstMutating
-		o.g.entries++
-		if len(o.g.queue) > 0 {
-			o.s.bound(o.k, o.g)
-		}
-	}
+	o.g.Entering()
 	o.s.gmu.Unlock()
-}
-
-// bound makes the callers queued behind a first caller's mutate wait for it
-// at most slotTimeout: then a runner serves them, and the first caller, if
-// its mutate ever returns, writes on its own. Store.gmu is held.
-func (s *Store[T]) bound(k groupKey, g *group[T]) {
-	if g.bounded == g.entries {
-		return // armed for this mutate already
-	}
-	g.bounded = g.entries
-	entry := g.entries
-	time.AfterFunc(slotTimeout, func() {
-		s.gmu.Lock()
-		defer s.gmu.Unlock()
-		if g.first && g.entries == entry && g.mode == firstMutating && len(g.queue) > 0 {
-			s.startRunner(k, g)
-		}
-	})
 }
 
 func (o firstCaller[T]) leave() {
 	o.s.gmu.Lock()
-	if o.g.first {
-		o.g.mode = firstWriting
-	}
+	o.g.Leaving()
 	o.s.gmu.Unlock()
 }
 
@@ -179,26 +125,9 @@ func (o firstCaller[T]) done() {
 	s, g := o.s, o.g
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
-	if !g.first {
-		return // a runner has the key
+	if !g.FirstDone() {
+		delete(s.groups, o.k)
 	}
-	if len(g.queue) > 0 {
-		s.startRunner(o.k, g)
-		return
-	}
-	s.endGroup(o.k, g)
-}
-
-// startRunner hands g to a new runner goroutine. Store.gmu is held.
-func (s *Store[T]) startRunner(k groupKey, g *group[T]) {
-	g.mode, g.first = running, false
-	go s.run(k, g)
-}
-
-// endGroup removes g, whose queue is empty. Store.gmu is held.
-func (s *Store[T]) endGroup(k groupKey, g *group[T]) {
-	delete(s.groups, k)
-	g.first = false
 }
 
 // updateGrouped runs an Update through its key's group.
@@ -207,22 +136,16 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	s.gmu.Lock()
 	g := s.groups[k]
 	if g == nil {
-		g = &group[T]{mode: firstWriting, first: true, wake: make(chan struct{}, 1)}
+		g = &group[T]{}
+		g.Queue = groupcommit.NewQueue[*member[T]](&s.gmu, false, func() { go s.run(k, g) })
 		s.groups[k] = g
 		s.gmu.Unlock()
 		o := firstCaller[T]{s: s, k: k, g: g}
 		defer o.done()
 		return s.updateUngrouped(ctx, key, create, mutate, o, st)
 	}
-	r := &member[T]{ctx: ctx, mutate: mutate, slots: make(chan slot, 1), answer: make(chan answer, 1), done: make(chan struct{})}
-	g.queue = append(g.queue, r)
-	switch {
-	case g.mode == firstMutating:
-		s.bound(k, g) // wait for the first caller's code, but not for long
-	case g.want > 0 && len(g.queue) >= g.want:
-		g.want = 0
-		g.wake <- struct{}{} // the lingering runner: its batch is full
-	}
+	r := &member[T]{ctx: ctx, mutate: mutate, slots: make(chan slot, 1), answer: make(chan answer, 1), Caller: groupcommit.NewCaller()}
+	g.Arrive(r) // behind a first caller's mutate, for at most slotTimeout
 	s.gmu.Unlock()
 	res := s.await(ctx, k, g, r)
 	if res.ungrouped && r.self != nil {
@@ -241,7 +164,7 @@ func (s *Store[T]) await(ctx context.Context, k groupKey, g *group[T], r *member
 		select {
 		case t := <-r.slots:
 			s.takeSlot(r, t)
-		case <-r.done:
+		case <-r.Done:
 			return r.res
 		case <-ctx.Done():
 			return s.leave(ctx, k, g, r)
@@ -256,28 +179,23 @@ func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *member
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	gone := result[T]{err: ctx.Err()}
-	switch r.status {
-	case answered:
+	switch r.Status {
+	case groupcommit.Answered:
 		return r.res
-	case queued:
-		for i, q := range g.queue {
-			if q == r {
-				g.queue = append(g.queue[:i], g.queue[i+1:]...)
-				break
-			}
-		}
-	case inSlot:
+	case groupcommit.Queued:
+		g.Remove(r)
+	case groupcommit.InSlot:
 		select {
 		case <-r.slots: // not taken up: the runner waits for an answer
 			r.answer <- answer{left: true}
 		default: // answered already
 		}
-	case applied:
-		if r.batch.inFlight {
+	case groupcommit.Applied:
+		if r.batch.InFlight {
 			gone.err = outcomeUnknown(telemetry.OpUpdate, k.key, ctx.Err())
 		}
 	}
-	r.status = left
+	r.Status = groupcommit.Left
 	return gone
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/groupcommit"
 	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -18,18 +19,31 @@ import (
 
 // txBatch is one batch of a group's transactions.
 type txBatch struct {
-	g        *txGroup
-	members  []*txMember
-	applied  []*txMember     // the members whose writes the last attempt holds
-	later    []*txMember     // members that go in a later batch
-	keys     []string        // the keys the last attempt touched, read ahead by the next
-	exists   map[string]bool // unread creates' keys looked up, and whether they exist
-	inFlight bool            // a commit holding applied is sent or being resolved (guarded by txmu)
-	timer    *time.Timer
+	g                  *txGroup
+	members            []*txMember
+	applied            []*txMember     // the members whose writes the last attempt holds
+	later              []*txMember     // members that go in a later batch
+	keys               []string        // the keys the last attempt touched, read ahead by the next
+	exists             map[string]bool // unread creates' keys looked up, and whether they exist
+	groupcommit.Flight                 // the commit holding applied (guarded by txmu)
+	timer              *time.Timer
 	// lastAttempt is how long the last attempt took, from its slots to
 	// its answer: what a runner lingers by (txGroup.run).
 	lastAttempt time.Duration
 	began       time.Time
+}
+
+// newTxBatch is the batch of members, in g.
+func newTxBatch(g *txGroup, members []*txMember) *txBatch {
+	b := &txBatch{g: g, members: members}
+	b.Flight = groupcommit.NewFlight(&txmu, func(yield func(*groupcommit.Caller) bool) {
+		for _, r := range b.applied {
+			if !yield(&r.Caller) {
+				return
+			}
+		}
+	})
+	return b
 }
 
 // commit runs the batch's attempts, led by its first member's lead, and
@@ -39,7 +53,7 @@ func (b *txBatch) commit() {
 	for i, r := range b.members {
 		ctxs[i] = r.ctx
 	}
-	ctx, cancel := batchContext(ctxs)
+	ctx, cancel := groupcommit.Context(ctxs)
 	defer cancel()
 	b.timer = time.NewTimer(time.Hour)
 	defer b.timer.Stop()
@@ -129,7 +143,7 @@ func (b *txBatch) refuseTaken(st *txnState) bool {
 	txmu.Lock()
 	defer txmu.Unlock()
 	for _, r := range b.applied {
-		if r.status != applied {
+		if r.Status != groupcommit.Applied {
 			continue
 		}
 		for _, key := range r.view.own.keys {
@@ -150,18 +164,18 @@ func (b *txBatch) knows(key string) bool {
 }
 
 // slot gives r a slot on f in the batch's attempt and waits for its
-// answer: at most slotTimeout beyond the reads its fn makes, once another
+// answer: at most groupcommit.SlotTimeout beyond the reads its fn makes, once another
 // caller waits for it (waitedFor). It reports whether f may be adopted; a
 // member that failed, was too slow, or must run on its own is handed its
 // result on the spot. Once answered, f is ended: a Tx its fn kept refuses
 // writes.
 func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) {
 	txmu.Lock()
-	if r.status != taken && r.status != applied {
+	if !r.Waiting() {
 		txmu.Unlock()
 		return nil, false
 	}
-	r.status = inSlot
+	r.Status = groupcommit.InSlot
 	r.view = f
 	r.slots <- f // buffered and empty: sent under the lock, so leave sees it
 	began := time.Now()
@@ -174,14 +188,14 @@ func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) 
 		f.done = true // fn has returned
 	}
 	switch {
-	case r.status == left || a.left:
-		r.status = left
+	case r.Status == groupcommit.Left || a.left:
+		r.Status = groupcommit.Left
 		return nil, false
 	case timedOut:
 		b.hand(r, txResult{ungrouped: true})
 		return nil, false
 	case a.later:
-		r.status, r.deferred = taken, true
+		r.Status, r.deferred = groupcommit.Taken, true
 		b.later = append(b.later, r)
 		return nil, false
 	case a.ungrouped:
@@ -191,16 +205,16 @@ func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) 
 		b.hand(r, txResult{err: a.err, tries: attempt})
 		return nil, false
 	}
-	r.status = applied
+	r.Status = groupcommit.Applied
 	return f, true
 }
 
 // await waits for r's answer to the slot it began at began, or until the
-// slot has lasted slotTimeout beyond its reads while another caller waits
+// slot has lasted groupcommit.SlotTimeout beyond its reads while another caller waits
 // for it (timedOut).
 func (b *txBatch) await(r *txMember, began time.Time) (a txAnswer, timedOut bool) {
 	defer b.timer.Stop()
-	for bound := slotTimeout; ; {
+	for bound := groupcommit.SlotTimeout; ; {
 		b.timer.Reset(bound)
 		select {
 		case a = <-r.answer:
@@ -208,13 +222,13 @@ func (b *txBatch) await(r *txMember, began time.Time) (a txAnswer, timedOut bool
 		case <-b.timer.C:
 		}
 		txmu.Lock()
-		bound = slotTimeout - r.outsideReads(began)
+		bound = groupcommit.SlotTimeout - r.outsideReads(began)
 		timedOut = bound <= 0 && b.waitedFor(r)
 		txmu.Unlock()
 		if timedOut {
 			return txAnswer{}, true
 		}
-		bound = max(bound, slotTimeout/4) // nobody waits yet: look again
+		bound = max(bound, groupcommit.SlotTimeout/4) // nobody waits yet: look again
 	}
 }
 
@@ -238,12 +252,12 @@ func (r *txMember) outsideReads(began time.Time) time.Duration {
 // member after it in the batch, or a caller queued for the next batch
 // (one that r's fn called, say). txmu is held.
 func (b *txBatch) waitedFor(r *txMember) bool {
-	if len(b.g.queue) > 0 {
+	if len(b.g.Members) > 0 {
 		return true
 	}
 	after := false
 	for _, m := range b.members {
-		if after && (m.status == taken || m.status == applied) {
+		if after && m.Waiting() {
 			return true
 		}
 		after = after || m == r
@@ -289,11 +303,11 @@ func (b *txBatch) leaveFor(r *txMember, err error, first bool) {
 	txmu.Lock()
 	defer txmu.Unlock()
 	switch {
-	case r.status == left:
+	case r.Status == groupcommit.Left:
 	case first:
 		b.hand(r, txResult{err: err})
 	default:
-		r.status = taken
+		r.Status = groupcommit.Taken
 		b.later = append(b.later, r)
 	}
 }
@@ -336,38 +350,16 @@ func (b *txBatch) readAhead(ctx context.Context, lead *core) map[string]version 
 	return ahead
 }
 
-// Hold marks the batch's commit in flight, unless a member whose writes
-// it holds has left: then the slots run again without it (see
-// engine.Flight).
-func (b *txBatch) Hold() bool {
-	txmu.Lock()
-	defer txmu.Unlock()
-	for _, r := range b.applied {
-		if r.status == left {
-			return false
-		}
-	}
-	b.inFlight = true
-	return true
-}
-
-// Release marks the batch's commit as not landed.
-func (b *txBatch) Release() {
-	txmu.Lock()
-	b.inFlight = false
-	txmu.Unlock()
-}
-
 // finish hands every member still waiting its result, and queues the
 // members left for a later batch at the front of the queue.
 func (b *txBatch) finish(st *txnState, res engine.Result, err error) {
 	txmu.Lock()
 	defer txmu.Unlock()
-	b.inFlight = false
+	b.InFlight = false
 	refused := refusedKey(st, err)
 	existing := st.unreadRefused(err)
 	for i, r := range b.applied {
-		if r.status != applied {
+		if r.Status != groupcommit.Applied {
 			continue
 		}
 		switch {
@@ -377,7 +369,7 @@ func (b *txBatch) finish(st *txnState, res engine.Result, err error) {
 		case existing != "" && r.view.own.written[existing] && !r.view.own.inherited[existing]:
 			b.hand(r, txResult{exists: existing, tries: res.Attempts})
 		case existing != "":
-			r.status = taken
+			r.Status = groupcommit.Taken
 			b.later = append(b.later, r) // another's created key exists: the next batch, without it
 		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
 			b.hand(r, txResult{ungrouped: true}) // one member's writes may be at fault
@@ -389,14 +381,14 @@ func (b *txBatch) finish(st *txnState, res engine.Result, err error) {
 	}
 	var later []*txMember
 	for _, r := range b.later {
-		if r.status == taken {
-			r.status = queued
+		if r.Status == groupcommit.Taken {
+			r.Status = groupcommit.Queued
 			later = append(later, r)
 		}
 	}
-	b.g.queue = append(later, b.g.queue...)
+	b.g.Members = append(later, b.g.Members...)
 	for _, r := range b.members {
-		if r.status == taken { // the batch ended before its slot
+		if r.Status == groupcommit.Taken { // the batch ended before its slot
 			b.hand(r, txResult{err: err, ungrouped: err == nil})
 		}
 	}
@@ -468,6 +460,6 @@ func named(f *txnState, err error) error {
 
 // hand sets r's result and wakes its caller. txmu is held.
 func (b *txBatch) hand(r *txMember, res txResult) {
-	r.res, r.status = res, answered
-	close(r.done)
+	r.res = res
+	r.Hand()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/groupcommit"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -27,7 +28,7 @@ import (
 // own, on its caller's goroutine; transactions that arrive meanwhile
 // queue, and when it is done a runner goroutine takes the queue as a
 // batch and serves batches until the queue is empty. Queued callers behind
-// a first caller whose fn has not returned within slotTimeout are served
+// a first caller whose fn has not returned within groupcommit.SlotTimeout are served
 // by a runner at once. Each attempt of a batch gives its members a slot,
 // in arrival order: the member's own goroutine runs its fn on a copy (a
 // fork) of the batch's transaction so far, so that it sees the writes of
@@ -44,7 +45,7 @@ import (
 //
 // A member leaves the batch and runs its transaction on its own when its
 // fn returns an error matching ErrConflict or panics or fails on reads no
-// longer current; when its slot lasts slotTimeout beyond its reads while
+// longer current; when its slot lasts groupcommit.SlotTimeout beyond its reads while
 // another caller waits for it (a slow fn, or one that calls Transact in
 // the same group); and when the batch lost its last race over a key it did
 // not touch. A member whose fn failed on a write of an earlier member (not
@@ -68,27 +69,19 @@ var txGroups = map[any]*txGroup{}
 
 // txGroup is a commit scope's queue of transactions; guarded by txmu.
 type txGroup struct {
-	key   any
-	queue []*txMember
-	mode  groupMode
-	first bool          // a first caller commits on its own; no runner took over
-	want  int           // a lingering runner waits for this many queued callers
-	wake  chan struct{} // wakes it (buffered)
-
-	entries, bounded uint64 // the first caller's runs of fn; the last one a bound was armed for
+	key any
+	*groupcommit.Queue[*txMember]
 }
 
 // txMember is one transaction in a batch.
 type txMember struct {
-	call   *txCall
-	ctx    context.Context
-	slots  chan *txnState // runner → caller: run fn on this fork
-	answer chan txAnswer  // caller → runner (one per slot)
-	done   chan struct{}  // closed when res is set
-
-	status memberStatus // guarded by txmu
-	batch  *txBatch
-	res    txResult
+	call               *txCall
+	ctx                context.Context
+	slots              chan *txnState // runner → caller: run fn on this fork
+	answer             chan txAnswer  // caller → runner (one per slot)
+	groupcommit.Caller                // where it stands (guarded by txmu), and its wake-up
+	batch              *txBatch
+	res                txResult
 	// Its slot's time in reads, which the slot's bound does not count
 	// (guarded by txmu).
 	reading   bool
@@ -144,20 +137,13 @@ func arrive(key any, c *txCall) (*txGroup, *txMember) {
 	defer txmu.Unlock()
 	g := txGroups[key]
 	if g == nil {
-		g = &txGroup{key: key, mode: firstMutating, first: true, wake: make(chan struct{}, 1)}
-		g.entries++
+		g = &txGroup{key: key}
+		g.Queue = groupcommit.NewQueue[*txMember](&txmu, true, func() { go g.run() })
 		txGroups[key] = g
 		return g, nil
 	}
-	r := &txMember{call: c, ctx: c.ctx, slots: make(chan *txnState, 1), answer: make(chan txAnswer, 1), done: make(chan struct{})}
-	g.queue = append(g.queue, r)
-	switch {
-	case g.mode == firstMutating:
-		g.bound() // wait for the first caller's fn, but not for long
-	case g.want > 0 && len(g.queue) >= g.want:
-		g.want = 0
-		g.wake <- struct{}{} // the lingering runner: its batch is full
-	}
+	r := &txMember{call: c, ctx: c.ctx, slots: make(chan *txnState, 1), answer: make(chan txAnswer, 1), Caller: groupcommit.NewCaller()}
+	g.Arrive(r)
 	return g, r
 }
 
@@ -168,14 +154,8 @@ func (g *txGroup) entering() {
 		return
 	}
 	txmu.Lock()
-	defer txmu.Unlock()
-	if g.first {
-		g.mode = firstMutating
-		g.entries++
-		if len(g.queue) > 0 {
-			g.bound()
-		}
-	}
+	g.Entering()
+	txmu.Unlock()
 }
 
 func (g *txGroup) leaving() {
@@ -183,9 +163,7 @@ func (g *txGroup) leaving() {
 		return
 	}
 	txmu.Lock()
-	if g.first {
-		g.mode = firstWriting
-	}
+	g.Leaving()
 	txmu.Unlock()
 }
 
@@ -197,34 +175,9 @@ func (g *txGroup) firstDone() {
 	}
 	txmu.Lock()
 	defer txmu.Unlock()
-	if !g.first {
-		return // a runner has the group
+	if !g.FirstDone() {
+		delete(txGroups, g.key)
 	}
-	g.first = false
-	if len(g.queue) > 0 {
-		g.mode = running
-		go g.run()
-		return
-	}
-	delete(txGroups, g.key)
-}
-
-// bound makes the callers queued behind a first caller's fn wait for it
-// at most slotTimeout: then a runner serves them. txmu is held.
-func (g *txGroup) bound() {
-	if g.bounded == g.entries {
-		return
-	}
-	g.bounded = g.entries
-	entry := g.entries
-	time.AfterFunc(slotTimeout, func() {
-		txmu.Lock()
-		defer txmu.Unlock()
-		if g.first && g.entries == entry && g.mode == firstMutating && len(g.queue) > 0 {
-			g.first, g.mode = false, running
-			go g.run()
-		}
-	})
 }
 
 // run commits the queue in batches until it is empty.
@@ -233,30 +186,29 @@ func (g *txGroup) bound() {
 // the last batch answered, and those that queued meanwhile), bounded by a
 // fraction of that batch's last attempt: its sends, not its backoff.
 func (g *txGroup) run() {
-	var l lingering
+	var l groupcommit.Lingering
 	for {
 		txmu.Lock()
-		waiting := len(g.queue) > 0
+		waiting := len(g.Members) > 0
 		txmu.Unlock()
 		if waiting { // with nobody queued the group ends: the next caller commits ungrouped
-			l.before(&txmu, func() int { return len(g.queue) }, &g.want, g.wake)
+			g.Linger(&l)
 		}
 		txmu.Lock()
-		batch := g.queue
-		g.queue = nil
+		batch := g.Take()
 		if len(batch) == 0 {
 			delete(txGroups, g.key)
 			txmu.Unlock()
 			return
 		}
-		b := &txBatch{g: g, members: batch}
+		b := newTxBatch(g, batch)
 		for _, r := range batch {
-			r.status, r.batch = taken, b
+			r.Status, r.batch = groupcommit.Taken, b
 		}
 		txmu.Unlock()
 		b.commit()
 		txmu.Lock()
-		l.want, l.took = len(batch)+len(g.queue), b.lastAttempt // all in flight: the callers it answered, and those queued meanwhile
+		l.Want, l.Took = len(batch)+len(g.Members), b.lastAttempt // all in flight: the callers it answered, and those queued meanwhile
 		txmu.Unlock()
 	}
 }
@@ -271,7 +223,7 @@ func (r *txMember) awaitFirst(f *firstRun) {
 		st.first = nil
 		f.t.st = st
 		return
-	case <-r.done:
+	case <-r.Done:
 	case <-r.ctx.Done():
 		r.leave()
 	}
@@ -328,7 +280,7 @@ func (r *txMember) awaitResult() txResult {
 		select {
 		case st := <-r.slots:
 			r.takeSlot(st)
-		case <-r.done:
+		case <-r.Done:
 			return r.res
 		case <-r.ctx.Done():
 			return r.leave()
@@ -342,25 +294,25 @@ func (r *txMember) leave() txResult {
 	txmu.Lock()
 	defer txmu.Unlock()
 	gone := txResult{err: r.ctx.Err()}
-	switch r.status {
-	case answered:
+	switch r.Status {
+	case groupcommit.Answered:
 		return r.res
-	case queued:
+	case groupcommit.Queued:
 		if g := r.group(); g != nil {
-			g.queue = slices.DeleteFunc(g.queue, func(q *txMember) bool { return q == r })
+			g.Remove(r)
 		}
-	case inSlot:
+	case groupcommit.InSlot:
 		select {
 		case <-r.slots: // not taken up: the runner waits for an answer
 			r.answer <- txAnswer{left: true}
 		default: // answered already
 		}
-	case applied:
-		if key, wrote := r.view.firstWritten(); wrote && r.batch.inFlight {
+	case groupcommit.Applied:
+		if key, wrote := r.view.firstWritten(); wrote && r.batch.InFlight {
 			gone.err = outcomeUnknown(telemetry.OpTransact, key, r.ctx.Err())
 		}
 	}
-	r.status = left
+	r.Status = groupcommit.Left
 	r.res = gone
 	return gone
 }
@@ -368,7 +320,7 @@ func (r *txMember) leave() txResult {
 // group is the group r queues in (txmu held).
 func (r *txMember) group() *txGroup {
 	for _, g := range txGroups {
-		if slices.Contains(g.queue, r) {
+		if slices.Contains(g.Members, r) {
 			return g
 		}
 	}

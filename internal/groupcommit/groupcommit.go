@@ -1,0 +1,320 @@
+// Package groupcommit is the skeleton every group commit of etagstore
+// shares: concurrent Updates of one key, and concurrent transactions of
+// one commit scope, each commit in batches through it.
+//
+// A group is idle until a caller arrives: the first caller runs its write
+// on its own goroutine, ungrouped, and callers that arrive meanwhile queue
+// (Queue). When the first caller is done, or when its user code has run
+// SlotTimeout while others wait (Bound), a runner goroutine of the kind's
+// takes the queue as a batch, lingers first for the callers the last
+// batch answered (Lingering), and serves batches until the queue is empty.
+// Each member of a batch waits on its own goroutine for its slot (the
+// kind's work: applying the member), and for its result (Caller); its
+// context's end makes it leave. A batch follows its request through the
+// engine as a Flight: a member that left before the request was sent makes
+// the batch apply its members again without it.
+//
+// What each kind supplies is its own work: the runner's batch (applying a
+// member in its slot, the request, handing out results), and what its
+// slots and answers carry. Every field here is guarded by the group's
+// lock, which the kind holds only for bookkeeping.
+package groupcommit
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// SlotTimeout bounds how long a batch waits for one member's user code,
+// and a queue for its first caller's.
+const SlotTimeout = 10 * time.Millisecond
+
+// MaxLinger bounds how long a runner lingers before a batch.
+const MaxLinger = 2 * time.Millisecond
+
+// Status is where a member stands; guarded by its group's lock.
+type Status uint8
+
+const (
+	Queued   Status = iota // in the group's queue
+	Taken                  // in a batch, waiting for its slot
+	InSlot                 // given a slot; its answer is awaited
+	Applied                // its change is in the batch's request
+	Left                   // its caller returned (context done)
+	Answered               // its result is set and Done closed
+)
+
+// Caller is what every member of a group holds: where it stands, and the
+// channel closed once its result is set.
+type Caller struct {
+	Status Status
+	Done   chan struct{}
+}
+
+// NewCaller returns a queued Caller.
+func NewCaller() Caller { return Caller{Done: make(chan struct{})} }
+
+// Hand marks c answered and wakes its caller; the kind has set its result.
+// The group's lock is held.
+func (c *Caller) Hand() {
+	c.Status = Answered
+	close(c.Done)
+}
+
+// Waiting reports whether c is still in its batch: taken, or applied.
+func (c *Caller) Waiting() bool { return c.Status == Taken || c.Status == Applied }
+
+type mode uint8
+
+const (
+	firstWriting  mode = iota // a first caller writes on its own; arrivals queue for after it
+	firstMutating             // ... and is inside its user code: an arrival bounds it
+	running                   // a runner commits the queue in batches
+)
+
+// Queue is a group's callers and its state: a first caller writing on its
+// own, or a runner. Every method is called with the group's lock held,
+// except Bound's timer, which takes it.
+type Queue[M comparable] struct {
+	Members []M
+	mu      sync.Locker
+	start   func() // starts the kind's runner (lock held)
+	mode    mode
+	first   bool          // a first caller writes on its own; no runner took over
+	want    int           // a lingering runner waits for this many queued members
+	wake    chan struct{} // wakes it (buffered)
+
+	entries, bounded uint64 // the first caller's runs of user code; the last one a bound was armed for
+}
+
+// NewQueue returns the queue of a group whose first caller has just
+// arrived (inside its user code already: mutating), guarded by mu; start
+// starts the kind's runner, with mu held.
+func NewQueue[M comparable](mu sync.Locker, mutating bool, start func()) *Queue[M] {
+	q := &Queue[M]{mu: mu, start: start, first: true, wake: make(chan struct{}, 1)}
+	if mutating {
+		q.mode, q.entries = firstMutating, 1
+	}
+	return q
+}
+
+// Arrive queues m: behind a first caller inside its user code, for at most
+// SlotTimeout (Bound); a lingering runner whose batch it fills is woken.
+func (q *Queue[M]) Arrive(m M) {
+	q.Members = append(q.Members, m)
+	switch {
+	case q.mode == firstMutating:
+		q.bound()
+	case q.want > 0 && len(q.Members) >= q.want:
+		q.want = 0
+		q.wake <- struct{}{}
+	}
+}
+
+// Remove takes m, whose caller left, out of the queue.
+func (q *Queue[M]) Remove(m M) {
+	for i, x := range q.Members {
+		if x == m {
+			q.Members = append(q.Members[:i], q.Members[i+1:]...)
+			return
+		}
+	}
+}
+
+// First reports whether the group is its first caller's still.
+func (q *Queue[M]) First() bool { return q.first }
+
+// Entering and Leaving say that the first caller's user code runs, or has
+// returned.
+func (q *Queue[M]) Entering() {
+	if !q.first {
+		return
+	}
+	q.mode = firstMutating
+	q.entries++
+	if len(q.Members) > 0 {
+		q.bound()
+	}
+}
+
+func (q *Queue[M]) Leaving() {
+	if q.first {
+		q.mode = firstWriting
+	}
+}
+
+// FirstDone says the first caller is done: a runner takes the queue that
+// formed meanwhile (true), or the group ends (false: the kind forgets
+// it). A group a runner took over already is left to it (true).
+func (q *Queue[M]) FirstDone() bool {
+	if !q.first {
+		return true
+	}
+	q.first = false
+	if len(q.Members) > 0 {
+		q.mode = running
+		q.start()
+		return true
+	}
+	return false
+}
+
+// bound makes the callers queued behind a first caller's user code wait
+// for it at most SlotTimeout: then a runner serves them, and the first
+// caller, if its code ever returns, writes on its own.
+func (q *Queue[M]) bound() {
+	if q.bounded == q.entries {
+		return // armed for this run already
+	}
+	q.bounded = q.entries
+	entry := q.entries
+	time.AfterFunc(SlotTimeout, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.first && q.entries == entry && q.mode == firstMutating && len(q.Members) > 0 {
+			q.first, q.mode = false, running
+			q.start()
+		}
+	})
+}
+
+// Take returns the queue as the next batch, emptied.
+func (q *Queue[M]) Take() []M {
+	batch := q.Members
+	q.Members = nil
+	return batch
+}
+
+// Linger is l.Before for q's runner; mu is q's lock, not held.
+func (q *Queue[M]) Linger(l *Lingering) {
+	l.before(q.mu, func() int { return len(q.Members) }, &q.want, q.wake)
+}
+
+// Lingering is a runner's state between batches: how many members it
+// waits for and how long the last batch took, and how many batches to
+// start at once because lingers lately found nobody coming back.
+type Lingering struct {
+	Want   int
+	Took   time.Duration
+	misses int // vain lingers in a row (at most 4)
+	skip   int
+}
+
+// before lingers before a batch (see linger), unless lingers have lately
+// been in vain: callers a batch answers that go on to other keys (a
+// skewed workload) do not come back, and a linger then only delays the
+// batch. After a vain linger, the next 1, 3, 7, then 15 batches start
+// without one.
+func (l *Lingering) before(mu sync.Locker, queued func() int, want *int, wake chan struct{}) {
+	if l.skip > 0 {
+		l.skip--
+		return
+	}
+	if linger(mu, queued, want, wake, l.Want, l.Took) {
+		l.misses = 0
+		return
+	}
+	l.misses = min(l.misses+1, 4)
+	l.skip = 1<<l.misses - 1
+}
+
+// linger waits, before a batch starts, until n members are queued (the
+// callers the last batch answered, coming back), or for a fraction of the
+// last batch's duration, whichever is first: otherwise the callers one
+// batch releases would always miss the next one, and batches would level
+// off at half the writers. Only a runner lingers, so an uncontended write
+// never waits. It reports false when it waited its whole bound and nobody
+// came.
+func linger(mu sync.Locker, queued func() int, want *int, wake chan struct{}, n int, took time.Duration) (fruitful bool) {
+	bound := min(took/4, MaxLinger)
+	if n == 0 || bound <= 0 {
+		return true
+	}
+	mu.Lock()
+	before := queued()
+	if before >= n {
+		mu.Unlock()
+		return true
+	}
+	*want = n
+	mu.Unlock()
+	t := time.NewTimer(bound)
+	select {
+	case <-wake:
+	case <-t.C:
+	}
+	t.Stop()
+	mu.Lock()
+	*want = 0
+	select {
+	case <-wake: // drain a wake-up that raced with the timer
+	default:
+	}
+	fruitful = queued() > before
+	mu.Unlock()
+	return fruitful
+}
+
+// Flight is how a batch follows the request holding its members' changes
+// (engine.Flight): Hold before each send, Release when it did not land.
+type Flight struct {
+	mu       sync.Locker
+	applied  func(yield func(*Caller) bool) // the members the request holds
+	InFlight bool                           // a request holding them is sent or being resolved
+}
+
+// NewFlight returns the Flight of a batch whose applied members applied
+// lists, guarded by mu.
+func NewFlight(mu sync.Locker, applied func(yield func(*Caller) bool)) Flight {
+	return Flight{mu: mu, applied: applied}
+}
+
+// Hold marks the request in flight, unless a member whose change it holds
+// has left: then the batch applies its members again without it.
+func (f *Flight) Hold() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.applied {
+		if c.Status == Left {
+			return false
+		}
+	}
+	f.InFlight = true
+	return true
+}
+
+// Release marks the request as not landed.
+func (f *Flight) Release() {
+	f.mu.Lock()
+	f.InFlight = false
+	f.mu.Unlock()
+}
+
+// Context returns a context for a batch: done when every member's context
+// is done (one caller giving up does not stop the others' write),
+// carrying the values of the first.
+func Context(ctxs []context.Context) (context.Context, context.CancelFunc) {
+	if len(ctxs) == 1 {
+		return ctxs[0], func() {}
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctxs[0]))
+	var mu sync.Mutex
+	live := len(ctxs)
+	stops := make([]func() bool, len(ctxs))
+	for i, c := range ctxs {
+		stops[i] = context.AfterFunc(c, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if live--; live == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
