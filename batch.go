@@ -68,7 +68,7 @@ func newBatchRun[T any](s *Store[T], key string, members []*member[T]) *batchRun
 func (b *batchRun[T]) commit(create bool, last []version) []version {
 	ctxs := make([]context.Context, len(b.members))
 	for i, r := range b.members {
-		ctxs[i] = r.ctx
+		ctxs[i] = r.Ctx
 	}
 	ctx, cancel := groupcommit.Context(ctxs)
 	defer cancel()
@@ -131,18 +131,9 @@ func (b *batchRun[T]) slot(r *member[T], t slot) (answer, bool) {
 		s.gmu.Unlock()
 		return answer{}, false
 	}
-	r.Status = groupcommit.InSlot
-	r.slots <- t // buffered and empty: sent under the lock, so leave sees it
+	r.Give(t)
 	s.gmu.Unlock()
-	b.timer.Reset(slotTimeout)
-	var a answer
-	timedOut := false
-	select {
-	case a = <-r.answer:
-	case <-b.timer.C:
-		timedOut = true
-	}
-	b.timer.Stop()
+	a, timedOut := r.Wait(b.timer, slotTimeout, func() (time.Duration, bool) { return 0, false })
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	switch {

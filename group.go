@@ -57,14 +57,13 @@ type group[T any] struct {
 }
 
 type member[T any] struct {
-	ctx                context.Context
-	mutate             func(*T) error
-	slots              chan slot   // runner → caller: apply your mutation to this state
-	answer             chan answer // caller → runner (one per slot)
-	groupcommit.Caller             // where it stands (guarded by Store.gmu), and its wake-up
-	batch              *batchRun[T]
-	res                result[T]
-	self               error // its mutate wrote the key itself (engine.SelfWriteError); the caller's goroutine's own
+	// Its slots (the state its mutation applies to) and answers, and where
+	// it stands (guarded by Store.gmu).
+	groupcommit.Member[slot, answer]
+	mutate func(*T) error
+	batch  *batchRun[T]
+	res    result[T]
+	self   error // its mutate wrote the key itself (engine.SelfWriteError); the caller's goroutine's own
 
 	// The member's last slot, kept by the runner.
 	value   T
@@ -144,10 +143,15 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 		defer o.done()
 		return s.updateUngrouped(ctx, key, create, mutate, o, st)
 	}
-	r := &member[T]{ctx: ctx, mutate: mutate, slots: make(chan slot, 1), answer: make(chan answer, 1), Caller: groupcommit.NewCaller()}
+	r := &member[T]{Member: groupcommit.NewMember[slot, answer](ctx), mutate: mutate}
 	g.Arrive(r) // behind a first caller's mutate, for at most slotTimeout
 	s.gmu.Unlock()
-	res := s.await(ctx, k, g, r)
+	var res result[T]
+	if r.Await(func(t slot) { s.takeSlot(r, t) }) {
+		res = s.leave(ctx, k, g, r)
+	} else {
+		res = r.res
+	}
 	if res.ungrouped && r.self != nil {
 		return Doc[T]{}, r.self // its mutate wrote the key: running it again would write again
 	}
@@ -158,20 +162,6 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	return res.doc, res.err
 }
 
-// await waits for r's slots and result, or for r's context to end.
-func (s *Store[T]) await(ctx context.Context, k groupKey, g *group[T], r *member[T]) result[T] {
-	for {
-		select {
-		case t := <-r.slots:
-			s.takeSlot(r, t)
-		case <-r.Done:
-			return r.res
-		case <-ctx.Done():
-			return s.leave(ctx, k, g, r)
-		}
-	}
-}
-
 // leave returns r's caller on its context's end: ctx.Err() when nothing
 // holding its mutation was sent, unknown when a write holding it is in
 // flight.
@@ -179,23 +169,17 @@ func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *member
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	gone := result[T]{err: ctx.Err()}
-	switch r.Status {
-	case groupcommit.Answered:
-		return r.res
-	case groupcommit.Queued:
-		g.Remove(r)
-	case groupcommit.InSlot:
-		select {
-		case <-r.slots: // not taken up: the runner waits for an answer
-			r.answer <- answer{left: true}
-		default: // answered already
-		}
-	case groupcommit.Applied:
-		if r.batch.InFlight {
-			gone.err = outcomeUnknown(telemetry.OpUpdate, k.key, ctx.Err())
-		}
+	var f *groupcommit.Flight
+	if r.batch != nil {
+		f = &r.batch.Flight
 	}
-	r.Status = groupcommit.Left
+	answered, inFlight := r.Leave(func() { g.Remove(r) }, answer{left: true}, f)
+	switch {
+	case answered:
+		return r.res
+	case inFlight:
+		gone.err = outcomeUnknown(telemetry.OpUpdate, k.key, ctx.Err())
+	}
 	return gone
 }
 
@@ -203,7 +187,7 @@ func (s *Store[T]) leave(ctx context.Context, k groupKey, g *group[T], r *member
 // the runner. A panic answers errPanicked and goes on up the caller's stack.
 func (s *Store[T]) takeSlot(r *member[T], t slot) {
 	a := answer{err: errPanicked}
-	defer func() { r.answer <- a }()
+	defer func() { r.Answer(a) }()
 	v, baseline, err := s.startFrom(version{Item: driver.Item{Key: r.batch.key, Data: t.data}, Exists: t.data != nil, Canonical: t.canonical})
 	if err == nil {
 		err = s.mutate(r.batch.key, r.mutate, v)

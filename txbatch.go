@@ -51,7 +51,7 @@ func newTxBatch(g *txGroup, members []*txMember) *txBatch {
 func (b *txBatch) commit() {
 	ctxs := make([]context.Context, len(b.members))
 	for i, r := range b.members {
-		ctxs[i] = r.ctx
+		ctxs[i] = r.Ctx
 	}
 	ctx, cancel := groupcommit.Context(ctxs)
 	defer cancel()
@@ -93,7 +93,7 @@ func (b *txBatch) slots(st *txnState) {
 	for {
 		b.applied, b.later = b.applied[:0], b.later[:0]
 		for _, r := range b.members {
-			f, ok := b.slot(r, st.fork(r.ctx, b.onRead(r)), st.attempt)
+			f, ok := b.slot(r, st.fork(r.Ctx, b.onRead(r)), st.attempt)
 			if !ok {
 				continue
 			}
@@ -175,9 +175,8 @@ func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) 
 		txmu.Unlock()
 		return nil, false
 	}
-	r.Status = groupcommit.InSlot
 	r.view = f
-	r.slots <- f // buffered and empty: sent under the lock, so leave sees it
+	r.Give(f)
 	began := time.Now()
 	r.reading, r.inReads = false, 0
 	txmu.Unlock()
@@ -213,23 +212,15 @@ func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) 
 // slot has lasted groupcommit.SlotTimeout beyond its reads while another caller waits
 // for it (timedOut).
 func (b *txBatch) await(r *txMember, began time.Time) (a txAnswer, timedOut bool) {
-	defer b.timer.Stop()
-	for bound := groupcommit.SlotTimeout; ; {
-		b.timer.Reset(bound)
-		select {
-		case a = <-r.answer:
-			return a, false
-		case <-b.timer.C:
-		}
+	return r.Wait(b.timer, groupcommit.SlotTimeout, func() (time.Duration, bool) {
 		txmu.Lock()
-		bound = groupcommit.SlotTimeout - r.outsideReads(began)
-		timedOut = bound <= 0 && b.waitedFor(r)
-		txmu.Unlock()
-		if timedOut {
-			return txAnswer{}, true
+		defer txmu.Unlock()
+		bound := groupcommit.SlotTimeout - r.outsideReads(began)
+		if bound <= 0 && b.waitedFor(r) {
+			return 0, false
 		}
-		bound = max(bound, groupcommit.SlotTimeout/4) // nobody waits yet: look again
-	}
+		return max(bound, groupcommit.SlotTimeout/4), true // nobody waits yet: look again
+	})
 }
 
 // readAllowance is how much of a slot's time in reads its bound leaves

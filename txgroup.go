@@ -1,7 +1,6 @@
 package etagstore
 
 import (
-	"context"
 	"errors"
 	"reflect"
 	"slices"
@@ -75,13 +74,12 @@ type txGroup struct {
 
 // txMember is one transaction in a batch.
 type txMember struct {
-	call               *txCall
-	ctx                context.Context
-	slots              chan *txnState // runner → caller: run fn on this fork
-	answer             chan txAnswer  // caller → runner (one per slot)
-	groupcommit.Caller                // where it stands (guarded by txmu), and its wake-up
-	batch              *txBatch
-	res                txResult
+	call *txCall
+	// Its slots (run fn on this fork) and answers, and where it stands
+	// (guarded by txmu).
+	groupcommit.Member[*txnState, txAnswer]
+	batch *txBatch
+	res   txResult
 	// Its slot's time in reads, which the slot's bound does not count
 	// (guarded by txmu).
 	reading   bool
@@ -142,7 +140,7 @@ func arrive(key any, c *txCall) (*txGroup, *txMember) {
 		txGroups[key] = g
 		return g, nil
 	}
-	r := &txMember{call: c, ctx: c.ctx, slots: make(chan *txnState, 1), answer: make(chan txAnswer, 1), Caller: groupcommit.NewCaller()}
+	r := &txMember{call: c, Member: groupcommit.NewMember[*txnState, txAnswer](c.ctx)}
 	g.Arrive(r)
 	return g, r
 }
@@ -218,13 +216,13 @@ func (g *txGroup) run() {
 // context's end.
 func (r *txMember) awaitFirst(f *firstRun) {
 	select {
-	case st := <-r.slots:
+	case st := <-r.Slots():
 		f.mode, f.m = inBatch, r
 		st.first = nil
 		f.t.st = st
 		return
 	case <-r.Done:
-	case <-r.ctx.Done():
+	case <-r.Ctx.Done():
 		r.leave()
 	}
 	res := r.res
@@ -234,7 +232,7 @@ func (r *txMember) awaitFirst(f *firstRun) {
 	}
 	f.mode, f.err = gone, res.err
 	if f.err == nil {
-		f.err = r.ctx.Err()
+		f.err = r.Ctx.Err()
 	}
 	f.t.st.err = f.err
 }
@@ -276,16 +274,10 @@ func (r *txMember) await() (*Txn, error) {
 
 // awaitResult waits for r's slots (running them) and its result.
 func (r *txMember) awaitResult() txResult {
-	for {
-		select {
-		case st := <-r.slots:
-			r.takeSlot(st)
-		case <-r.Done:
-			return r.res
-		case <-r.ctx.Done():
-			return r.leave()
-		}
+	if r.Await(r.takeSlot) {
+		return r.leave()
 	}
+	return r.res
 }
 
 // leave returns r's caller on its context's end: ctx.Err() when no
@@ -293,26 +285,22 @@ func (r *txMember) awaitResult() txResult {
 func (r *txMember) leave() txResult {
 	txmu.Lock()
 	defer txmu.Unlock()
-	gone := txResult{err: r.ctx.Err()}
-	switch r.Status {
-	case groupcommit.Answered:
-		return r.res
-	case groupcommit.Queued:
+	gone := txResult{err: r.Ctx.Err()}
+	var f *groupcommit.Flight
+	if r.batch != nil {
+		f = &r.batch.Flight
+	}
+	answered, inFlight := r.Leave(func() {
 		if g := r.group(); g != nil {
 			g.Remove(r)
 		}
-	case groupcommit.InSlot:
-		select {
-		case <-r.slots: // not taken up: the runner waits for an answer
-			r.answer <- txAnswer{left: true}
-		default: // answered already
-		}
-	case groupcommit.Applied:
-		if key, wrote := r.view.firstWritten(); wrote && r.batch.InFlight {
-			gone.err = outcomeUnknown(telemetry.OpTransact, key, r.ctx.Err())
-		}
+	}, txAnswer{left: true}, f)
+	if answered {
+		return r.res
 	}
-	r.Status = groupcommit.Left
+	if key, wrote := r.view.firstWritten(); wrote && inFlight {
+		gone.err = outcomeUnknown(telemetry.OpTransact, key, r.Ctx.Err())
+	}
 	r.res = gone
 	return gone
 }
@@ -333,7 +321,7 @@ func (r *txMember) takeSlot(st *txnState) {
 	answered := false
 	defer func() {
 		if !answered { // fn ended its goroutine (runtime.Goexit): its caller is gone
-			r.answer <- txAnswer{left: true}
+			r.Answer(txAnswer{left: true})
 		}
 	}()
 	fr := runFn(r.call.fn, &Txn{st: st}, r.call.lead)
@@ -348,7 +336,7 @@ func (r *txMember) takeSlot(st *txnState) {
 // member runs on its own, or in the next batch.
 func (r *txMember) answerSlot(st *txnState, fr fnRun) {
 	if fr.self != nil && !fr.panicked {
-		r.answer <- txAnswer{err: fr.self}
+		r.Answer(txAnswer{err: fr.self})
 		return
 	}
 	err := fr.err
@@ -381,7 +369,7 @@ func (r *txMember) answerSlot(st *txnState, fr fnRun) {
 			a.err = err
 		}
 	}
-	r.answer <- a
+	r.Answer(a)
 	if fr.panicked && !a.ungrouped {
 		panic(fr.p)
 	}

@@ -318,3 +318,91 @@ func Context(ctxs []context.Context) (context.Context, context.CancelFunc) {
 		cancel()
 	}
 }
+
+// Member is a caller's place in a group: its Caller, its context, and the
+// slots a runner gives it (S: what a slot carries to the member's
+// goroutine) and its answers to them (A). A slot's channel and its
+// answer's are buffered for one: a slot is given under the group's lock,
+// so that Leave sees it.
+type Member[S, A any] struct {
+	Caller
+	Ctx    context.Context
+	slots  chan S
+	answer chan A
+}
+
+// NewMember returns a queued Member for a caller under ctx.
+func NewMember[S, A any](ctx context.Context) Member[S, A] {
+	return Member[S, A]{Caller: NewCaller(), Ctx: ctx, slots: make(chan S, 1), answer: make(chan A, 1)}
+}
+
+// Slots is where the member's slots arrive.
+func (m *Member[S, A]) Slots() <-chan S { return m.slots }
+
+// Await runs take, on the caller's goroutine, for every slot the runner
+// gives the member, until its result is set (false) or its context ends
+// (true: the caller leaves).
+func (m *Member[S, A]) Await(take func(S)) (ctxDone bool) {
+	for {
+		select {
+		case s := <-m.slots:
+			take(s)
+		case <-m.Done:
+			return false
+		case <-m.Ctx.Done():
+			return true
+		}
+	}
+}
+
+// Leave marks the member left on its context's end (the group's lock
+// held): a queued member is taken out (remove), a slot not taken up yet
+// is answered left (the runner waits for it). It reports whether the
+// member's result was set first (answered), and whether a request holding
+// its change is in flight (f: its batch's; nil: none).
+func (m *Member[S, A]) Leave(remove func(), left A, f *Flight) (answered, inFlight bool) {
+	switch m.Status {
+	case Answered:
+		return true, false
+	case Queued:
+		remove()
+	case InSlot:
+		select {
+		case <-m.slots:
+			m.answer <- left
+		default: // answered already
+		}
+	case Applied:
+		inFlight = f != nil && f.InFlight
+	}
+	m.Status = Left
+	return false, inFlight
+}
+
+// Give hands the member its slot s (the group's lock held).
+func (m *Member[S, A]) Give(s S) {
+	m.Status = InSlot
+	m.slots <- s
+}
+
+// Answer answers the member's slot, from its caller's goroutine.
+func (m *Member[S, A]) Answer(a A) { m.answer <- a }
+
+// Wait waits for the answer to the member's slot, with t (stopped on
+// return): first for bound, then, each time it ends, for as long as
+// again says (false: give up, timedOut).
+func (m *Member[S, A]) Wait(t *time.Timer, bound time.Duration, again func() (time.Duration, bool)) (a A, timedOut bool) {
+	defer t.Stop()
+	for {
+		t.Reset(bound)
+		select {
+		case a = <-m.answer:
+			return a, false
+		case <-t.C:
+		}
+		var ok bool
+		if bound, ok = again(); !ok {
+			return a, true
+		}
+	}
+}
