@@ -32,7 +32,7 @@ import (
 // for the cell's duration. A create is one atomic set of three types: the
 // Card, the Board's Count incremented by one, and a TitleClaim keyed by
 // the SHA-256 of the lower-cased title (titles hold / # ?), which makes
-// titles unique on the board. About kanbanTaken of the creates draw a
+// titles unique on the board. 30% of the creates draw a
 // title already drawn (recently, in other letter case: it collides with a
 // card made or a create in flight); a colliding create fails as "title
 // taken" with nothing written. Variants, each on a partition of its own:
@@ -67,9 +67,6 @@ import (
 
 // kanbanWriters (-kanbanwriters) is how many goroutines create cards.
 var kanbanWriters = flag.Int("kanbanwriters", 32, "goroutines of the kanban scenario")
-
-// kanbanTaken is the share of creates that draw a title drawn before.
-const kanbanTaken = 0.3
 
 // kanbanRecent is how many of the latest fresh titles a colliding create
 // draws from.
@@ -117,27 +114,32 @@ func create[T any](tx *etagstore.Tx[T], key string, v T) error {
 	return tx.Create(key, v)
 }
 
-// titles draws the titles of a cell: fresh ones, and (kanbanTaken of the
-// time) one of the latest kanbanRecent fresh ones in upper case, which
-// normalises to the same claim.
+// titles draws the titles of a cell: fresh ones, and 30% of the time
+// (the 2nd, 5th and 8th draw of every 10, so that even a cell of a few
+// creates, a short test's under load, has one) one of the latest
+// kanbanRecent fresh ones in upper case, which normalises to the same
+// claim. Each such draw makes one create fail as title taken: its own, or
+// that of the fresh title's create when it came second.
 type titles struct {
 	mu     sync.Mutex
-	n      int
+	draws  int
+	fresh  int
 	recent []string
 }
 
 func (p *titles) draw() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.recent) > 0 && rand.Float64() < kanbanTaken {
+	p.draws++
+	if d := p.draws % 10; d == 2 || d == 5 || d == 8 {
 		return strings.ToUpper(p.recent[rand.IntN(len(p.recent))])
 	}
-	p.n++
-	t := fmt.Sprintf("Card #%d: fix /login?next=%%2F", p.n)
+	p.fresh++
+	t := fmt.Sprintf("Card #%d: fix /login?next=%%2F", p.fresh)
 	if len(p.recent) < kanbanRecent {
 		p.recent = append(p.recent, t)
 	} else {
-		p.recent[p.n%kanbanRecent] = t
+		p.recent[p.fresh%kanbanRecent] = t
 	}
 	return t
 }

@@ -29,8 +29,8 @@
 //
 // Kanban (memory and table; kanban.go): -kanbanwriters goroutines (32)
 // create cards on one board (one partition); a create writes the card,
-// the board's count and a claim on the card's normalised title, and about
-// 30% collide on a title and fail as "title taken" with nothing written.
+// the board's count and a claim on the card's normalised title; 30%
+// collide on a title and fail as "title taken" with nothing written.
 // transact is etagstore.Transact over three Stores, envelope
 // Store.Transact of one Store over a type holding all three, naive (tables
 // only) GetEntity of the claim and the board and one SubmitTransaction,
