@@ -3,7 +3,6 @@ package etagstore
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
@@ -110,57 +109,6 @@ func (b *txBatch) slots(st *txnState) {
 		st.views, st.order, st.owner = nil, nil, map[string]*core{}
 	}
 	b.keys = st.keys()
-}
-
-// refuseTaken looks up, in one request where the backend can, the keys
-// the adopted members create unread, and answers each member whose key
-// exists (ErrExists, once its reads are found current). It reports
-// whether it answered one: the slots run again without it.
-func (b *txBatch) refuseTaken(st *txnState) bool {
-	read := st.lead.abilities.ReadMany
-	if read == nil {
-		return false
-	}
-	var keys []string
-	for _, tc := range st.order {
-		if _, unread := tc.view.unreadCreate(tc.key); unread && !b.knows(tc.key) {
-			keys = append(keys, tc.key)
-		}
-	}
-	if len(keys) > 0 {
-		items, err := read(st.ctx, keys)
-		if err != nil {
-			return false // the commit will tell
-		}
-		if b.exists == nil {
-			b.exists = map[string]bool{}
-		}
-		for i, it := range items {
-			b.exists[keys[i]] = it.ETag != ""
-		}
-	}
-	refused := false
-	txmu.Lock()
-	defer txmu.Unlock()
-	for _, r := range b.applied {
-		if r.Status != groupcommit.Applied {
-			continue
-		}
-		for _, key := range r.view.own.keys {
-			if _, unread := r.view.views[r.view.owner[key]].unreadCreate(key); unread && r.view.own.written[key] && !r.view.own.inherited[key] && b.exists[key] {
-				b.hand(r, txResult{exists: key, tries: st.attempt})
-				refused = true
-				break
-			}
-		}
-	}
-	return refused
-}
-
-// knows reports whether the batch looked key up already.
-func (b *txBatch) knows(key string) bool {
-	_, ok := b.exists[key]
-	return ok
 }
 
 // slot gives r a slot on f in the batch's attempt and waits for its
@@ -301,44 +249,6 @@ func (b *txBatch) leaveFor(r *txMember, err error, first bool) {
 		r.Status = groupcommit.Taken
 		b.later = append(b.later, r)
 	}
-}
-
-// readAhead reads, in parallel, the keys the batch's last attempt
-// touched: the next attempt's fns find them read. A read that fails is
-// left to the fn that reads the key.
-func (b *txBatch) readAhead(ctx context.Context, lead *core) map[string]version {
-	if len(b.keys) == 0 {
-		return nil
-	}
-	owners := map[string]*core{}
-	if b.applied != nil {
-		for _, r := range b.applied {
-			for k, c := range r.view.owner {
-				owners[k] = c
-			}
-		}
-	}
-	vs := make([]version, len(b.keys))
-	ok := make([]bool, len(b.keys))
-	var wg sync.WaitGroup
-	for i, key := range b.keys {
-		c := owners[key]
-		if c == nil {
-			c = lead
-		}
-		wg.Go(func() {
-			v, err := (hooks{c}).Read(ctx, key)
-			vs[i], ok[i] = v, err == nil
-		})
-	}
-	wg.Wait()
-	ahead := make(map[string]version, len(b.keys))
-	for i, key := range b.keys {
-		if ok[i] {
-			ahead[key] = vs[i]
-		}
-	}
-	return ahead
 }
 
 // finish hands every member still waiting its result, and queues the
