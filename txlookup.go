@@ -99,4 +99,3 @@ func (b *txBatch) readAhead(ctx context.Context, lead *core) map[string]version 
 	}
 	return ahead
 }
-
