@@ -323,7 +323,7 @@ func (d *Delivery) run(ctx context.Context) (Result, error) {
 	case err == nil:
 		return d.res, nil
 	case d.unsettled != nil && !errors.Is(err, driver.ErrOutcomeUnknown):
-		return d.res, d.unknown(errors.Join(d.unsettled, err))
+		return d.res, d.unknown(joinLine(d.unsettled, err))
 	case d.then.raced && !errors.Is(err, driver.ErrConflict) && (errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound)):
 		// Out of time after a lost race whose last refusal was a create
 		// beaten to it, or a document deleted under it: the write lost

@@ -79,3 +79,27 @@ func ambiguous(err error) bool {
 	}
 	return driver.SentinelOf(err) == nil // transport failure, timeout, cancellation, 5xx
 }
+
+// joinLine is errors.Join(a, b) on one line: a lost answer's cause and
+// what ended the write after it, both matched by errors.Is, said once
+// each ("; " between them, and once when they read alike).
+func joinLine(a, b error) error {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return joined{a, b}
+}
+
+type joined [2]error
+
+func (j joined) Error() string {
+	if j[0].Error() == j[1].Error() {
+		return j[0].Error()
+	}
+	return j[0].Error() + "; " + j[1].Error()
+}
+
+func (j joined) Unwrap() []error { return j[:] }

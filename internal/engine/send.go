@@ -202,7 +202,7 @@ func (d *Delivery) readAfterLoss(ctx context.Context, req Request) ([]Version, o
 	for i, w := range req {
 		v, err := d.env.Hooks.Read(ctx, w.Key)
 		if err != nil {
-			return nil, outcome.Unknown, d.unknown(errors.Join(d.unsettled, err))
+			return nil, outcome.Unknown, d.unknown(joinLine(d.unsettled, err))
 		}
 		base[i] = v
 	}
