@@ -21,11 +21,12 @@ func TestJoinLineOneLine(t *testing.T) {
 		{context.DeadlineExceeded, context.DeadlineExceeded, "context deadline exceeded"},
 		{lost, context.DeadlineExceeded, "connection reset; context deadline exceeded"},
 	} {
-		err := (&Delivery{op: "Update", keys: []string{"k"}}).unknown(joinLine(tc.a, tc.b))
+		cause := joinLine(tc.a, tc.b)
+		err := (&Delivery{op: "Update", keys: []string{"k"}}).unknown(cause)
 		if s := err.Error(); strings.Contains(s, "\n") || !strings.HasSuffix(s, tc.want) {
 			t.Errorf("%q: want one line ending %q", s, tc.want)
 		}
-		if !errors.Is(err, tc.a) || !errors.Is(err, tc.b) || !errors.Is(err, driver.ErrOutcomeUnknown) {
+		if !errors.Is(cause, tc.a) || !errors.Is(cause, tc.b) || !errors.Is(err, driver.ErrOutcomeUnknown) {
 			t.Errorf("%v does not match its parts", err)
 		}
 	}
