@@ -89,6 +89,7 @@ func (b *txBatch) slots(st *txnState) {
 	if !st.copies {
 		st.ahead = b.readAhead(st.ctx, st.lead)
 	}
+	each := false // CheckCommit each member's keys: the batch's did not fit at once
 	for {
 		b.applied, b.later = b.applied[:0], b.later[:0]
 		for _, r := range b.members {
@@ -96,19 +97,24 @@ func (b *txBatch) slots(st *txnState) {
 			if !ok {
 				continue
 			}
-			if err := b.fits(st, f); err != nil {
-				b.leaveFor(r, err, len(b.applied) == 0)
-				continue
+			if each {
+				if err := b.fits(f); err != nil {
+					b.leaveFor(r, err, len(b.applied) == 0)
+					continue
+				}
 			}
 			st.adopt(f)
 			b.applied = append(b.applied, r)
 		}
-		if !b.refuseTaken(st) {
-			break
+		switch {
+		case !each && b.fits(st) != nil:
+			each = true // again, a member at a time: which ones do not fit
+		case !b.refuseTaken(st):
+			b.keys = st.keys()
+			return
 		}
 		st.views, st.order, st.owner = nil, nil, map[string]*core{}
 	}
-	b.keys = st.keys()
 }
 
 // slot gives r a slot on f in the batch's attempt and waits for its
@@ -221,15 +227,16 @@ func (b *txBatch) onRead(r *txMember) func(bool) {
 	}
 }
 
-// fits checks, sending nothing, that f's keys (the batch's so far and
-// the member's) can be committed in one request.
-func (b *txBatch) fits(st, f *txnState) error {
+// fits checks, sending nothing, that st's keys (the batch's, or the
+// batch's so far and a member's) can be committed in one request: once per
+// request in a batch that fits, a member at a time in one that does not.
+func (b *txBatch) fits(st *txnState) error {
 	chk := st.lead.abilities.CheckCommit
-	if chk == nil || len(f.order) == len(st.order) {
+	if chk == nil || len(st.order) == 0 {
 		return nil
 	}
-	actions := make([]driver.Action, len(f.order))
-	for i, tc := range f.order {
+	actions := make([]driver.Action, len(st.order))
+	for i, tc := range st.order {
 		actions[i] = driver.Action{Key: tc.key}
 	}
 	return chk(actions)

@@ -153,3 +153,72 @@ func TestTxBatchManyKeys(t *testing.T) {
 		}
 	})
 }
+
+// checkCounted is partitioned memstore whose CheckCommit calls are
+// counted.
+type checkCounted struct {
+	partitioned
+	checks *int64
+	mu     *sync.Mutex
+}
+
+func (c checkCounted) Abilities() driver.Abilities {
+	a := c.partitioned.Abilities()
+	chk := a.CheckCommit
+	a.CheckCommit = func(actions []driver.Action) error {
+		c.mu.Lock()
+		*c.checks++
+		c.mu.Unlock()
+		return chk(actions)
+	}
+	return a
+}
+
+// A batch whose keys fit is checked once (CheckCommit), not once per
+// member; one that does not fit is checked a member at a time, and each
+// member still commits.
+func TestTxBatchChecksOncePerRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		keys   []string
+		checks int64
+	}{
+		{"fits", []string{"p1/a", "p1/b", "p1/c", "p1/d"}, 2},       // the holder's request, and the batch's
+		{"partitions", []string{"p1/a", "p2/b", "p1/c", "p2/d"}, 7}, // the holder's; the batch whole, then a member at a time (4); the next batch, of p2's, whole
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var checks int64
+				c := checkCounted{partitioned{newHeldCommits()}, &checks, &sync.Mutex{}}
+				s := etagstore.New[counter](c, nil)
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					if _, err := s.Transact(t.Context(), func(tx *etagstore.Tx[counter]) error { return tx.Upsert("hold", counter{1}) }); err != nil {
+						t.Errorf("hold: %v", err)
+					}
+				})
+				synctest.Wait()
+				for _, k := range tc.keys {
+					wg.Go(func() {
+						if _, err := s.Transact(t.Context(), func(tx *etagstore.Tx[counter]) error {
+							return errors.Join(tx.Upsert(k, counter{1}), tx.Upsert(k+"2", counter{1}))
+						}); err != nil {
+							t.Errorf("%s: %v", k, err)
+						}
+					})
+					synctest.Wait()
+				}
+				close(c.hold)
+				wg.Wait()
+				if checks != tc.checks {
+					t.Errorf("CheckCommit called %d times, want %d", checks, tc.checks)
+				}
+				for _, k := range tc.keys {
+					if d, err := s.Get(t.Context(), k); err != nil || d.Value.N != 1 {
+						t.Errorf("%s: %+v, %v", k, d.Value, err)
+					}
+				}
+			})
+		})
+	}
+}
