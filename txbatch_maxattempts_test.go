@@ -140,3 +140,76 @@ func TestTxBatchDeferredTwiceRespectsMaxAttempts(t *testing.T) {
 		}
 	})
 }
+
+// FAILS: a batch member (MaxAttempts 1) whose created key exists, found by the batch's lookup, and whose read before the Create changed runs fn again on its own (txMember.await: exists + stale → ungrouped with ran = tries, no error, so the MaxAttempts guard is skipped and alone runs attempt 2).
+func TestTxBatchCreateRefusedOnStaleReadRespectsMaxAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHeldCommits()
+		s := etagstore.New[counter](h, &etagstore.Options{Retry: &etagstore.RetryPolicy{MaxAttempts: 1}})
+		other := etagstore.New[counter](h, &etagstore.Options{DisableGroupCommit: true})
+		ctx := t.Context()
+		if _, err := s.Create(ctx, "k", counter{1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Create(ctx, "x", counter{1}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		holding(t, s, &wg)
+		runs := 0
+		var err error
+		wg.Go(func() {
+			_, err = s.Transact(ctx, func(tx *etagstore.Tx[counter]) error {
+				runs++
+				if _, err := tx.Get("x"); err != nil {
+					return err
+				}
+				if runs == 1 { // x moves on after fn read it
+					if _, err := other.Upsert(ctx, "x", counter{2}); err != nil {
+						return err
+					}
+				}
+				return tx.Create("k", counter{2})
+			})
+		})
+		synctest.Wait()
+		close(h.hold)
+		wg.Wait()
+		if runs > 1 {
+			t.Errorf("fn (MaxAttempts 1) ran %d times; Transact = %v", runs, err)
+		}
+		if err == nil {
+			t.Errorf("Transact succeeded over an existing k")
+		}
+	})
+}
+
+// The same on its own (group commit off): the commit reports the stale
+// read first, and fn runs once.
+func TestTxCreateRefusedOnStaleReadAloneRespectsMaxAttempts(t *testing.T) {
+	s := etagstore.New[counter](newHeldCommitsOpen(), &etagstore.Options{DisableGroupCommit: true, Retry: &etagstore.RetryPolicy{MaxAttempts: 1}})
+	other := etagstore.New[counter](s.Backend(), &etagstore.Options{DisableGroupCommit: true})
+	ctx := t.Context()
+	if _, err := s.Create(ctx, "k", counter{1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, "x", counter{1}); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	_, err := s.Transact(ctx, func(tx *etagstore.Tx[counter]) error {
+		runs++
+		if _, err := tx.Get("x"); err != nil {
+			return err
+		}
+		if runs == 1 {
+			if _, err := other.Upsert(ctx, "x", counter{2}); err != nil {
+				return err
+			}
+		}
+		return tx.Create("k", counter{2})
+	})
+	if runs > 1 || err == nil {
+		t.Errorf("fn (MaxAttempts 1) ran %d times; Transact = %v", runs, err)
+	}
+}
