@@ -135,7 +135,11 @@ func (s *Store[T]) Transact(ctx context.Context, fn func(tx *Tx[T]) error) ([]Do
 // its first use in fn with ErrInvalidInput, and a backend that cannot
 // commit atomically (blobs) with errors.ErrUnsupported; either way
 // Transact fails with that error and nothing is written. One key is
-// written through one Store.
+// written through one Store. One exception to Store.Transact's rules: fn's
+// first run knows no Store until its first use of one, so a write fn makes
+// outside tx, through a Store, of a key the transaction touches lands in
+// that run too, and fails the transaction (ErrInvalidInput) in the next,
+// inside its lead's Reentry: it lands twice, not once.
 func Transact(ctx context.Context, fn func(tx *Txn) error) error {
 	c := &txCall{ctx: ctx, fn: fn}
 	defer func() {
@@ -196,6 +200,11 @@ func (c *txCall) transact() (*Txn, error) {
 	first := &firstRun{c: c, t: t}
 	t.st.first = first.use
 	defer func() { first.g.firstDone() }() // also when fn ends its goroutine (runtime.Goexit) before its commit
+	defer func() {
+		if first.mode == inBatch && !first.answered { // fn ended its goroutine in its slot: the runner waits for an answer
+			first.m.Answer(txAnswer{left: true})
+		}
+	}()
 	r := runFn(c.fn, t, c.store)
 	t.st.first = nil
 	switch {
@@ -208,6 +217,7 @@ func (c *txCall) transact() (*Txn, error) {
 		}
 		return t, r.err
 	case first.mode == inBatch: // the batch ends its fork
+		first.answered = true
 		return first.m.finish(r)
 	case first.mode == gone:
 		t.st.done = true
@@ -230,6 +240,9 @@ type firstRun struct {
 	g    *txGroup  // ungrouped as the group's first caller: its group
 	m    *txMember // in a batch
 	err  error     // gone: why
+	// answered: the run, in its slot, has answered the runner (or is
+	// about to); otherwise a goroutine's end answers for it.
+	answered bool
 }
 
 // use is the first use of a Store, c: the span begins (package-level
@@ -278,6 +291,7 @@ func (c *txCall) ungrouped(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, er
 		}
 	}
 	fence, fenced := FenceFrom(c.ctx)
+	began := lead.clock.Now()
 	var relead *core // a Store that cannot commit with lead, used first by a later run
 	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
 		var r fnRun
@@ -316,7 +330,15 @@ func (c *txCall) ungrouped(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, er
 			engine.Options{Fence: fence, Fenced: fenced, Made: made}).Run(c.ctx)
 		st := t.st
 		st.noteOthers(res, err)
-		if errors.Is(err, errRelead) { // a run led by a Store of another scope: delivered by it
+		if errors.Is(err, errRelead) { // a run led by a Store of another scope: delivered by it, within the policy
+			if max := lead.retry.MaxAttempts; max > 0 && res.Attempts >= max || c.ctx.Err() != nil || lead.retry.MaxElapsedTime > 0 && lead.clock.Now().Sub(began) > lead.retry.MaxElapsedTime {
+				err = errorf(ErrConflict, "Transact: out of attempts, the runs of fn led by Stores that cannot commit together")
+				if cerr := c.ctx.Err(); cerr != nil {
+					err = cerr
+				}
+				c.span.Stats.Attempts = res.Attempts
+				return t, err
+			}
 			lead, env, c.lead, relead = relead, relead.env, relead, nil
 			made = res.Attempts
 			continue

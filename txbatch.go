@@ -129,6 +129,14 @@ func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) 
 		txmu.Unlock()
 		return nil, false
 	}
+	if attempt != r.lastAttempt { // a new attempt: a run of its fn that counts
+		if max := r.call.lead.retry.MaxAttempts; max > 0 && r.runs >= max {
+			b.hand(r, txResult{err: outOfRuns(r), ran: r.runs})
+			txmu.Unlock()
+			return nil, false
+		}
+		r.runs, r.lastAttempt = r.runs+1, attempt
+	}
 	r.view = f
 	r.Give(f)
 	began := time.Now()
@@ -148,11 +156,11 @@ func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) 
 		b.hand(r, txResult{ungrouped: true})
 		return nil, false
 	case a.later:
-		r.Status, r.deferred = groupcommit.Taken, true
+		r.Status, r.lastAttempt = groupcommit.Taken, 0 // its next batch's attempts count anew
 		b.later = append(b.later, r)
 		return nil, false
 	case a.ungrouped:
-		b.hand(r, txResult{ungrouped: true, ran: attempt, err: a.err})
+		b.hand(r, txResult{ungrouped: true, ran: r.runs, err: a.err})
 		return nil, false
 	case a.err != nil || a.done:
 		b.hand(r, txResult{err: a.err, tries: attempt})
@@ -275,9 +283,9 @@ func (b *txBatch) finish(st *txnState, res engine.Result, err error) {
 			b.settle(st, res, i)
 			b.hand(r, txResult{batch: len(res.Out), tries: res.Attempts})
 		case existing != "" && r.view.own.written[existing] && !r.view.own.inherited[existing]:
-			b.hand(r, txResult{exists: existing, tries: res.Attempts})
+			b.hand(r, txResult{exists: existing, tries: res.Attempts, ran: r.runs})
 		case existing != "":
-			r.Status = groupcommit.Taken
+			r.Status, r.lastAttempt = groupcommit.Taken, 0
 			b.later = append(b.later, r) // another's created key exists: the next batch, without it
 		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
 			b.hand(r, txResult{ungrouped: true}) // one member's writes may be at fault
@@ -364,6 +372,18 @@ func named(f *txnState, err error) error {
 	mine := *unknown
 	mine.Key = f.own.keys[0]
 	return &mine
+}
+
+// outOfRuns is the failure of r, whose lead's MaxAttempts its runs in
+// batches that lost their races have used up (txmu held).
+func outOfRuns(r *txMember) error {
+	key := ""
+	if r.view != nil {
+		if keys := r.view.ownKeys(); len(keys) > 0 {
+			key = keys[0]
+		}
+	}
+	return errorf(ErrConflict, "%s %q lost every race (%d runs)", telemetry.OpTransact, key, r.runs)
 }
 
 // hand sets r's result and wakes its caller. txmu is held.

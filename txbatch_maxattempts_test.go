@@ -40,7 +40,6 @@ func (r *raceOnX) Abilities() driver.Abilities {
 	return a
 }
 
-// FAILS: a member whose lead Store has MaxAttempts 1 runs fn twice in a batch led by a Store with the default policy (the batch's second attempt gives every member a slot again: txBatch.slots, bounded by the first member's lead only).
 func TestTxBatchMemberPolicyBoundsItsRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()
@@ -85,7 +84,6 @@ func TestTxBatchMemberPolicyBoundsItsRuns(t *testing.T) {
 
 var errAfterRead = errors.New("refused after reading k")
 
-// FAILS: a member whose fn fails on an earlier member's pending write is deferred to the next batch each time it happens, every batch counting it as attempt 1 (answerSlot compares the batch's attempt, and txMember.deferred is never read): with MaxAttempts 2 its fn runs 3 times.
 func TestTxBatchDeferredTwiceRespectsMaxAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()
@@ -141,7 +139,6 @@ func TestTxBatchDeferredTwiceRespectsMaxAttempts(t *testing.T) {
 	})
 }
 
-// FAILS: a batch member (MaxAttempts 1) whose created key exists, found by the batch's lookup, and whose read before the Create changed runs fn again on its own (txMember.await: exists + stale → ungrouped with ran = tries, no error, so the MaxAttempts guard is skipped and alone runs attempt 2).
 func TestTxBatchCreateRefusedOnStaleReadRespectsMaxAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()

@@ -26,7 +26,6 @@ func stacksHold(fn string) bool {
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
 }
 
-// FAILS: a first run of fn that got its slot at its first use (txMember.awaitFirst) and then ends its goroutine (runtime.Goexit) never answers the slot: the runner waits for it until another caller of the group arrives.
 func TestTxGoexitAfterQueuedFirstUse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()
@@ -58,7 +57,6 @@ func TestTxGoexitAfterQueuedFirstUse(t *testing.T) {
 	})
 }
 
-// FAILS: a Tx kept from a first run whose slot timed out (slow fn while another waits) still accepts writes after Transact returned: the fork is never ended (txBatch.slot sets done only when answered in time).
 func TestTxKeptTxOfTimedOutSlotRefusesWrites(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()
@@ -282,7 +280,6 @@ func TestTxReleadByAnotherBackend(t *testing.T) {
 
 var errRunaway = errors.New("fn ran 100 times")
 
-// FAILS: a package-level Transact whose runs alternate their first Store between two backends re-leads forever: each re-lead (transact.go txCall.alone, errRelead) starts a delivery that runs fn even when Made reached MaxAttempts, and restarts the policy's elapsed time.
 func TestTxReleadPingPongBounded(t *testing.T) {
 	// MaxAttempts holds across the leads.
 	a2 := etagstore.New[counter](memstore.New(nil), &etagstore.Options{Retry: &etagstore.RetryPolicy{MaxAttempts: 3}})

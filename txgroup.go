@@ -86,8 +86,11 @@ type txMember struct {
 	readSince time.Time
 	inReads   time.Duration
 
-	view     *txnState // the fork its last slot ran on (guarded by txmu)
-	deferred bool      // it waited for a later batch once already
+	view *txnState // the fork its last slot ran on (guarded by txmu)
+	// runs is how many batch attempts ran its fn (guarded by txmu): they
+	// count toward its lead's MaxAttempts. lastAttempt is the last of
+	// them, in its batch (0: none yet).
+	runs, lastAttempt int
 }
 
 // txAnswer is a member's answer to a slot.
@@ -104,7 +107,7 @@ type txResult struct {
 	err       error
 	ungrouped bool   // run the transaction on its own instead (left out of the batch)
 	exists    string // a key it created unread exists: ErrExists, once its reads are found current
-	ran       int    // with ungrouped: the attempts its runs in the batch count for (err: the failure if that is all)
+	ran       int    // with ungrouped: the attempts its runs in batches count for (err: the failure if that is all)
 	batch     int    // the documents committed
 	tries     int    // the batch's attempts
 }
@@ -253,7 +256,7 @@ func (r *txMember) await() (*Txn, error) {
 		stale := r.view.revalidate(c.lead.env, r.view.readBefore(res.exists))
 		switch {
 		case errors.Is(stale, engine.ErrStale):
-			res = txResult{ungrouped: true, ran: res.tries}
+			res = txResult{ungrouped: true, ran: res.ran, err: staleOf(r.view)} // again, on its own, if an attempt is left
 		case stale != nil:
 			return nil, stale
 		default:
@@ -335,6 +338,7 @@ func (r *txMember) takeSlot(st *txnState) {
 // decides); the panic then goes on up the caller's stack. Otherwise the
 // member runs on its own, or in the next batch.
 func (r *txMember) answerSlot(st *txnState, fr fnRun) {
+	st.done = true // fn has returned: a Tx it kept refuses writes
 	if fr.self != nil && !fr.panicked {
 		r.Answer(txAnswer{err: fr.self})
 		return
@@ -348,7 +352,11 @@ func (r *txMember) answerSlot(st *txnState, fr fnRun) {
 	case err == nil && !fr.panicked && len(st.own.written) > 0:
 	case errors.Is(err, ErrConflict):
 		a = txAnswer{ungrouped: true, err: err} // a conflict fn saw: again, on its own
-	case st.own.other && !fr.panicked && (r.call.lead.retry.MaxAttempts == 0 || st.attempt < r.call.lead.retry.MaxAttempts):
+	case errors.Is(err, errOtherStore) && r.mayDefer():
+		a = txAnswer{later: true} // a key an earlier member uses through another Store: the next batch
+	case errors.Is(err, errOtherStore):
+		a = txAnswer{ungrouped: true, err: staleOf(st)}
+	case st.own.other && !fr.panicked && r.mayDefer():
 		a = txAnswer{later: true} // made on writes not stored yet: again, in the next batch
 	case st.own.other:
 		a = txAnswer{ungrouped: true, err: staleOf(st)} // made on writes not stored yet: again, on its own
@@ -373,6 +381,15 @@ func (r *txMember) answerSlot(st *txnState, fr fnRun) {
 	if fr.panicked && !a.ungrouped {
 		panic(fr.p)
 	}
+}
+
+// mayDefer reports whether r may wait for the next batch: an attempt of
+// its lead's policy is left for it.
+func (r *txMember) mayDefer() bool {
+	txmu.Lock()
+	defer txmu.Unlock()
+	max := r.call.lead.retry.MaxAttempts
+	return max == 0 || r.runs < max
 }
 
 // staleOf is the failure of a transaction whose last run acted on a view

@@ -47,7 +47,7 @@ func (b *txBatch) refuseTaken(st *txnState) bool {
 		}
 		for _, key := range r.view.own.keys {
 			if _, unread := r.view.views[r.view.owner[key]].unreadCreate(key); unread && r.view.own.written[key] && !r.view.own.inherited[key] && b.exists[key] {
-				b.hand(r, txResult{exists: key, tries: st.attempt})
+				b.hand(r, txResult{exists: key, tries: st.attempt, ran: r.runs})
 				refused = true
 				break
 			}

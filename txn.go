@@ -132,6 +132,9 @@ func (st *txnState) join(c *core, key string) error {
 	}
 	if o, ok := st.owner[key]; st.err == nil && ok && o != c {
 		st.err = errorf(ErrInvalidInput, "Transact: %q is used by two Stores in one transaction", key)
+		if st.own != nil && !st.own.seen[key] {
+			st.err = errOtherStore // an earlier member's, in a batch: this one goes in the next
+		}
 	}
 	if st.err != nil {
 		return st.err
@@ -139,6 +142,11 @@ func (st *txnState) join(c *core, key string) error {
 	st.owner[key] = c
 	return nil
 }
+
+// errOtherStore fails a batch member's run that uses a key an earlier
+// member of the batch uses through another Store: the member goes in the
+// next batch (txgroup.go), as it would commit on its own.
+var errOtherStore = errors.New("etagstore: a key of the batch is another Store's")
 
 // commitTogether reports whether the backends of a and b commit together:
 // one backend, or the same declared CommitScope.

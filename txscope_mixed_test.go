@@ -292,7 +292,6 @@ func TestTxNestedInUpdateMutate(t *testing.T) {
 	})
 }
 
-// FAILS: two transactions of one batch use one key through two Stores (of two types, one backend); the first only reads it: the second fails with ErrInvalidInput ("used by two Stores in one transaction"), which it never does on its own (txnState.join checks the owner map the fork inherited from the batch's earlier members).
 func TestTxBatchOneKeyTwoStoresAcrossMembers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()

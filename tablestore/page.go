@@ -104,7 +104,7 @@ func (b *Backend) page(ctx context.Context, filter Filter, limit int) ([]driver.
 			opts.Filter = &f
 		}
 		resp, err := b.client.NewListEntitiesPager(opts).NextPage(ctx)
-		if err := driver.Sent(ctx, mapError("list", "", err)); err != nil {
+		if err := driver.Sent(ctx, mapReadError("list", "", err)); err != nil {
 			return nil, false, err
 		}
 		for _, e := range resp.Entities {

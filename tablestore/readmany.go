@@ -116,7 +116,7 @@ func (b *Backend) readRows(ctx context.Context, q rowQuery, found func(driver.It
 	pager := b.client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: &top})
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
-		if err := driver.Sent(ctx, mapError("read many", "", err)); err != nil {
+		if err := driver.Sent(ctx, mapReadError("read many", "", err)); err != nil {
 			return err
 		}
 		for _, e := range page.Entities {

@@ -198,7 +198,7 @@ func (b *Backend) Read(ctx context.Context, key string) (driver.Item, error) {
 		return driver.Item{}, err
 	}
 	resp, err := b.client.GetEntity(ctx, pk, rk, nil)
-	if err := driver.Sent(ctx, mapError("read", key, err)); err != nil {
+	if err := driver.Sent(ctx, mapReadError("read", key, err)); err != nil {
 		return driver.Item{}, err
 	}
 	it, err := b.item(resp.Value)
@@ -465,7 +465,7 @@ func (b *Backend) query(ctx context.Context, filter Filter) iter.Seq2[driver.Ite
 		pager := b.client.NewListEntitiesPager(opts)
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
-			if err := driver.Sent(ctx, mapError("list", "", err)); err != nil {
+			if err := driver.Sent(ctx, mapReadError("list", "", err)); err != nil {
 				yield(driver.Item{}, err)
 				return
 			}
@@ -516,6 +516,18 @@ func mapError(op, key string, err error) error {
 		return nil
 	}
 	return mapErrorDetail(op, key, "", err)
+}
+
+// mapReadError is mapError for a read (Read, a query's page, ReadMany, a
+// fence record): a failure with no service answer (a connection reset
+// mid-body, say) is ErrUnavailable, as a read that can be made again;
+// for a write it stays unclassified, an answer the Store resolves.
+func mapReadError(op, key string, err error) error {
+	e := mapError(op, key, err)
+	if e == nil || driver.SentinelOf(e) != nil || errors.Is(e, context.Canceled) || errors.Is(e, context.DeadlineExceeded) {
+		return e
+	}
+	return fmt.Errorf("%w: %w", etagstore.ErrUnavailable, e)
 }
 
 // mapErrorDetail is mapError with detail, what the service said (one line),

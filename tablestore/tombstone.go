@@ -106,7 +106,7 @@ func (b *Backend) recordAction(ctx context.Context, a driver.Action) (act aztabl
 // ("" and 0 when there is none).
 func (b *Backend) readRecord(ctx context.Context, pk, rk string) (int64, azcore.ETag, error) {
 	resp, err := b.client.GetEntity(ctx, pk, recordRow(rk), nil)
-	err = driver.Sent(ctx, mapError("read fence record", b.key(pk, rk), err))
+	err = driver.Sent(ctx, mapReadError("read fence record", b.key(pk, rk), err))
 	switch {
 	case errors.Is(err, driver.ErrNotFound):
 		return 0, "", nil

@@ -27,7 +27,6 @@ func TestTxCreateBatchesUnderLostAnswers(t *testing.T) {
 	}
 }
 
-// FAILS: with faults on reads too, a read inside fn (Tx.Get) whose answer is reset mid-body returns the transport error as is ("read: connection reset by peer"), matching no sentinel; a plain Store.Get does the same (tablestore's read error mapping, not the transaction path).
 func TestTxCreateBatchesUnderLostAnswersAndReads(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -36,7 +35,6 @@ func TestTxCreateBatchesUnderLostAnswersAndReads(t *testing.T) {
 	}
 }
 
-// FAILS: the same without a transaction: Store.Get through a proxy that resets answers mid-body returns a transport error matching no sentinel (tablestore read error mapping).
 func TestTableGetResetMidBodyIsASentinel(t *testing.T) {
 	ctx := t.Context()
 	proxy := storetest.StartFaultProxy(t, azuritetest.Host(t, "Table"), storetest.Faults{Seed: 1, ResetMidBody: 0.5, Reads: true})
