@@ -53,8 +53,14 @@ type groupKey struct {
 }
 
 type group[T any] struct {
-	*groupcommit.Queue[*member[T]]
+	groupcommit.Queue[*member[T]]
+	s *Store[T]
+	k groupKey
 }
+
+// StartRunner hands g to a new runner goroutine (groupcommit.Runner);
+// Store.gmu is held.
+func (g *group[T]) StartRunner() { go g.s.run(g.k, g) }
 
 type member[T any] struct {
 	// Its slots (the state its mutation applies to) and answers, and where
@@ -135,8 +141,8 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	s.gmu.Lock()
 	g := s.groups[k]
 	if g == nil {
-		g = &group[T]{}
-		g.Queue = groupcommit.NewQueue[*member[T]](&s.gmu, false, func() { go s.run(k, g) })
+		g = &group[T]{s: s, k: k}
+		g.Init(&s.gmu, false, g)
 		s.groups[k] = g
 		s.gmu.Unlock()
 		o := firstCaller[T]{s: s, k: k, g: g}

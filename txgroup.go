@@ -69,8 +69,12 @@ var txGroups = map[any]*txGroup{}
 // txGroup is a commit scope's queue of transactions; guarded by txmu.
 type txGroup struct {
 	key any
-	*groupcommit.Queue[*txMember]
+	groupcommit.Queue[*txMember]
 }
+
+// StartRunner hands g to a new runner goroutine (groupcommit.Runner); txmu
+// is held.
+func (g *txGroup) StartRunner() { go g.run() }
 
 // txMember is one transaction in a batch.
 type txMember struct {
@@ -139,7 +143,7 @@ func arrive(key any, c *txCall) (*txGroup, *txMember) {
 	g := txGroups[key]
 	if g == nil {
 		g = &txGroup{key: key}
-		g.Queue = groupcommit.NewQueue[*txMember](&txmu, true, func() { go g.run() })
+		g.Init(&txmu, true, g)
 		txGroups[key] = g
 		return g, nil
 	}

@@ -75,28 +75,31 @@ const (
 
 // Queue is a group's callers and its state: a first caller writing on its
 // own, or a runner. Every method is called with the group's lock held,
-// except Bound's timer, which takes it.
+// except Bound's timer, which takes it. A kind embeds it by value, and
+// sets it up with Init.
 type Queue[M comparable] struct {
 	Members []M
 	mu      sync.Locker
-	start   func() // starts the kind's runner (lock held)
+	runner  Runner // starts the kind's runner (lock held)
 	mode    mode
 	first   bool          // a first caller writes on its own; no runner took over
 	want    int           // a lingering runner waits for this many queued members
-	wake    chan struct{} // wakes it (buffered)
+	wake    chan struct{} // wakes it (buffered; made at its first linger)
 
 	entries, bounded uint64 // the first caller's runs of user code; the last one a bound was armed for
 }
 
-// NewQueue returns the queue of a group whose first caller has just
-// arrived (inside its user code already: mutating), guarded by mu; start
-// starts the kind's runner, with mu held.
-func NewQueue[M comparable](mu sync.Locker, mutating bool, start func()) *Queue[M] {
-	q := &Queue[M]{mu: mu, start: start, first: true, wake: make(chan struct{}, 1)}
+// Runner starts a group's runner goroutine, with the group's lock held.
+type Runner interface{ StartRunner() }
+
+// Init sets up the queue of a group whose first caller has just arrived
+// (inside its user code already: mutating), guarded by mu; r starts the
+// kind's runner.
+func (q *Queue[M]) Init(mu sync.Locker, mutating bool, r Runner) {
+	*q = Queue[M]{mu: mu, runner: r, first: true}
 	if mutating {
 		q.mode, q.entries = firstMutating, 1
 	}
-	return q
 }
 
 // Arrive queues m: behind a first caller inside its user code, for at most
@@ -154,7 +157,7 @@ func (q *Queue[M]) FirstDone() bool {
 	q.first = false
 	if len(q.Members) > 0 {
 		q.mode = running
-		q.start()
+		q.runner.StartRunner()
 		return true
 	}
 	return false
@@ -174,7 +177,7 @@ func (q *Queue[M]) bound() {
 		defer q.mu.Unlock()
 		if q.first && q.entries == entry && q.mode == firstMutating && len(q.Members) > 0 {
 			q.first, q.mode = false, running
-			q.start()
+			q.runner.StartRunner()
 		}
 	})
 }
@@ -188,7 +191,13 @@ func (q *Queue[M]) Take() []M {
 
 // Linger is l.Before for q's runner; mu is q's lock, not held.
 func (q *Queue[M]) Linger(l *Lingering) {
-	l.before(q.mu, func() int { return len(q.Members) }, &q.want, q.wake)
+	q.mu.Lock()
+	if q.wake == nil {
+		q.wake = make(chan struct{}, 1)
+	}
+	wake := q.wake
+	q.mu.Unlock()
+	l.before(q.mu, func() int { return len(q.Members) }, &q.want, wake)
 }
 
 // Lingering is a runner's state between batches: how many members it

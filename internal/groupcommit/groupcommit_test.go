@@ -13,11 +13,11 @@ import (
 func TestQueueFirstDone(t *testing.T) {
 	var mu sync.Mutex
 	started := 0
-	q := NewQueue[int](&mu, false, func() { started++ })
+	q := newQueue(&mu, false, func() { started++ })
 	if q.FirstDone() || started != 0 {
 		t.Fatalf("an empty group's first caller done: runner %d, want the group to end", started)
 	}
-	q = NewQueue[int](&mu, false, func() { started++ })
+	q = newQueue(&mu, false, func() { started++ })
 	q.Arrive(1)
 	q.Arrive(2)
 	q.Remove(1)
@@ -38,7 +38,7 @@ func TestQueueBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		started := 0
-		q := NewQueue[int](&mu, true, func() { started++ })
+		q := newQueue(&mu, true, func() { started++ })
 		mu.Lock()
 		q.Arrive(1)
 		mu.Unlock()
@@ -50,7 +50,7 @@ func TestQueueBound(t *testing.T) {
 		}
 		mu.Unlock()
 
-		q = NewQueue[int](&mu, true, func() { started++ })
+		q = newQueue(&mu, true, func() { started++ })
 		mu.Lock()
 		q.Arrive(1)
 		q.Leaving() // the user code returned before the bound
@@ -69,7 +69,7 @@ func TestQueueBound(t *testing.T) {
 func TestLingerWokenByArrivals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
-		q := NewQueue[int](&mu, false, func() {})
+		q := newQueue(&mu, false, func() {})
 		l := Lingering{Want: 2, Took: time.Second}
 		done := make(chan struct{})
 		go func() {
@@ -152,4 +152,15 @@ func TestContext(t *testing.T) {
 	}
 	cancelB()
 	<-ctx.Done()
+}
+
+// runnerFunc is a Runner that calls itself.
+type runnerFunc func()
+
+func (f runnerFunc) StartRunner() { f() }
+
+func newQueue(mu sync.Locker, mutating bool, start func()) *Queue[int] {
+	q := &Queue[int]{}
+	q.Init(mu, mutating, runnerFunc(start))
+	return q
 }
