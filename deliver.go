@@ -32,7 +32,7 @@ func (c *core) newEnv() *engine.Env {
 		KeepIDs: c.keepIDs,
 		Heat:    &c.heat,
 		Hooks:   hooks{c},
-		Reentry: &engine.Reentry{},
+		Reentry: &c.reentry,
 		// the hot-key hand-over (internal/turns)
 		Contention: &c.turns,
 	}

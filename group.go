@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/groupcommit"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -69,7 +69,7 @@ type member[T any] struct {
 	mutate func(*T) error
 	batch  *batchRun[T]
 	res    result[T]
-	self   error // its mutate wrote the key itself (engine.SelfWriteError); the caller's goroutine's own
+	self   error // its mutate wrote the key itself (reentry.SelfWriteError); the caller's goroutine's own
 
 	// The member's last slot, kept by the runner.
 	value   T
@@ -197,7 +197,7 @@ func (s *Store[T]) takeSlot(r *member[T], t slot) {
 	v, baseline, err := s.startFrom(version{Item: driver.Item{Key: r.batch.key, Data: t.data}, Exists: t.data != nil, Canonical: t.canonical})
 	if err == nil {
 		err = s.mutate(r.batch.key, r.mutate, v)
-		var sw *engine.SelfWriteError
+		var sw *reentry.SelfWriteError
 		if errors.As(err, &sw) {
 			r.self = err // final, even if the batch has left r out meanwhile
 		}

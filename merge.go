@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -77,11 +77,11 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 		}
 		mine = edited
 		if b.ETag != base.ETag {
-			err = s.env.Reentry.Run(telemetry.OpSave.String(), base.Key, func() (err error) {
+			err = s.reentry.Run(telemetry.OpSave.String(), base.Key, func() (err error) {
 				mine, err = merge(base.Value, edited, *theirs)
 				return err
 			})
-			var self *engine.SelfWriteError
+			var self *reentry.SelfWriteError
 			if errors.As(err, &self) {
 				return nil, nil, false, err // merge wrote base.Key itself: no retry can win
 			}

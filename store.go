@@ -15,6 +15,7 @@ import (
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/readshare"
+	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/telemetry"
 	"github.com/etagstore/etagstore/internal/turns"
 )
@@ -96,6 +97,7 @@ type core struct {
 	merger    merger           // the codec's Merge; nil when it has none
 	reads     *readshare.Reads // concurrent Gets' shared reads; nil: off
 	grouped   bool             // group commit is on (Options.DisableGroupCommit unset)
+	reentry   reentry.Reentry  // writes from inside user code of their own key (internal/reentry)
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the

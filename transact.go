@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -195,7 +196,7 @@ const (
 // recorded.
 func (c *txCall) transact() (*Txn, error) {
 	_, fenced := FenceFrom(c.ctx)
-	c.nested = c.store != nil && c.store.env.Reentry.InsideAny()
+	c.nested = c.store != nil && c.store.reentry.InsideAny()
 	t := &Txn{st: c.newState(c.store, 1, !fenced)}
 	first := &firstRun{c: c, t: t}
 	t.st.first = first.use
@@ -314,7 +315,7 @@ func (c *txCall) ungrouped(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, er
 		st := t.st
 		err := st.outcome(r, env)
 		d.SetKeys(st.keys()) // also for an error's text
-		var self *engine.SelfWriteError
+		var self *reentry.SelfWriteError
 		switch {
 		case errors.As(err, &self):
 			return nil, err // fn wrote a key of its own outside tx: no run can win

@@ -122,7 +122,7 @@ type txResult struct {
 // backend whose scope cannot be named.
 func groupOf(c *txCall) any {
 	lead := c.lead
-	if !lead.grouped || isUngrouped(c.ctx) || c.nested || c.store == nil && lead.env.Reentry.InsideAny() {
+	if !lead.grouped || isUngrouped(c.ctx) || c.nested || c.store == nil && lead.reentry.InsideAny() {
 		return nil
 	}
 	if s := lead.abilities.CommitScope; s != "" {

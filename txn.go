@@ -163,7 +163,7 @@ type fnRun struct {
 	err      error
 	panicked bool
 	p        any   // the panic's value
-	self     error // fn wrote one of the transaction's keys outside it (*engine.SelfWriteError)
+	self     error // fn wrote one of the transaction's keys outside it (*reentry.SelfWriteError)
 }
 
 // runFn runs fn on t, inside the Reentry of in (a write fn makes outside
@@ -183,7 +183,7 @@ func runFn(fn func(*Txn) error, t *Txn, in *core) (r fnRun) {
 		return nil
 	}
 	if in != nil {
-		r.self = in.env.Reentry.RunAny(telemetry.OpTransact.String(), call, func() []string { return t.st.ownKeys() })
+		r.self = in.reentry.RunAny(telemetry.OpTransact.String(), call, func() []string { return t.st.ownKeys() })
 	} else {
 		call()
 	}
@@ -387,7 +387,7 @@ func (st *txnState) noteOthers(res engine.Result, err error) {
 			continue
 		}
 		told = append(told, c)
-		c.env.Reentry.NoteWritten(telemetry.OpTransact.String(), st.keys(), res, err)
+		c.reentry.NoteWritten(telemetry.OpTransact.String(), st.keys(), res, err)
 	}
 }
 

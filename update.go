@@ -96,7 +96,7 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 	}
 	// An Update nested in a mutate of key runs on its own: its write must
 	// land on this goroutine, where the mutate it is nested in sees it.
-	if s.grouped && !isUngrouped(ctx) && !s.env.Reentry.Inside(key) {
+	if s.grouped && !isUngrouped(ctx) && !s.reentry.Inside(key) {
 		return s.updateGrouped(ctx, key, create, mutate, st)
 	}
 	return s.updateUngrouped(ctx, key, create, mutate, firstCaller[T]{}, st)
@@ -159,10 +159,10 @@ func (m *mutation[T]) change(b version) ([]byte, []byte, bool, error) {
 }
 
 // mutate runs an Update's mutate on v through the engine's Reentry
-// (internal/engine reentry.go), which sees a write of key made from
+// (internal/reentry), which sees a write of key made from
 // inside it: it returns mutate's own error, or, when mutate wrote key
 // itself (a nested Update, Replace, Upsert, Delete, Save, Create...), an
-// *engine.SelfWriteError matching ErrInvalidInput, and the Update ends
+// *reentry.SelfWriteError matching ErrInvalidInput, and the Update ends
 // before it sends anything. That write landed after the version v was
 // read, so the Update can only lose its race to it, and every retry would
 // run mutate, and write, again: the caller's mistake, which no retry
@@ -170,7 +170,7 @@ func (m *mutation[T]) change(b version) ([]byte, []byte, bool, error) {
 // (a caller's loop, Transact running its fn again, an HTTP client told
 // 412) that write again.
 func (s *Store[T]) mutate(key string, mutate func(*T) error, v *T) error {
-	return s.env.Reentry.Run(telemetry.OpUpdate.String(), key, func() error { return mutate(v) })
+	return s.reentry.Run(telemetry.OpUpdate.String(), key, func() error { return mutate(v) })
 }
 
 // cached returns the version of key the version cache holds, if it is on

@@ -150,8 +150,14 @@ type Env struct {
 	// Stores' (contention.go); nil: none.
 	Contention Contention
 	// Reentry notices a write made from inside the user code of another
-	// write of its key (reentry.go); nil: none.
-	Reentry *Reentry
+	// write of its key (internal/reentry); nil: none.
+	Reentry Noter
+}
+
+// Noter hears what every delivery wrote, as it ends (internal/reentry's
+// Reentry: a write from inside user code of its own key).
+type Noter interface {
+	NoteWritten(op string, keys []string, res Result, err error)
 }
 
 // Result is what a delivery did, for its caller to act on.
@@ -290,7 +296,9 @@ func (d *Delivery) Attempts() int { return d.res.Attempts }
 // it. The Result is filled on failure too (attempts, race, held ETag).
 func (d *Delivery) Run(ctx context.Context) (Result, error) {
 	res, err := d.run(ctx)
-	d.env.Reentry.noteWritten(d.op, d.keys, res, err) // a write from inside user code of its key (reentry.go)
+	if d.env.Reentry != nil {
+		d.env.Reentry.NoteWritten(d.op, d.keys, res, err) // a write from inside user code of its key (internal/reentry)
+	}
 	return res, err
 }
 

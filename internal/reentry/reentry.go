@@ -1,4 +1,4 @@
-package engine
+package reentry
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
 )
 
 // This file notices a write made from inside the user code of another
@@ -278,16 +279,12 @@ func (r *Reentry) nestedIn(keys []string, mark func(*userRun)) {
 	}
 }
 
-// NoteWritten is noteWritten for a write delivered with another Store's
-// environment (a transaction over several Stores): Run tells its own.
-func (r *Reentry) NoteWritten(op string, keys []string, res Result, err error) {
-	r.noteWritten(op, keys, res, err)
-}
-
-// noteWritten records, after a delivery named op ended with err, what it
+// NoteWritten records, after a delivery named op ended with err, what it
 // wrote (see landed): the keys written by the request that landed, or
-// every key of one whose answer was lost unsettled.
-func (r *Reentry) noteWritten(op string, keys []string, res Result, err error) {
+// every key of one whose answer was lost unsettled. The engine calls it
+// for every delivery (engine.Env.Reentry); a transaction over several
+// Stores tells the others' itself.
+func (r *Reentry) NoteWritten(op string, keys []string, res engine.Result, err error) {
 	if r == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package engine
+package reentry
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
 )
 
 // The probe finds the six return addresses a chain's frames hold.
@@ -170,13 +171,13 @@ func TestReentryPanic(t *testing.T) {
 	}
 }
 
-// noteWritten, which Delivery.Run calls, marks the keys a request that
+// NoteWritten, which Delivery.Run calls, marks the keys a request that
 // landed wrote, not those it only checked.
 func TestReentryNoteWritten(t *testing.T) {
 	r := &Reentry{}
-	res := Result{Sent: Request{{Action: driver.Action{Key: "k"}}, {Action: driver.Action{Key: "c", Check: true}}}}
+	res := engine.Result{Sent: engine.Request{{Action: driver.Action{Key: "k"}}, {Action: driver.Action{Key: "c", Check: true}}}}
 	err := r.Run("Update", "k", func() error {
-		r.noteWritten("Transact", []string{"k", "c"}, res, nil)
+		r.NoteWritten("Transact", []string{"k", "c"}, res, nil)
 		return nil
 	})
 	var sw *SelfWriteError
@@ -184,14 +185,14 @@ func TestReentryNoteWritten(t *testing.T) {
 		t.Errorf("Run = %v, want a *SelfWriteError by Transact", err)
 	}
 	err = r.Run("Update", "c", func() error {
-		r.noteWritten("Transact", []string{"k", "c"}, res, nil)
+		r.NoteWritten("Transact", []string{"k", "c"}, res, nil)
 		return nil
 	})
 	if err != nil {
 		t.Errorf("a key only checked: Run = %v, want nil", err)
 	}
 	err = r.Run("Update", "k", func() error {
-		r.noteWritten("Update", []string{"k"}, Result{}, &driver.OutcomeUnknownError{Op: "Update", Key: "k", Cause: errors.New("lost")})
+		r.NoteWritten("Update", []string{"k"}, engine.Result{}, &driver.OutcomeUnknownError{Op: "Update", Key: "k", Cause: errors.New("lost")})
 		return nil
 	})
 	if !errors.As(err, &sw) || !sw.Unsure {
