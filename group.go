@@ -6,8 +6,8 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/groupcommit"
+	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
