@@ -367,3 +367,27 @@ func (c *txCall) ungrouped(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, er
 		return t, nil
 	}
 }
+
+// noteOthers tells the Stores of the transaction other than its lead
+// (whose engine environment the delivery told) what its commit wrote: a
+// write from inside a mutate of one of their keys (internal/reentry).
+func (st *txnState) noteOthers(res engine.Result, err error) {
+	var told []*core
+	for _, tc := range st.order {
+		c := tc.view.core()
+		if c == st.lead || containsCore(told, c) {
+			continue
+		}
+		told = append(told, c)
+		c.reentry.NoteWritten(telemetry.OpTransact.String(), st.keys(), res, err)
+	}
+}
+
+func containsCore(cs []*core, c *core) bool {
+	for _, x := range cs {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}

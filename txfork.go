@@ -1,6 +1,11 @@
 package etagstore
 
-import "context"
+import (
+	"context"
+
+	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/telemetry"
+)
 
 // A batch member's run of fn (txbatch.go): a fork of the batch's
 // transaction so far, what the member's fn did in it itself, and its
@@ -95,4 +100,23 @@ func (st *txnState) adopt(f *txnState) {
 	if st.lead == nil {
 		st.lead = f.lead
 	}
+}
+
+// mayDefer reports whether r may wait for the next batch: an attempt of
+// its lead's policy is left for it.
+func (r *txMember) mayDefer() bool {
+	txmu.Lock()
+	defer txmu.Unlock()
+	max := r.call.lead.retry.MaxAttempts
+	return max == 0 || r.runs < max
+}
+
+// staleOf is the failure of a transaction whose last run acted on a view
+// that was not current, as the engine words it.
+func staleOf(st *txnState) error {
+	key := ""
+	if keys := st.ownKeys(); len(keys) > 0 {
+		key = keys[0]
+	}
+	return errorf(ErrConflict, "%s %q: %v", telemetry.OpTransact, key, engine.ErrStale)
 }

@@ -386,22 +386,3 @@ func (r *txMember) answerSlot(st *txnState, fr fnRun) {
 		panic(fr.p)
 	}
 }
-
-// mayDefer reports whether r may wait for the next batch: an attempt of
-// its lead's policy is left for it.
-func (r *txMember) mayDefer() bool {
-	txmu.Lock()
-	defer txmu.Unlock()
-	max := r.call.lead.retry.MaxAttempts
-	return max == 0 || r.runs < max
-}
-
-// staleOf is the failure of a transaction whose last run acted on a view
-// that was not current, as the engine words it.
-func staleOf(st *txnState) error {
-	key := ""
-	if keys := st.ownKeys(); len(keys) > 0 {
-		key = keys[0]
-	}
-	return errorf(ErrConflict, "%s %q: %v", telemetry.OpTransact, key, engine.ErrStale)
-}
