@@ -3,6 +3,7 @@ package etagstore
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/reentry"
@@ -331,12 +332,19 @@ func (c *txCall) ungrouped(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, er
 			engine.Options{Fence: fence, Fenced: fenced, Made: made}).Run(c.ctx)
 		st := t.st
 		st.noteOthers(res, err)
-		if errors.Is(err, errRelead) { // a run led by a Store of another scope: delivered by it, within the policy
-			if max := lead.retry.MaxAttempts; max > 0 && res.Attempts >= max || c.ctx.Err() != nil || lead.retry.MaxElapsedTime > 0 && lead.clock.Now().Sub(began) > lead.retry.MaxElapsedTime {
-				err = errorf(ErrConflict, "Transact: out of attempts, the runs of fn led by Stores that cannot commit together")
-				if cerr := c.ctx.Err(); cerr != nil {
-					err = cerr
-				}
+		// A delivery that ends so that fn must run again in another: within
+		// the policy (its attempts and time) and ctx.
+		spent := func(why string) error {
+			if cerr := c.ctx.Err(); cerr != nil {
+				return cerr
+			}
+			if max := lead.retry.MaxAttempts; max > 0 && res.Attempts >= max || lead.retry.MaxElapsedTime > 0 && lead.clock.Now().Sub(began) > lead.retry.MaxElapsedTime {
+				return errorf(ErrConflict, "Transact: out of attempts, %s", why)
+			}
+			return nil
+		}
+		if errors.Is(err, errRelead) { // a run led by a Store of another scope: delivered by it
+			if err := spent("the runs of fn led by Stores that cannot commit together"); err != nil {
 				c.span.Stats.Attempts = res.Attempts
 				return t, err
 			}
@@ -346,9 +354,11 @@ func (c *txCall) ungrouped(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, er
 		}
 		if key := st.unreadRefused(err); key != "" {
 			stale := st.revalidate(env, st.readBefore(key))
-			if errors.Is(stale, engine.ErrStale) {
-				made = res.Attempts // made on reads no longer current: fn runs again
-				continue
+			if errors.Is(stale, engine.ErrStale) { // made on reads no longer current: fn runs again
+				if stale = spent(fmt.Sprintf("%q exists and the reads before its Create changed", key)); stale == nil {
+					made = res.Attempts
+					continue
+				}
 			}
 			if err = stale; err == nil {
 				err = errorf(ErrExists, "Transact: %q exists", key)
