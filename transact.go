@@ -56,7 +56,8 @@ import (
 // a Superseded ETag: its version is not stored yet). The batch's writes
 // and checks go in one request, within the backend's limits (tables: one
 // partition, 100 entities; a transaction that does not fit waits for the
-// next batch). Each caller gets the documents it put; one that a later
+// next batch; its run in the batch it did not fit does not count toward
+// MaxAttempts). Each caller gets the documents it put; one that a later
 // transaction of the batch wrote again carries a Superseded ETag (see
 // ETag.Superseded). A fn that returns an error or panics after seeing
 // another transaction's writes, returns an error matching ErrConflict,

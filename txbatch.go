@@ -3,6 +3,8 @@ package etagstore
 import (
 	"context"
 	"errors"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
@@ -57,7 +59,7 @@ func (b *txBatch) commit() {
 	b.timer = time.NewTimer(time.Hour)
 	defer b.timer.Stop()
 	lead := b.members[0].call.lead
-	var st *txnState
+	st := &txnState{ctx: ctx, lead: lead, owner: map[string]*core{}} // kept when no attempt runs (every caller left)
 	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
 		b.began = time.Now()
 		st = &txnState{ctx: ctx, lead: lead, owner: map[string]*core{}, attempt: d.Attempts(), copies: d.Attempts() == 1}
@@ -82,39 +84,64 @@ func (b *txBatch) commit() {
 
 // slots gives each member still in the batch a slot on a fork of the
 // transaction so far, in arrival order, and adopts the fork when fn
-// succeeds and its keys commit with the others'. When a key a member
+// succeeds. The batch's keys are checked once (CheckCommit). When they do
+// not fit one request, the members before the first that does not fit
+// stay, that one waits for the next batch (or, if its keys cannot be
+// committed at all, fails as on its own), and the slots of the members
+// after it run again, each checked as it is adopted. When a key a member
 // created unread is found to exist, the member is answered and the slots
 // run again without it.
 func (b *txBatch) slots(st *txnState) {
 	if !st.copies {
 		st.ahead = b.readAhead(st.ctx, st.lead)
 	}
-	each := false // CheckCommit each member's keys: the batch's did not fit at once
 	for {
 		b.applied, b.later = b.applied[:0], b.later[:0]
-		for _, r := range b.members {
-			f, ok := b.slot(r, st.fork(r.Ctx, b.onRead(r)), st.attempt)
-			if !ok {
-				continue
+		forks := b.runSlots(st, b.members, false)
+		if err := b.fits(st); err != nil {
+			// The last member whose keys fit with those before it: a prefix
+			// that fits is all fits, so a binary search finds it.
+			k := sort.Search(len(forks), func(i int) bool { return b.fits(forks[i]) != nil }) - 1
+			misfit, rest := b.applied[k+1], slices.Clone(b.applied[k+2:])
+			b.applied = b.applied[:k+1]
+			if k >= 0 {
+				st.adopt(forks[k])
+			} else {
+				st.views, st.order, st.owner = nil, nil, map[string]*core{}
 			}
-			if each {
-				if err := b.fits(f); err != nil {
-					b.leaveFor(r, err, len(b.applied) == 0)
-					continue
-				}
-			}
-			st.adopt(f)
-			b.applied = append(b.applied, r)
+			b.misfit(misfit, err, k < 0)
+			b.runSlots(st, rest, true)
 		}
-		switch {
-		case !each && b.fits(st) != nil:
-			each = true // again, a member at a time: which ones do not fit
-		case !b.refuseTaken(st):
+		if !b.refuseTaken(st) {
 			b.keys = st.keys()
 			return
 		}
 		st.views, st.order, st.owner = nil, nil, map[string]*core{}
 	}
+}
+
+// runSlots gives each of members still in the batch a slot on a fork of
+// st, adopts the forks whose fn succeeded (each: whose keys fit with the
+// batch's, checked one by one; the others go to the next batch), and
+// returns the batch's transaction after each adoption.
+func (b *txBatch) runSlots(st *txnState, members []*txMember, each bool) []*txnState {
+	var forks []*txnState
+	for _, r := range members {
+		f, ok := b.slot(r, st.fork(r.Ctx, b.onRead(r)), st.attempt)
+		if !ok {
+			continue
+		}
+		if each {
+			if err := b.fits(f); err != nil {
+				b.misfit(r, err, len(b.applied) == 0)
+				continue
+			}
+		}
+		st.adopt(f)
+		b.applied = append(b.applied, r)
+		forks = append(forks, f)
+	}
+	return forks
 }
 
 // slot gives r a slot on f in the batch's attempt and waits for its
@@ -235,6 +262,26 @@ func (b *txBatch) onRead(r *txMember) func(bool) {
 	}
 }
 
+// misfit takes r, whose keys do not fit the batch, out of it: first (its
+// keys alone do not fit), it fails with err, as it would on its own;
+// otherwise it waits for the next batch, and its run in this one, whose
+// writes no request carried, does not count toward its MaxAttempts.
+func (b *txBatch) misfit(r *txMember, err error, first bool) {
+	txmu.Lock()
+	defer txmu.Unlock()
+	switch {
+	case r.Status == groupcommit.Left:
+	case first:
+		b.hand(r, txResult{err: err})
+	default:
+		if r.lastAttempt != 0 {
+			r.runs--
+		}
+		r.Status, r.lastAttempt = groupcommit.Taken, 0
+		b.later = append(b.later, r)
+	}
+}
+
 // fits checks, sending nothing, that st's keys (the batch's, or the
 // batch's so far and a member's) can be committed in one request: once per
 // request in a batch that fits, a member at a time in one that does not.
@@ -248,22 +295,6 @@ func (b *txBatch) fits(st *txnState) error {
 		actions[i] = driver.Action{Key: tc.key}
 	}
 	return chk(actions)
-}
-
-// leaveFor takes r, whose keys do not fit the batch, out of it: ungrouped
-// (first), it fails with err, as it would on its own; otherwise it waits
-// for a later batch.
-func (b *txBatch) leaveFor(r *txMember, err error, first bool) {
-	txmu.Lock()
-	defer txmu.Unlock()
-	switch {
-	case r.Status == groupcommit.Left:
-	case first:
-		b.hand(r, txResult{err: err})
-	default:
-		r.Status = groupcommit.Taken
-		b.later = append(b.later, r)
-	}
 }
 
 // finish hands every member still waiting its result, and queues the

@@ -210,4 +210,3 @@ func TestTxCreateRefusedOnStaleReadAloneRespectsMaxAttempts(t *testing.T) {
 		t.Errorf("fn (MaxAttempts 1) ran %d times; Transact = %v", runs, err)
 	}
 }
-

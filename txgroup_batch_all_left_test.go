@@ -1,7 +1,5 @@
 package etagstore_test
 
-// FAILS: a transaction batch whose every member's ctx ends between the runner taking it and its first attempt crashes the process (txBatch.commit: st.noteOthers on a nil *txnState, the plan never built).
-
 // Transactions grouped in a batch whose members all give up just as the
 // runner takes them: the engine's retry loop ends before the first attempt
 // (the batch's ctx, done when every member's is, is checked first), so the

@@ -184,7 +184,7 @@ func TestTxBatchChecksOncePerRequest(t *testing.T) {
 		checks int64
 	}{
 		{"fits", []string{"p1/a", "p1/b", "p1/c", "p1/d"}, 2},       // the holder's request, and the batch's
-		{"partitions", []string{"p1/a", "p2/b", "p1/c", "p2/d"}, 7}, // the holder's; the batch whole, then a member at a time (4); the next batch, of p2's, whole
+		{"partitions", []string{"p1/a", "p2/b", "p1/c", "p2/d"}, 8}, // the holder's; the batch whole, a search for the first misfit (3), the members after it one by one (2); the next batch, of p2's, whole
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

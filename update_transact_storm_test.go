@@ -1,7 +1,5 @@
 package etagstore_test
 
-// FAILS: intermittently (slow=true, Transacts canceled as their batch is taken): the process crashes in txBatch.commit (nil *txnState), see txgroup_batch_all_left_test.go.
-
 // Many goroutines Update and Transact the same few keys at once, through
 // group commit (both kinds' batches share internal/groupcommit): counters
 // must be exact, and, with contexts cancelled at random moments, each
