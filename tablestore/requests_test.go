@@ -52,7 +52,10 @@ func TestRequestsMatchTheTransport(t *testing.T) {
 	if _, err := s.Get(ctx, "missing"); !errors.Is(err, etagstore.ErrNotFound) {
 		t.Fatalf("Get of a missing key = %v", err)
 	}
-	if _, err := s.Create(ctx, "k02", Task{}); !errors.Is(err, etagstore.ErrExists) {
+	// Its refusal's answer may be dropped too (a tenth are): read after,
+	// k02 holds another write, which this create may have preceded, so the
+	// outcome is unknown; either way the requests are counted.
+	if _, err := s.Create(ctx, "k02", Task{}); !errors.Is(err, etagstore.ErrExists) && !errors.Is(err, etagstore.ErrOutcomeUnknown) {
 		t.Fatalf("Create of an existing key = %v", err)
 	}
 	n := 0
