@@ -164,3 +164,45 @@ func ExampleTransact() {
 	fmt.Println(err, todo.Value.Cards, done.Value.Cards)
 	// Output: <nil> 0 1
 }
+
+// Tx.Create claims a title for a card without reading it: the commit is
+// conditioned on the claim's absence, so a taken title fails the whole
+// transaction with ErrExists, and nothing of it is written.
+func ExampleTx_Create() {
+	type Card struct{ Title string }
+	type Claim struct{ Card string }
+	type Board struct{ Cards int }
+	ctx := context.Background()
+	backend := memstore.New(nil)
+	cards := etagstore.New[Card](backend, nil)
+	claims := etagstore.New[Claim](backend, nil)
+	boards := etagstore.New[Board](backend, nil)
+	_, _ = boards.Create(ctx, "board", Board{})
+
+	create := func(id, title string) error {
+		return etagstore.Transact(ctx, func(tx *etagstore.Txn) error {
+			if err := claims.In(tx).Create("title/"+strings.ToLower(title), Claim{Card: id}); err != nil {
+				return err
+			}
+			if err := cards.In(tx).Create(id, Card{Title: title}); err != nil {
+				return err
+			}
+			b, err := boards.In(tx).Get("board") // read after the claims: a taken title is answered at once
+			if err != nil {
+				return err
+			}
+			b.Cards++
+			return boards.In(tx).Put("board", b)
+		})
+	}
+	fmt.Println(create("c1", "Ship it"))
+	err := create("c2", "ship IT")
+	fmt.Println(errors.Is(err, etagstore.ErrExists))
+	_, missing := cards.Get(ctx, "c2")
+	b, _ := boards.Get(ctx, "board")
+	fmt.Println(errors.Is(missing, etagstore.ErrNotFound), b.Value.Cards)
+	// Output:
+	// <nil>
+	// true
+	// true 1
+}
