@@ -26,9 +26,11 @@ import (
 // arrive (at its fn's first use of a Store: transact.go) commits on its
 // own, on its caller's goroutine; transactions that arrive meanwhile
 // queue, and when it is done a runner goroutine takes the queue as a
-// batch and serves batches until the queue is empty. Queued callers behind
-// a first caller whose fn has not returned within groupcommit.SlotTimeout are served
-// by a runner at once. Each attempt of a batch gives its members a slot,
+// batch and serves batches until the queue is empty, lingering before
+// each while a caller is queued until every transaction in flight is.
+// Queued callers behind a first caller whose fn has not returned within
+// groupcommit.SlotTimeout are served by a runner at once. Each attempt of
+// a batch gives its members a slot,
 // in arrival order: the member's own goroutine runs its fn on a copy (a
 // fork) of the batch's transaction so far, so that it sees the writes of
 // the members before it, and the runner adopts the fork when fn returns
@@ -44,14 +46,18 @@ import (
 //
 // A member leaves the batch and runs its transaction on its own when its
 // fn returns an error matching ErrConflict or panics or fails on reads no
-// longer current; when its slot lasts groupcommit.SlotTimeout beyond its reads while
-// another caller waits for it (a slow fn, or one that calls Transact in
+// longer current; when its slot lasts groupcommit.SlotTimeout beyond its
+// reads while another caller waits for it (a slow fn, or one that calls Transact in
 // the same group); and when the batch lost its last race over a key it did
 // not touch. A member whose fn failed on a write of an earlier member (not
-// stored yet), whose keys cannot be committed with the batch's, or whose
-// batch was refused because another member's created key exists, waits
-// for the next batch. The first member of a batch whose keys cannot be
-// committed at all fails as it would on its own. An error or panic on a
+// stored yet), uses a key an earlier member uses through another Store,
+// or whose batch was refused because another member's created key exists,
+// waits for the next batch, as does one whose keys do not fit the batch's
+// (the first misfit; the members after it are checked one by one). The
+// first member of a batch whose keys cannot be committed at all fails as
+// it would on its own. A member's runs in batch attempts count toward its
+// own lead's MaxAttempts, except a run whose writes did not fit the
+// request. An error or panic on a
 // view of its own reads, all current, is its caller's at once, as on its
 // own; a fn that wrote nothing is checked the same way and answered at
 // once, never joining the commit. A member whose caller leaves (ctx) after
