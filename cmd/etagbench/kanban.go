@@ -179,7 +179,7 @@ func kanbanRows(ctx context.Context, e *env, backend string, d time.Duration) []
 	if e.backend == nil || !strings.Contains(name, only) {
 		return nil
 	}
-	variants := []string{"transact", "envelope"}
+	variants := []string{"transact", "transact-read", "envelope"}
 	if e.table != nil {
 		variants = append([]string{"naive"}, variants...)
 	}
@@ -267,18 +267,32 @@ func newKanbanVariant(ctx context.Context, e *env, v, space string) kanbanVarian
 		return err
 	}
 	switch v {
-	case "transact", "naive":
+	case "transact", "transact-read", "naive":
 		if _, err := boards.Upsert(ctx, boardKey, Board{}); err != nil {
 			log.Fatal(err)
 		}
 		if v == "naive" {
 			return kanbanVariant{naiveKanban(e.table, space), state}
 		}
+		claim := func(tx *etagstore.Txn, card, title string) error {
+			if v == "transact" {
+				return taken(create(claims.In(tx), claimKey(title), TitleClaim{Card: card}))
+			}
+			// transact-read: as the hand-written loop does, read the claim
+			// and Put it where it is missing (a read of a key nobody has
+			// read, in every member's slot).
+			if _, err := claims.In(tx).Get(claimKey(title)); err == nil {
+				return errTitleTaken
+			} else if !errors.Is(err, etagstore.ErrNotFound) {
+				return err
+			}
+			return claims.In(tx).Put(claimKey(title), TitleClaim{Card: card})
+		}
 		return kanbanVariant{func(ctx context.Context, card, title string) (runs int, err error) {
 			err = etagstore.Transact(ctx, func(tx *etagstore.Txn) error {
 				runs++
-				if err := create(claims.In(tx), claimKey(title), TitleClaim{Card: card}); err != nil {
-					return taken(err)
+				if err := claim(tx, card, title); err != nil {
+					return err
 				}
 				if err := create(cards.In(tx), card, Card{Title: title, Column: "todo"}); err != nil {
 					return err
