@@ -144,11 +144,18 @@ func (s *Store[T]) Backend() driver.Backend { return s.b }
 // Codec returns the codec the Store encodes documents with.
 func (s *Store[T]) Codec() Codec { return s.codec }
 
-func (s *Store[T]) checkKey(key string) error {
+func (c *core) checkKey(key string) error {
 	if err := driver.CheckKey(key); err != nil {
 		return err
 	}
-	return s.b.ValidateKey(key)
+	return c.b.ValidateKey(key)
+}
+
+// holds reports whether the version cache holds a copy of key a write may
+// start from.
+func (c *core) holds(key string) bool {
+	_, ok := c.cache.Base(key, c.clock)
+	return ok
 }
 
 // Get returns the document stored under key with its ETag.

@@ -248,9 +248,9 @@ type firstRun struct {
 	answered bool
 }
 
-// use is the first use of a Store, c: the span begins (package-level
+// use is the first use of a Store, c, of key (reads: to read it): the span begins (package-level
 // Transact), the lead is known, and the run goes on ungrouped or in a batch.
-func (f *firstRun) use(c *core) {
+func (f *firstRun) use(c *core, key string, reads bool) {
 	call := f.c
 	if call.span == nil {
 		ctx, sp := c.obs.Begin(call.ctx, telemetry.OpTransact, "")
@@ -265,11 +265,14 @@ func (f *firstRun) use(c *core) {
 	if c.abilities.Commit == nil {
 		return // it fails to join
 	}
-	key := groupOf(call)
-	if key == nil {
+	group := groupOf(call)
+	if group == nil {
 		return
 	}
-	if f.g, f.m = arrive(key, call); f.m == nil {
+	if !reads {
+		key = "" // a Create's key: looked up with the batch's other created keys
+	}
+	if f.g, f.m = arrive(group, call, c, key); f.m == nil {
 		return // the group's first caller
 	}
 	f.m.awaitFirst(f)
@@ -304,7 +307,7 @@ func (c *txCall) ungrouped(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, er
 			t.st = c.newState(c.store, d.Attempts(), d.Attempts() == 1 && !fenced)
 			if c.store == nil { // package-level: the run's first Store leads it
 				st := t.st
-				st.first = func(u *core) {
+				st.first = func(u *core, _ string, _ bool) {
 					if !commitTogether(lead, u) {
 						relead, st.err = u, errRelead
 					}

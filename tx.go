@@ -25,10 +25,14 @@ type Tx[T any] struct {
 func (s *Store[T]) In(tx *Txn) *Tx[T] { return &Tx[T]{s: s, txn: tx} }
 
 // view is the transaction's state for tx's Store, made at its first use
-// (when the transaction's first use of a Store may give it another state:
-// Txn.use).
-func (tx *Tx[T]) view() (*txnState, *storeTx[T]) {
-	tx.txn.use(&tx.s.core)
+// (when the transaction's first use of a Store, of key, may give it
+// another state: Txn.use).
+func (tx *Tx[T]) view(key string) (*txnState, *storeTx[T]) { return tx.viewFor(key, true) }
+
+// viewFor is view, for a use of key that reads it (Create's does not:
+// its key is looked up with the other created keys of a batch).
+func (tx *Tx[T]) viewFor(key string, reads bool) (*txnState, *storeTx[T]) {
+	tx.txn.use(&tx.s.core, key, reads)
 	st := tx.txn.st
 	if v, ok := st.views[&tx.s.core]; ok {
 		return st, v.(*storeTx[T])
@@ -45,7 +49,7 @@ func (tx *Tx[T]) view() (*txnState, *storeTx[T]) {
 // first touched their keys (in a batch: the member's own), with the
 // versions the commit made.
 func (tx *Tx[T]) docs() []Doc[T] {
-	st, v := tx.view()
+	st, v := tx.view("")
 	var docs []Doc[T]
 	for _, key := range st.ownKeys() {
 		w, ok := v.writes[key]
@@ -66,7 +70,7 @@ func (tx *Tx[T]) docs() []Doc[T] {
 // matches ErrNotFound.
 func (tx *Tx[T]) Get(key string) (T, error) {
 	var zero T
-	st, v := tx.view()
+	st, v := tx.view(key)
 	if w, ok := v.writes[key]; ok {
 		st.own.touch(key)
 		st.own.saw(key)
@@ -101,7 +105,7 @@ func (tx *Tx[T]) Get(key string) (T, error) {
 // missing, otherwise a replace conditioned on the version it read. An
 // invalid key or a value that cannot be stored is returned now.
 func (tx *Tx[T]) Put(key string, v T) error {
-	st, view := tx.view()
+	st, view := tx.view(key)
 	if err := st.open(); err != nil {
 		return err
 	}
@@ -150,7 +154,7 @@ func (tx *Tx[T]) Put(key string, v T) error {
 // backend can (driver.Abilities.ReadMany), so that one member's taken key
 // does not cost the others a round trip.
 func (tx *Tx[T]) Create(key string, v T) error {
-	st, view := tx.view()
+	st, view := tx.viewFor(key, false)
 	if err := st.open(); err != nil {
 		return err
 	}
@@ -177,7 +181,7 @@ func (tx *Tx[T]) Create(key string, v T) error {
 // putNew is Create of a key the transaction knows: Put where it is
 // missing, ErrExists where it exists.
 func (tx *Tx[T]) putNew(key string, v T) error {
-	st, view := tx.view()
+	st, view := tx.view(key)
 	w, wrote := view.writes[key]
 	if !wrote {
 		b, err := tx.version(key)
@@ -194,12 +198,13 @@ func (tx *Tx[T]) putNew(key string, v T) error {
 }
 
 // knows reports whether the transaction read or wrote key (in a batch, it
-// or an earlier member).
+// or an earlier member), or its batch read key ahead.
 func (tx *Tx[T]) knows(key string) bool {
-	_, v := tx.view()
+	st, v := tx.view(key)
 	_, read := v.reads[key]
 	_, wrote := v.writes[key]
-	return read || wrote
+	_, ahead := st.ahead[key]
+	return read || wrote || ahead
 }
 
 // Upsert buffers a write of v under key with no condition, as
@@ -210,7 +215,7 @@ func (tx *Tx[T]) knows(key string) bool {
 // fence (WithFence), is written as Put writes it, conditioned on the
 // version read.
 func (tx *Tx[T]) Upsert(key string, v T) error {
-	st, view := tx.view()
+	st, view := tx.view(key)
 	if err := st.open(); err != nil {
 		return err
 	}
@@ -250,7 +255,7 @@ func (tx *Tx[T]) Upsert(key string, v T) error {
 // mine reports whether the transaction read or wrote key (in a batch of
 // transactions: this one, not an earlier one of the batch).
 func (tx *Tx[T]) mine(key string) bool {
-	st, _ := tx.view()
+	st, _ := tx.view(key)
 	if st.own != nil {
 		return st.own.seen[key]
 	}
@@ -262,7 +267,7 @@ func (tx *Tx[T]) mine(key string) bool {
 // deleted) matches ErrNotFound now; deleting a key this transaction created
 // cancels its Put.
 func (tx *Tx[T]) Delete(key string) error {
-	st, view := tx.view()
+	st, view := tx.view(key)
 	if err := st.open(); err != nil {
 		return err
 	}
@@ -294,7 +299,7 @@ func (tx *Tx[T]) Delete(key string) error {
 // key matches ErrInvalidKey.
 func (tx *Tx[T]) ETag(key string) (ETag, error) {
 	b, err := tx.version(key)
-	st, view := tx.view()
+	st, view := tx.view(key)
 	if w, ok := view.writes[key]; err == nil && st.own.pending(key) && !st.done {
 		// An earlier transaction of the batch wrote it (txgroup.go): the
 		// version this one sees is not stored yet, and no ETag held
@@ -313,7 +318,7 @@ func (tx *Tx[T]) ETag(key string) (ETag, error) {
 // version returns the version of key the transaction read, reading it the
 // first time (a Create's key too: its write stays conditioned on absence).
 func (tx *Tx[T]) version(key string) (version, error) {
-	st, view := tx.view()
+	st, view := tx.view(key)
 	st.own.saw(key)
 	if b, ok := view.reads[key]; ok {
 		st.own.touch(key)

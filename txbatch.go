@@ -94,6 +94,8 @@ func (b *txBatch) commit() {
 func (b *txBatch) slots(st *txnState) {
 	if !st.copies {
 		st.ahead = b.readAhead(st.ctx, st.lead)
+	} else {
+		st.ahead = b.readFirstKeys(st)
 	}
 	for {
 		b.applied, b.later = b.applied[:0], b.later[:0]

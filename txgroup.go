@@ -97,6 +97,10 @@ type txMember struct {
 	inReads   time.Duration
 
 	view *txnState // the fork its last slot ran on (guarded by txmu)
+	// The Store and key of fn's first use of a Store (read ahead by the
+	// batch with the others' when its cache does not hold it).
+	firstCore *core
+	firstKey  string
 	// runs is how many batch attempts ran its fn (guarded by txmu): they
 	// count toward its lead's MaxAttempts. lastAttempt is the last of
 	// them, in its batch (0: none yet).
@@ -142,8 +146,9 @@ func groupOf(c *txCall) any {
 
 // arrive makes c a transaction of key's group: its first caller (nil
 // member), when no transaction of the group is in flight, or a queued
-// member.
-func arrive(key any, c *txCall) (*txGroup, *txMember) {
+// member, whose fn's first use of a Store, first, was of firstKey (its
+// batch reads it with the others': txlookup.go readFirstKeys).
+func arrive(key any, c *txCall, first *core, firstKey string) (*txGroup, *txMember) {
 	txmu.Lock()
 	defer txmu.Unlock()
 	g := txGroups[key]
@@ -153,7 +158,7 @@ func arrive(key any, c *txCall) (*txGroup, *txMember) {
 		txGroups[key] = g
 		return g, nil
 	}
-	r := &txMember{call: c, Member: groupcommit.NewMember[*txnState, txAnswer](c.ctx)}
+	r := &txMember{call: c, Member: groupcommit.NewMember[*txnState, txAnswer](c.ctx), firstCore: first, firstKey: firstKey}
 	g.Arrive(r)
 	return g, r
 }

@@ -26,6 +26,14 @@ type gatedReads struct {
 	reading chan struct{}
 }
 
+// Abilities hides ReadMany: the reads gated are fn's own, made in its
+// slot (a batch reads members' first keys ahead only with ReadMany).
+func (g gatedReads) Abilities() driver.Abilities {
+	a := g.heldCommits.Abilities()
+	a.ReadMany = nil
+	return a
+}
+
 func (g gatedReads) Read(ctx context.Context, key string) (driver.Item, error) {
 	if key == "gate" {
 		select {

@@ -1,12 +1,15 @@
 package etagstore_test
 
 import (
+	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // Batches of transactions: what each caller gets back, its documents and
@@ -176,6 +179,67 @@ func TestTxBatchCreateThenDeleteDocs(t *testing.T) {
 		}
 		if _, err := s.Get(ctx, "k"); !errors.Is(err, etagstore.ErrNotFound) {
 			t.Errorf("k: %v, want not found", err)
+		}
+	})
+}
+
+// readManyCounted is heldCommits whose ReadMany and Read calls are counted.
+type readManyCounted struct {
+	*heldCommits
+	readMany, reads atomic.Int64
+}
+
+func (c *readManyCounted) Read(ctx context.Context, key string) (driver.Item, error) {
+	c.reads.Add(1)
+	return c.heldCommits.Read(ctx, key)
+}
+
+func (c *readManyCounted) Abilities() driver.Abilities {
+	a := c.heldCommits.Abilities()
+	many := a.ReadMany
+	a.ReadMany = func(ctx context.Context, keys []string) ([]driver.Item, error) {
+		c.readMany.Add(1)
+		return many(ctx, keys)
+	}
+	return a
+}
+
+// A batch reads the keys its members' fns read first, and that no cache
+// holds, together (one ReadMany): the fns find them read, and none reads
+// on its own.
+func TestTxBatchReadsFirstKeysTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &readManyCounted{heldCommits: newHeldCommits()}
+		writer := etagstore.New[counter](c.Backend, nil)
+		for _, k := range []string{"a", "b", "c"} {
+			if _, err := writer.Create(t.Context(), k, counter{1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := etagstore.New[counter](c, nil) // its cache holds none of them
+		var wg sync.WaitGroup
+		holding(t, s, &wg)
+		for _, k := range []string{"a", "b", "c", "d"} { // d is missing
+			wg.Go(func() {
+				if _, err := s.Transact(t.Context(), increment(k)); err != nil {
+					t.Errorf("%s: %v", k, err)
+				}
+			})
+			synctest.Wait()
+		}
+		reads := c.reads.Load()
+		close(c.hold)
+		wg.Wait()
+		if n := c.readMany.Load(); n != 1 {
+			t.Errorf("ReadMany called %d times, want 1", n)
+		}
+		if n := c.reads.Load() - reads; n != 0 {
+			t.Errorf("%d reads after the batch formed, want 0: every first key was read ahead", n)
+		}
+		for k, want := range map[string]int{"a": 2, "b": 2, "c": 2, "d": 1} {
+			if d, err := s.Get(t.Context(), k); err != nil || d.Value.N != want {
+				t.Errorf("%s = %+v, %v; want %d", k, d.Value, err, want)
+			}
 		}
 	})
 }

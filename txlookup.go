@@ -62,6 +62,55 @@ func (b *txBatch) knows(key string) bool {
 	return ok
 }
 
+// readFirstKeys reads together (ReadMany: one request per partition and
+// 14 keys on tables, in parallel) the keys the members' fns first used
+// that their Stores' version caches do not hold, so that the batch does
+// not wait on its members' first reads one after another: each fn finds
+// its first key read, and a key it creates is known taken or not before
+// the commit. The read waits at most readAllowance (a read
+// that hangs is left to the fns, as a slot's is); a failed one is left to
+// them too.
+func (b *txBatch) readFirstKeys(st *txnState) map[string]version {
+	read := st.lead.abilities.ReadMany
+	if read == nil {
+		return nil
+	}
+	var keys []string
+	var cores []*core
+	seen := map[string]bool{}
+	for _, r := range b.members {
+		c, key := r.firstCore, r.firstKey
+		if c == nil || key == "" || seen[key] || c.checkKey(key) != nil || c.holds(key) {
+			continue
+		}
+		seen[key] = true
+		keys, cores = append(keys, key), append(cores, c)
+	}
+	if len(keys) < 2 {
+		return nil // one key: its fn reads it as soon
+	}
+	ctx, cancel := context.WithTimeout(st.ctx, readAllowance)
+	defer cancel()
+	items, err := read(ctx, keys)
+	if err != nil {
+		return nil
+	}
+	ahead := make(map[string]version, len(keys))
+	if b.exists == nil {
+		b.exists = map[string]bool{}
+	}
+	for i, it := range items {
+		var err error
+		if it.ETag == "" {
+			err = errorf(ErrNotFound, "%q", keys[i])
+		}
+		cores[i].cache.Note(keys[i], it, err)
+		ahead[keys[i]] = cores[i].readVersion(keys[i], it, err)
+		b.exists[keys[i]] = err == nil
+	}
+	return ahead
+}
+
 // readAhead reads, in parallel, the keys the batch's last attempt
 // touched: the next attempt's fns find them read. A read that fails is
 // left to the fn that reads the key.

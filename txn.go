@@ -43,7 +43,7 @@ type txnState struct {
 	// first is called at the first use of a Store by a run whose lead is
 	// not known yet (the first run of fn: transact.go); it may give the
 	// Txn another state (a batch's fork). Nil once called.
-	first func(c *core)
+	first func(c *core, key string, reads bool)
 }
 
 // touch is a key a view touched.
@@ -70,12 +70,13 @@ type txView interface {
 	fork() txView // a copy for a batch member's fn
 }
 
-// use runs the first-use hook of t's run, if any, for c: afterwards t's
-// state may be another (the hook has made t a batch member's fork).
-func (t *Txn) use(c *core) {
+// use runs the first-use hook of t's run, if any, for c and key (reads:
+// the use reads key): afterwards t's state may be another (the hook has
+// made t a batch member's fork).
+func (t *Txn) use(c *core, key string, reads bool) {
 	if f := t.st.first; f != nil {
 		t.st.first = nil
-		f(c)
+		f(c, key, reads)
 	}
 }
 

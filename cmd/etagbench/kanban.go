@@ -40,6 +40,8 @@ import (
 //   - transact: etagstore.Transact over three Stores (Store[Card],
 //     Store[Board], Store[TitleClaim]) of one table and partition: create
 //     the claim, create the card, Get the board and Put it with Count+1;
+//   - transact-read: the same, reading the claim first as the hand-written
+//     loop does (Get: found, title taken; missing, Put);
 //   - envelope: Store.Transact of one Store over kanbanDoc, which holds
 //     the three types' fields (omitempty), doing the same;
 //   - naive (tables only): the aztables loop a user writes — GetEntity of
@@ -173,7 +175,7 @@ type kanbanResult struct {
 }
 
 // kanbanRows runs the kanban scenario on backends with transactions:
-// transact and envelope, and naive on tables.
+// transact, transact-read and envelope, and naive on tables.
 func kanbanRows(ctx context.Context, e *env, backend string, d time.Duration) []kanbanRow {
 	name := fmt.Sprintf("kanban, %d writers, 1 board", *kanbanWriters)
 	if e.backend == nil || !strings.Contains(name, only) {

@@ -125,7 +125,7 @@ func TestKanbanSmoke(t *testing.T) {
 		}
 	}
 	// memory, table at rtt 0 and 2 ms; naive on tables alone.
-	if want := map[string]int{"transact": 3, "envelope": 3, "naive": 2}; !maps.Equal(rows, want) {
+	if want := map[string]int{"transact": 3, "transact-read": 3, "envelope": 3, "naive": 2}; !maps.Equal(rows, want) {
 		t.Errorf("kanban rows by variant: %v, want %v", rows, want)
 	}
 	if t.Failed() {
