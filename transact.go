@@ -60,13 +60,14 @@ import (
 // MaxAttempts). Each caller gets the documents it put; one that a later
 // transaction of the batch wrote again carries a Superseded ETag (see
 // ETag.Superseded). A fn that returns an error or panics after seeing
-// another transaction's writes, returns an error matching ErrConflict,
-// or takes longer than 10 ms beyond its reads while another caller waits
-// for it (one that calls Transact on this Store, say), runs again on its
-// own, so that it affects only its caller; its runs in the batch count
-// toward the policy's MaxAttempts, except a slow one's. A fn that wrote
-// nothing is checked by its own reads, as on its own, and does not join
-// the commit; a transaction whose batch lost its last race over keys it
+// another transaction's writes waits for the next batch; one that returns
+// an error matching ErrConflict, or takes longer than 10 ms beyond its
+// reads while another caller waits for it (one that calls Transact on
+// this Store, say), runs again on its own, so that it affects only its
+// caller; its runs in the batch count toward the policy's MaxAttempts,
+// except a slow one's. A fn that returns an error of its own or wrote
+// nothing leaves the batch at once, is checked by its own reads, as on
+// its own, on its caller's goroutine, and does not join the commit; a transaction whose batch lost its last race over keys it
 // did not touch runs again on its own, its runs in the batch uncounted.
 // When a caller of the batch leaves (ctx) before the commit is sent, the
 // others' fns run again, uncounted; one that leaves while the commit is in

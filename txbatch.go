@@ -191,6 +191,9 @@ func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) 
 	case a.ungrouped:
 		b.hand(r, txResult{ungrouped: true, ran: r.runs, err: a.err})
 		return nil, false
+	case a.checking:
+		b.hand(r, txResult{checking: true, tries: attempt, ran: r.runs})
+		return nil, false
 	case a.err != nil || a.done:
 		b.hand(r, txResult{err: a.err, tries: attempt})
 		return nil, false

@@ -58,9 +58,11 @@ import (
 // it would on its own. A member's runs in batch attempts count toward its
 // own lead's MaxAttempts, except a run whose writes did not fit the
 // request. An error or panic on a
-// view of its own reads, all current, is its caller's at once, as on its
-// own; a fn that wrote nothing is checked the same way and answered at
-// once, never joining the commit. A member whose caller leaves (ctx) after
+// view of its own reads, all current, is its caller's, as on its own: a
+// member whose fn returned an error, or wrote nothing, leaves the batch at
+// once and its caller checks its reads on its own goroutine (a panic is
+// checked in its slot, and goes on up its caller's stack); it never joins
+// the commit. A member whose caller leaves (ctx) after
 // its writes were adopted and before the commit is sent makes the batch
 // run its slots again without it; after, its caller gets an unknown
 // outcome if it wrote anything.
@@ -101,6 +103,9 @@ type txMember struct {
 	// batch with the others' when its cache does not hold it).
 	firstCore *core
 	firstKey  string
+	// check is how the caller's goroutine found the reads of a run that
+	// failed or wrote nothing, made after it left the batch (its own).
+	check checkOwn
 	// runs is how many batch attempts ran its fn (guarded by txmu): they
 	// count toward its lead's MaxAttempts. lastAttempt is the last of
 	// them, in its batch (0: none yet).
@@ -112,15 +117,22 @@ type txAnswer struct {
 	done      bool  // fn wrote nothing, on reads all current: answered now, nothing to commit
 	ungrouped bool  // run the transaction on its own instead
 	later     bool  // wait for the next batch (made on an earlier member's writes)
+	checking  bool  // fn failed, or wrote nothing: out of the batch; its caller checks its reads (txMember.check)
 	err       error // fn's own failure, on current reads of its own; with ungrouped, the failure if no attempt is left
 	left      bool  // the caller left (context done) before running its slot
 }
+
+// checkOwn is what a member's caller found checking the reads of a run
+// that failed (err) or wrote nothing (nil): stale, ErrStale when one
+// changed, or the check's own failure.
+type checkOwn struct{ err, stale error }
 
 // txResult is what a member's caller returns.
 type txResult struct {
 	err       error
 	ungrouped bool   // run the transaction on its own instead (left out of the batch)
 	exists    string // a key it created unread exists: ErrExists, once its reads are found current
+	checking  bool   // out of the batch: the caller's check of its own reads decides (txMember.check)
 	ran       int    // with ungrouped: the attempts its runs in batches count for (err: the failure if that is all)
 	batch     int    // the documents committed
 	tries     int    // the batch's attempts
@@ -278,6 +290,17 @@ func (r *txMember) await() (*Txn, error) {
 			return nil, errorf(ErrExists, "Transact: %q exists", res.exists)
 		}
 	}
+	if res.checking { // its fn failed or wrote nothing, on its own reads: current, or not
+		switch ch := r.check; {
+		case errors.Is(ch.stale, engine.ErrStale):
+			res = txResult{ungrouped: true, ran: res.ran, err: staleOf(r.view)} // a torn view: again, on its own
+		case ch.stale != nil:
+			return nil, ch.stale // the check failed
+		default:
+			c.span.Stats.Attempts = res.tries
+			return &Txn{st: r.view}, ch.err
+		}
+	}
 	if res.ungrouped && res.err != nil && c.lead.retry.MaxAttempts > 0 && res.ran >= c.lead.retry.MaxAttempts {
 		c.span.Stats.Attempts = res.ran
 		return nil, res.err // no attempt left: what another would have ended with
@@ -375,7 +398,11 @@ func (r *txMember) answerSlot(st *txnState, fr fnRun) {
 		a = txAnswer{later: true} // made on writes not stored yet: again, in the next batch
 	case st.own.other:
 		a = txAnswer{ungrouped: true, err: staleOf(st)} // made on writes not stored yet: again, on its own
-	default: // an error, a panic, or nothing written: checked as on its own, by its own reads
+	case !fr.panicked: // an error, or nothing written: out of the batch at once, then checked as on its own, by its own reads
+		r.Answer(txAnswer{checking: true})
+		r.check = checkOwn{err: err, stale: st.revalidate(r.call.lead.env, st.own.seen)}
+		return
+	default: // a panic: checked as on its own, in the slot, and then it goes on up
 		st.own.reading(true) // the check's reads do not count toward the slot's bound
 		stale := st.revalidate(r.call.lead.env, st.own.seen)
 		st.own.reading(false)

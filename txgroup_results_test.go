@@ -243,3 +243,79 @@ func TestTxBatchReadsFirstKeysTogether(t *testing.T) {
 		}
 	})
 }
+
+// gatedChecks is heldCommits whose commit of checks alone of "g" (a
+// member's check of its reads after its fn failed) waits for release.
+type gatedChecks struct {
+	*heldCommits
+	release chan struct{}
+}
+
+func (g gatedChecks) Abilities() driver.Abilities {
+	a := g.heldCommits.Abilities()
+	commit := a.Commit
+	a.Commit = func(ctx context.Context, actions []driver.Action) ([]driver.ETag, error) {
+		checksOfG := len(actions) > 0
+		for _, ac := range actions {
+			checksOfG = checksOfG && ac.Check && ac.Key == "g"
+		}
+		if checksOfG {
+			<-g.release
+		}
+		return commit(ctx, actions)
+	}
+	return a
+}
+
+// A member whose fn fails leaves the batch at once: the check of its
+// reads runs on its caller's goroutine, and the members after it commit
+// without waiting for it.
+func TestTxBatchFailedMemberCheckedOutsideTheBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := gatedChecks{heldCommits: newHeldCommits(), release: make(chan struct{})}
+		s := etagstore.New[counter](g, nil)
+		if _, err := s.Create(t.Context(), "g", counter{1}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		holding(t, s, &wg)
+		refused := errors.New("refused")
+		aDone := make(chan error, 1)
+		wg.Go(func() {
+			_, err := s.Transact(t.Context(), func(tx *etagstore.Tx[counter]) error {
+				if _, err := tx.Get("g"); err != nil {
+					return err
+				}
+				return refused
+			})
+			aDone <- err
+		})
+		synctest.Wait()
+		bDone := make(chan error, 1)
+		wg.Go(func() {
+			_, err := s.Transact(t.Context(), increment("b"))
+			bDone <- err
+		})
+		synctest.Wait()
+		close(g.hold)
+		synctest.Wait()
+		select {
+		case err := <-bDone:
+			if err != nil {
+				t.Errorf("B: %v", err)
+			}
+		default:
+			t.Fatal("B waits for A's check of its reads")
+		}
+		select {
+		case err := <-aDone:
+			t.Fatalf("A returned %v before its check", err)
+		default:
+		}
+		close(g.release)
+		if err := <-aDone; err != refused {
+			t.Errorf("A = %v, want its own error once its reads were found current", err)
+		}
+		wg.Wait()
+	})
+}
