@@ -67,8 +67,9 @@ import (
 // caller; its runs in the batch count toward the policy's MaxAttempts,
 // except a slow one's. A fn that returns an error of its own or wrote
 // nothing leaves the batch at once, is checked by its own reads, as on
-// its own, on its caller's goroutine, and does not join the commit; a transaction whose batch lost its last race over keys it
-// did not touch runs again on its own, its runs in the batch uncounted.
+// its own, on its caller's goroutine, and does not join the commit; a
+// transaction whose batch lost its last race over keys it did not touch
+// runs again on its own, its runs in the batch uncounted.
 // When a caller of the batch leaves (ctx) before the commit is sent, the
 // others' fns run again, uncounted; one that leaves while the commit is in
 // flight gets an *OutcomeUnknownError if it wrote anything.
@@ -249,8 +250,9 @@ type firstRun struct {
 	answered bool
 }
 
-// use is the first use of a Store, c, of key (reads: to read it): the span begins (package-level
-// Transact), the lead is known, and the run goes on ungrouped or in a batch.
+// use is the first use of a Store, c, of key (reads: to read it): the
+// span begins (package-level Transact), the lead is known, and the run
+// goes on ungrouped or in a batch.
 func (f *firstRun) use(c *core, key string, reads bool) {
 	call := f.c
 	if call.span == nil {
