@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/reentry"
@@ -288,88 +289,27 @@ func (f *firstRun) use(c *core, key string, reads bool) {
 // first caller it is (nil: none), told when fn runs and when it is done.
 func (c *txCall) ungrouped(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, error) {
 	defer g.firstDone()
-	lead := c.lead
-	env := lead.env
+	u := &ungroupedRun{c: c, t: t, g: g, first: first}
 	if first != nil {
 		g.leaving() // the first run of fn has returned
 		if first.panicked && first.self == nil {
-			if !errors.Is(t.st.revalidate(env, nil), engine.ErrStale) {
+			if !errors.Is(t.st.revalidate(c.lead.env, nil), engine.ErrStale) {
 				panic(first.p) // on reads current together: the caller's
 			}
-			first = nil // a panic on a torn view: fn runs again
+			u.first = nil // a panic on a torn view: fn runs again
 		}
 	}
 	fence, fenced := FenceFrom(c.ctx)
-	began := lead.clock.Now()
-	var relead *core // a Store that cannot commit with lead, used first by a later run
-	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
-		var r fnRun
-		if first != nil {
-			r, first = *first, nil
-		} else {
-			t.st = c.newState(c.store, d.Attempts(), d.Attempts() == 1 && !fenced)
-			if c.store == nil { // package-level: the run's first Store leads it
-				st := t.st
-				st.first = func(u *core, _ string, _ bool) {
-					if !commitTogether(lead, u) {
-						relead, st.err = u, errRelead
-					}
-				}
-			}
-			g.entering()
-			r = runFn(c.fn, t, lead)
-			g.leaving()
-		}
-		st := t.st
-		err := st.outcome(r, env)
-		d.SetKeys(st.keys()) // also for an error's text
-		var self *reentry.SelfWriteError
-		switch {
-		case errors.As(err, &self):
-			return nil, err // fn wrote a key of its own outside tx: no run can win
-		case err == nil:
-			return st.request(d, false)
-		case st.err != nil || errors.Is(err, engine.ErrStale):
-			return nil, err
-		}
-		return st.failed(err)
-	})
+	u.fenced, u.began = fenced, c.lead.clock.Now()
 	for {
-		res, err := engine.New(env, telemetry.OpTransact.String(), engine.SelfReading, nil, p,
+		res, err := engine.New(c.lead.env, telemetry.OpTransact.String(), engine.SelfReading, nil, engine.PlanFunc(u.build),
 			engine.Options{Fence: fence, Fenced: fenced, Made: made}).Run(c.ctx)
 		st := t.st
 		st.noteOthers(res, err)
-		// A delivery that ends so that fn must run again in another: within
-		// the policy (its attempts and time) and ctx.
-		spent := func(why string) error {
-			if cerr := c.ctx.Err(); cerr != nil {
-				return cerr
-			}
-			if max := lead.retry.MaxAttempts; max > 0 && res.Attempts >= max || lead.retry.MaxElapsedTime > 0 && lead.clock.Now().Sub(began) > lead.retry.MaxElapsedTime {
-				return errorf(ErrConflict, "Transact: out of attempts, %s", why)
-			}
-			return nil
-		}
-		if errors.Is(err, errRelead) { // a run led by a Store of another scope: delivered by it
-			if err := spent("the runs of fn led by Stores that cannot commit together"); err != nil {
-				c.span.Stats.Attempts = res.Attempts
-				return t, err
-			}
-			lead, env, c.lead, relead = relead, relead.env, relead, nil
+		again, err := u.again(res, err)
+		if again {
 			made = res.Attempts
 			continue
-		}
-		if key := st.unreadRefused(err); key != "" {
-			stale := st.revalidate(env, st.readBefore(key))
-			if errors.Is(stale, engine.ErrStale) { // made on reads no longer current: fn runs again
-				if stale = spent(fmt.Sprintf("%q exists and the reads before its Create changed", key)); stale == nil {
-					made = res.Attempts
-					continue
-				}
-			}
-			if err = stale; err == nil {
-				err = errorf(ErrExists, "Transact: %q exists", key)
-			}
 		}
 		st.done = true // committed or failed: the views read and write no more
 		c.span.Stats.Attempts = res.Attempts
@@ -378,11 +318,104 @@ func (c *txCall) ungrouped(t *Txn, first *fnRun, g *txGroup, made int) (*Txn, er
 		}
 		st.recordCommit(res)
 		if len(res.Sent) > 0 {
-			lead.obs.Committed(c.ctx, len(res.Out))
+			c.lead.obs.Committed(c.ctx, len(res.Out))
 		}
 		c.span.Stats.Batch = len(res.Out)
 		return t, nil
 	}
+}
+
+// ungroupedRun is a transaction's delivery on its own: what its attempts
+// share.
+type ungroupedRun struct {
+	c      *txCall
+	t      *Txn
+	g      *txGroup
+	first  *fnRun // the first run's outcome, taken by the first attempt
+	fenced bool
+	began  time.Time
+	relead *core // a Store that cannot commit with the lead, used first by a later run
+}
+
+// build is an attempt's plan: a run of fn (or the first run's outcome),
+// and the request it makes.
+func (u *ungroupedRun) build(d *engine.Delivery, _ []version) (request, error) {
+	c, t := u.c, u.t
+	var r fnRun
+	if u.first != nil {
+		r, u.first = *u.first, nil
+	} else {
+		t.st = c.newState(c.store, d.Attempts(), d.Attempts() == 1 && !u.fenced)
+		if c.store == nil { // package-level: the run's first Store leads it
+			st, lead := t.st, c.lead
+			st.first = func(s *core, _ string, _ bool) {
+				if !commitTogether(lead, s) {
+					u.relead, st.err = s, errRelead
+				}
+			}
+		}
+		u.g.entering()
+		r = runFn(c.fn, t, c.lead)
+		u.g.leaving()
+	}
+	st := t.st
+	err := st.outcome(r, c.lead.env)
+	d.SetKeys(st.keys()) // also for an error's text
+	var self *reentry.SelfWriteError
+	switch {
+	case errors.As(err, &self):
+		return nil, err // fn wrote a key of its own outside tx: no run can win
+	case err == nil:
+		return st.request(d, false)
+	case st.err != nil || errors.Is(err, engine.ErrStale):
+		return nil, err
+	}
+	return st.failed(err)
+}
+
+// again decides, after a delivery that ended with err, whether fn runs
+// again in another (within the policy and ctx): led by another Store
+// (errRelead), or after a Create refused on reads that changed. Otherwise
+// it returns the call's error: err, or ErrExists of a Create refused on
+// reads found current.
+func (u *ungroupedRun) again(res engine.Result, err error) (bool, error) {
+	c, st := u.c, u.t.st
+	if errors.Is(err, errRelead) { // a run led by a Store of another scope: delivered by it
+		if err := u.spent(res, "the runs of fn led by Stores that cannot commit together"); err != nil {
+			return false, err
+		}
+		c.lead, u.relead = u.relead, nil
+		return true, nil
+	}
+	key := st.unreadRefused(err)
+	if key == "" {
+		return false, err
+	}
+	stale := st.revalidate(c.lead.env, st.readBefore(key))
+	if errors.Is(stale, engine.ErrStale) { // made on reads no longer current: fn runs again
+		if stale = u.spent(res, fmt.Sprintf("%q exists and the reads before its Create changed", key)); stale == nil {
+			return true, nil
+		}
+	}
+	if stale != nil {
+		return false, stale
+	}
+	return false, errorf(ErrExists, "Transact: %q exists", key)
+}
+
+// spent is the end of a transaction that must run fn again in another
+// delivery (why) when the lead's policy (its attempts and time) or ctx is
+// spent; nil while it is not.
+func (u *ungroupedRun) spent(res engine.Result, why string) error {
+	c := u.c
+	if cerr := c.ctx.Err(); cerr != nil {
+		return cerr
+	}
+	p := c.lead.retry
+	if p.MaxAttempts > 0 && res.Attempts >= p.MaxAttempts || p.MaxElapsedTime > 0 && c.lead.clock.Now().Sub(u.began) > p.MaxElapsedTime {
+		return errorf(ErrConflict, "Transact: out of attempts, %s", why)
+	}
+	return nil
 }
 
 // noteOthers tells the Stores of the transaction other than its lead
