@@ -230,6 +230,12 @@ type Abilities struct {
 	// Store calls it once on every batch before anything is sent; Commit
 	// need not check again.
 	CheckCommit func(actions []Action) error
+	// Entries, when set, keeps index entries: small records the Store
+	// writes beside its documents, in a document's commit scope, under
+	// keys no user key equals (see Entries). nil: the backend keeps
+	// none, and a Store with indexes over it refuses to write
+	// (errors.ErrUnsupported).
+	Entries *Entries
 	// CompareKeys, when set, is the order in which List and ListPage
 	// yield keys, declared because it is not the package's CompareKeys
 	// (UTF-16 code units): the order the service lists in, so that a
@@ -242,6 +248,32 @@ type Abilities struct {
 	// tablestore with Options.Partition). Use KeyOrder to read it.
 	CompareKeys func(a, b string) int
 }
+
+// Entries is how a backend keeps index entries (Abilities.Entries). An
+// entry is an item like a document: Read returns it, Commit writes,
+// deletes and checks it beside documents of its scope, in one atomic
+// request, and List and ListPage yield it under a prefix that Key made.
+// ValidateKey refuses its key, so no user write can touch it, and no
+// listing of a user's prefix, ReadMany or backend extra (tablestore's
+// Query) ever yields it. The Store encodes an entry's Data as a JSON
+// object of string members, and writes no Meta.
+type Entries struct {
+	// Scope returns the part of key that names its commit scope, as a
+	// prefix of key: tablestore without Options.Partition "pk/"; "" for
+	// a backend of one scope (memstore, tablestore with
+	// Options.Partition). key is validated as for Read: an error matches
+	// ErrInvalidKey.
+	Scope func(key string) (string, error)
+	// Key returns the key of the entry named name in scope (a prefix
+	// Scope returned). name is printable ASCII of the letters, digits
+	// and "._~-", at most MaxEntryName bytes; a shorter name is a prefix
+	// of a longer one exactly when their keys are, so that
+	// List(Key(scope, p)) yields the entries whose names start with p.
+	Key func(scope, name string) string
+}
+
+// MaxEntryName bounds the names of index entries (Entries.Key).
+const MaxEntryName = 240
 
 // KeyOrder returns the order of the backend's List and ListPage:
 // a.CompareKeys, or the package's CompareKeys when a declares none.
