@@ -38,6 +38,20 @@ type Extra struct {
 	base    string // T's encoding of the version's value; "" for a Doc built by hand
 }
 
+// at reports whether e holds the stored document of the version etag
+// names (the Doc's read, not since replaced): stored.
+func (e Extra) at(etag ETag) bool {
+	return e.etag == etag && etag != ETagAny && !etag.Superseded() && e.stored() != ""
+}
+
+// stored is the document of e's version as stored, when e holds it.
+func (e Extra) stored() string {
+	if e.doc != "" {
+		return e.doc
+	}
+	return e.base
+}
+
 // Empty reports whether e holds no member T does not know, at any depth
 // (on tables: no property T does not store).
 func (e Extra) Empty() bool { return !e.beyond }

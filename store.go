@@ -75,6 +75,7 @@ type Store[T any] struct {
 	core
 	seam[T] // the backend packages' way in (seam.go)
 	codec   Codec
+	idx     *indexes[T] // its indexes (index.go); nil: none
 
 	gmu    sync.Mutex
 	groups map[groupKey]*group[T]
@@ -101,8 +102,12 @@ type core struct {
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the
-// defaults.
-func New[T any](b driver.Backend, opts *Options) *Store[T] {
+// defaults. idx are the Store's indexes (Unique, Lookup), kept by every
+// write: a declaration New refuses (an invalid or repeated name) fails
+// every write and read by index with ErrInvalidInput, and over a backend
+// that cannot commit entries with documents (blobs) every write fails
+// with errors.ErrUnsupported.
+func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -131,6 +136,9 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 		s.keepIDs = 16
 	}
 	s.env = s.newEnv()
+	if s.idx = newIndexes(b, s.codec, idx); s.idx != nil {
+		s.env.Implier = s.idx.implier()
+	}
 	if !o.DisableGroupCommit {
 		s.reads = readshare.New(s.fetch)
 	}

@@ -36,7 +36,8 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 		return Doc[T]{}, err
 	}
 	fence, _ := FenceFrom(ctx)
-	it, err := s.blind(ctx, telemetry.OpCreate, engine.Fresh(key, driver.Cond{Kind: driver.CondCreate}, data, fence))
+	w := engine.Over(engine.Fresh(key, driver.Cond{Kind: driver.CondCreate}, data, fence), version{Item: driver.Item{Key: key}})
+	it, err := s.blind(ctx, telemetry.OpCreate, w)
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -84,7 +85,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 		return Doc[T]{}, err
 	}
 	var it driver.Item
-	if _, fenced := FenceFrom(ctx); fenced || d.ETag == ETagAny && d.Extra.base != "" {
+	if _, fenced := FenceFrom(ctx); fenced || d.ETag == ETagAny && d.Extra.base != "" || s.idx != nil && !d.Extra.at(d.ETag) {
 		// Read first, and write the Doc's change onto the version read,
 		// conditioned on it: with ETagAny, a version other writers made
 		// since the Doc's read keeps their changes.
@@ -95,13 +96,16 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 			if !fenced { // an unfenced Replace starts a new history, as a blind one does (see WithFence)
 				fresh := engine.Fresh(d.Key, driver.IfMatch(b.ETag), w.data, 0)
 				fresh.Write.Changes = w.changes
-				return fresh, nil
+				return engine.Over(fresh, b), nil
 			}
 			return over(e, b, w), nil
 		})
 	} else {
 		fresh := engine.Fresh(d.Key, driver.IfMatch(d.ETag), w.data, 0)
 		fresh.Write.Changes = w.changes
+		if d.Extra.at(d.ETag) { // the version it replaces is the Doc's read (an index's base)
+			fresh = engine.Over(fresh, version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.stored()), ETag: d.ETag}, Exists: true})
+		}
 		it, err = s.blind(ctx, telemetry.OpReplace, fresh)
 		if errors.Is(err, ErrConflict) {
 			err = s.refused(ctx, d.Key, d.ETag, d.Value)
@@ -221,7 +225,12 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	it, err := s.blind(ctx, telemetry.OpUpsert, engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, data, 0))
+	var it driver.Item
+	if s.idx != nil {
+		it, err = s.upsertOver(ctx, key, data)
+	} else {
+		it, err = s.blind(ctx, telemetry.OpUpsert, engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, data, 0))
+	}
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -255,11 +264,19 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 	if etag == "" {
 		return errorf(ErrETagRequired, "Delete %q", key)
 	}
+	start := s.cached(ctx, key, etag) // an index's base, when the cache holds it
 	s.cache.Drop(key)
-	if _, fenced := FenceFrom(ctx); fenced {
+	if _, fenced := FenceFrom(ctx); fenced || s.idx != nil && start == nil {
 		_, err := s.conditioned(ctx, telemetry.OpDelete, key, etag, *new(T), func(e *engine.Delivery, b version) (keyWrite, error) {
 			return e.DeleteOver(b, s.abilities.Tombstones), nil
 		})
+		return err
+	}
+	if s.idx != nil {
+		_, err := s.blind(ctx, telemetry.OpDelete, engine.Over(engine.DeleteOf(key, etag), start[0]))
+		if errors.Is(err, ErrConflict) {
+			return s.refused(ctx, key, etag, *new(T))
+		}
 		return err
 	}
 	_, err := s.blind(ctx, telemetry.OpDelete, engine.DeleteOf(key, etag))
@@ -302,4 +319,24 @@ func (s *Store[T]) conflictWith(it driver.Item, held ETag, mine T, attempts int)
 		return err
 	}
 	return &ConflictError[T]{Key: it.Key, ETag: held, Mine: mine, Theirs: theirs, Attempts: attempts}
+}
+
+// upsertOver is an Upsert of data under key for a Store with indexes,
+// whose entries need the version it replaces: a write over the version
+// the cache holds or a read finds (created when missing), again over the
+// new one after a lost race, so that the last writer still wins.
+func (s *Store[T]) upsertOver(ctx context.Context, key string, data []byte) (driver.Item, error) {
+	p := engine.PlanFunc(func(_ *engine.Delivery, base []version) (request, error) {
+		b := base[0]
+		c := driver.Cond{Kind: driver.CondCreate}
+		if b.Exists {
+			c = driver.IfMatch(b.ETag)
+		}
+		return request{engine.Over(engine.Fresh(key, c, data, 0), b)}, nil
+	})
+	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpUpsert, engine.Based, []string{key}, p, s.cached(ctx, key, ""), nil))
+	if err != nil {
+		return driver.Item{}, err
+	}
+	return res.Out[0], nil
 }

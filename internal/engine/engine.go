@@ -82,6 +82,11 @@ type KeyWrite struct {
 	// refusal of it because the key exists ends the write as it is, a
 	// fact of the key rather than a lost race.
 	Unread bool
+	// Was is the stored version the write replaces or deletes (no Data
+	// when the key was missing), when WasKnown: an Implier's base
+	// (implied.go). Over and DeleteOver record it.
+	Was      driver.Item
+	WasKnown bool
 }
 
 // Request is what one attempt sends: one key's write, or several that the
@@ -152,6 +157,9 @@ type Env struct {
 	// Reentry notices a write made from inside the user code of another
 	// write of its key (internal/reentry); nil: none.
 	Reentry Noter
+	// Implier adds what a write implies to its request (implied.go;
+	// internal/index); nil: none.
+	Implier Implier
 }
 
 // Noter hears what every delivery wrote, as it ends (internal/reentry's
@@ -228,6 +236,7 @@ type Delivery struct {
 
 	rmw  bool      // a read-modify-write (TakeTurns)
 	part Contender // its part in the Store's Contention; nil: none
+	memo any       // what its Implier learnt from refusals (implied.go)
 }
 
 // carry is what an attempt leaves to the next; at most one of resend,

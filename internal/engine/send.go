@@ -20,7 +20,10 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 	}
 	d.res.Held = req[0].Write.Cond.ETag
 	began := d.env.Clock.Now()
-	out, err := d.transmit(ctx, req)
+	out, implied, err := d.transmitWith(ctx, req)
+	if before, ok := err.(errRefusedBefore); ok {
+		return stop, before.error // refused by its Implier: nothing was sent
+	}
 	switch {
 	case req.checksOnly():
 		return d.checkAnswer(ctx, req, err)
@@ -40,6 +43,9 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 			d.unsettled = err
 		}
 		return d.settle(ctx, req)
+	}
+	if next, err, ok := d.impliedRefusal(ctx, req, implied, err); ok {
+		return next, err
 	}
 	return d.refusal(ctx, req, verified, err, d.env.Clock.Now().Sub(began))
 }

@@ -28,12 +28,12 @@ func (d *Delivery) Over(b Version, data []byte) KeyWrite {
 	}
 	switch {
 	case !b.Exists:
-		return Fresh(b.Key, driver.Cond{Kind: driver.CondCreate}, data, fence)
+		return Fresh(b.Key, driver.Cond{Kind: driver.CondCreate}, data, fence).over(b)
 	case !b.MetaKnown:
-		return Fresh(b.Key, driver.IfMatch(b.ETag), data, fence)
+		return Fresh(b.Key, driver.IfMatch(b.ETag), data, fence).over(b)
 	}
 	m := b.Meta.Then("", d.env.KeepIDs, fence)
-	return KeyWrite{Action: driver.Action{Key: b.Key, Write: driver.Write{Data: data, Cond: driver.IfMatch(b.ETag), Meta: m.String()}}, Meta: m}
+	return KeyWrite{Action: driver.Action{Key: b.Key, Write: driver.Write{Data: data, Cond: driver.IfMatch(b.ETag), Meta: m.String()}}, Meta: m}.over(b)
 }
 
 // Merged is a partial write of data (table properties) under key: it
@@ -48,10 +48,10 @@ func Merged(key string, c driver.Cond, data []byte) KeyWrite {
 // gone, so that a create carrying a lower token is refused.
 func (d *Delivery) DeleteOver(b Version, tombstones bool) KeyWrite {
 	if !d.fenced || !tombstones {
-		return DeleteOf(b.Key, b.ETag)
+		return DeleteOf(b.Key, b.ETag).over(b)
 	}
 	m := meta.Fresh(meta.NewID(), max(d.fence, b.Meta.Fence))
-	return KeyWrite{Action: driver.Action{Key: b.Key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(b.ETag), Mode: driver.ModeTombstone, Meta: m.String()}}, Meta: m}
+	return KeyWrite{Action: driver.Action{Key: b.Key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(b.ETag), Mode: driver.ModeTombstone, Meta: m.String()}}, Meta: m}.over(b)
 }
 
 // DeleteOf is the delete of key with If-Match etag.

@@ -21,6 +21,9 @@ const (
 	OpQuery       // tablestore.Query
 	OpQueryPage   // tablestore.QueryPage
 	OpGetIf       // blobstore.GetIf
+	OpGetBy       // the document holding an index's value
+	OpListBy      // the documents holding a lookup index's value
+	OpReindex     // entries built for documents written before the index
 	OpTransact
 	OpAcquireLease // blobstore's leases
 	OpRenewLease
@@ -35,7 +38,7 @@ const (
 )
 
 var opNames = [NumOps]string{"Get", "Create", "Replace", "Upsert", "Update", "Delete", "List", "Save", "Page",
-	"Merge", "UpsertMerge", "Batch", "Query", "QueryPage", "GetIf", "Transact",
+	"Merge", "UpsertMerge", "Batch", "Query", "QueryPage", "GetIf", "GetBy", "ListBy", "Reindex", "Transact",
 	"AcquireLease", "RenewLease", "ChangeLease", "ReleaseLease", "BreakLease", "Lock", "TryLock", "Unlock", "LockLost"}
 
 // String is the operation's name: the etagstore.operation attribute, the

@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/etagstore/etagstore/driver"
+)
+
+// Implier is the layer that adds to a request what its writes imply
+// beside them, in the same atomic request (internal/index: a Store's
+// index entries). A Store's deliveries share one (Env.Implier; nil:
+// none). The delivery calls it at two points: as it transmits a request
+// (Imply: the actions that go with it), and when the backend refuses one
+// of those actions (Refused).
+type Implier interface {
+	// Imply returns the actions that must commit with req, in one atomic
+	// request, or an error refusing req before anything is sent. memo is
+	// the delivery's own, for what earlier refusals taught it (see
+	// Refused); nil until then.
+	Imply(req Request, memo any) ([]driver.Action, error)
+	// Refused is told that the backend refused implied action i (of the
+	// actions Imply returned for req) with err, nothing applied. It
+	// returns the delivery's memo, updated, and either nil (req is sent
+	// again at once, with the actions Imply then returns) or the error
+	// the write ends with.
+	Refused(ctx context.Context, req Request, implied []driver.Action, i int, err error, memo any) (any, error)
+}
+
+// over records on w the stored version b it replaces or deletes, which
+// an Implier compares it with (KeyWrite.Was).
+func (w KeyWrite) over(b Version) KeyWrite {
+	w.Was, w.WasKnown = b.Item, true
+	if !b.Exists {
+		w.Was = driver.Item{Key: b.Key}
+	}
+	return w
+}
+
+// Over is a write of data built over b by the caller, who knows b (a
+// blind write of a key whose stored version it holds): KeyWrite w, with
+// b recorded as what it replaces.
+func Over(w KeyWrite, b Version) KeyWrite { return w.over(b) }
+
+// transmitWith is transmit with the actions req implies (Env.Implier):
+// one Commit of req's actions and theirs, or transmit alone when they
+// imply none.
+func (d *Delivery) transmitWith(ctx context.Context, req Request) ([]driver.Item, []driver.Action, error) {
+	if d.env.Implier == nil || req.checksOnly() {
+		out, err := d.transmit(ctx, req)
+		return out, nil, err
+	}
+	implied, err := d.env.Implier.Imply(req, d.memo)
+	if err != nil {
+		return nil, nil, errRefusedBefore{err}
+	}
+	if len(implied) == 0 {
+		out, err := d.transmit(ctx, req)
+		return out, nil, err
+	}
+	if d.env.Commit == nil {
+		return nil, nil, errRefusedBefore{driver.Errorf(errors.ErrUnsupported, "%s %q: the backend cannot commit what the write implies with it", d.op, d.name())}
+	}
+	etags, err := d.env.Commit(ctx, append(req.Actions(), implied...))
+	if err != nil {
+		return nil, implied, err
+	}
+	out := make([]driver.Item, len(req))
+	for i, w := range req {
+		out[i] = written(w, etags[i])
+	}
+	return out, implied, nil
+}
+
+// errRefusedBefore is an Implier's refusal of a request: nothing was sent.
+type errRefusedBefore struct{ error }
+
+func (e errRefusedBefore) Unwrap() error { return e.error }
+
+// impliedRefusal acts on err, a refusal of req sent with implied: when it
+// names one of the implied actions, the Implier decides (again at once,
+// or the write's end) and handled is true.
+func (d *Delivery) impliedRefusal(ctx context.Context, req Request, implied []driver.Action, err error) (next next, out error, handled bool) {
+	var ae *driver.ActionError
+	if len(implied) == 0 || !errors.As(err, &ae) || ae.Index < len(req) || ae.Index >= len(req)+len(implied) {
+		return stop, err, false
+	}
+	memo, err := d.env.Implier.Refused(ctx, req, implied, ae.Index-len(req), ae.Err, d.memo)
+	d.memo = memo
+	if err != nil {
+		return stop, err, true
+	}
+	d.then = carry{resend: req}
+	return now, driver.Errorf(driver.ErrConflict, "%s %q: what the write implies was built again", d.op, d.name()), true
+}

@@ -1,0 +1,306 @@
+// Package index keeps a Store's indexes: the entries each document write
+// implies beside it (unique and lookup), made in the same atomic request
+// as the document (engine.Implier), and read back by value. It is
+// untyped: the Store gives it the values a stored document holds.
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
+)
+
+// Def is one index of a Store.
+type Def struct {
+	Name   string
+	Unique bool // one document per value (else several: a lookup index)
+}
+
+// Set is a Store's indexes over its backend.
+type Set struct {
+	Defs    []Def
+	Backend driver.Backend
+	// Values returns, per Def, the values a stored document holds
+	// (Data as its codec made it): sorted, without duplicates or "";
+	// at most one for a unique index. Its error refuses the write.
+	Values func(key string, data []byte) ([][]string, error)
+
+	space *driver.Entries
+	check func([]driver.Action) error
+}
+
+// New returns the Set of defs over b, or an error refusing them.
+func New(b driver.Backend, defs []Def, values func(key string, data []byte) ([][]string, error)) (*Set, error) {
+	seen := map[string]bool{}
+	for _, d := range defs {
+		if err := CheckName(d.Name); err != nil {
+			return nil, err
+		}
+		if seen[d.Name] {
+			return nil, driver.Errorf(driver.ErrInvalidInput, "index %q is declared twice", d.Name)
+		}
+		seen[d.Name] = true
+	}
+	a := b.Abilities()
+	return &Set{Defs: defs, Backend: b, Values: values, space: a.Entries, check: a.CheckCommit}, nil
+}
+
+// Usable refuses writes when the backend keeps no entries or cannot
+// commit them with a document (errors.ErrUnsupported).
+func (s *Set) Usable() error {
+	a := s.Backend.Abilities()
+	if s.space == nil || a.Commit == nil {
+		return fmt.Errorf("%w: a Store with indexes needs a backend that commits index entries with documents (blobs cannot)", errors.ErrUnsupported)
+	}
+	return nil
+}
+
+// memo is what a delivery learnt of entries from refusals: a key's
+// current ETag ("" : missing).
+type memo map[string]driver.ETag
+
+// planned is one entry's action, as the writes of a request imply it.
+type planned struct {
+	action    driver.Action
+	entry     Entry
+	def       Def
+	release   bool // a delete (else a write)
+	overwrite bool // a write of an entry another write of the request releases
+}
+
+// Imply returns the entry actions req implies (engine.Implier).
+func (s *Set) Imply(req engine.Request, m any) ([]driver.Action, error) {
+	if err := s.Usable(); err != nil {
+		return nil, err
+	}
+	known, _ := m.(memo)
+	var plan []*planned
+	byKey := map[string]*planned{}
+	for _, w := range req {
+		if w.Check {
+			continue
+		}
+		steps, err := s.steps(w)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range steps {
+			prev, ok := byKey[p.action.Key]
+			if !ok {
+				byKey[p.action.Key] = p
+				plan = append(plan, p)
+				continue
+			}
+			if err := merge(prev, p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := make([]driver.Action, 0, len(plan))
+	for _, p := range plan {
+		a, ok := p.condition(known)
+		if ok {
+			out = append(out, a)
+		}
+	}
+	if s.check != nil && len(out) > 0 {
+		if err := s.check(append(req.Actions(), out...)); err != nil {
+			return nil, fmt.Errorf("%w (with its index entries)", err)
+		}
+	}
+	return out, nil
+}
+
+// steps are the entry changes of w: its document's values before (w.Was)
+// and after.
+func (s *Set) steps(w engine.KeyWrite) ([]*planned, error) {
+	switch {
+	case !w.WasKnown:
+		return nil, fmt.Errorf("%w: the write of %q would leave its index entries behind: the version it replaces is not known", errors.ErrUnsupported, w.Key)
+	case w.Write.Mode == driver.ModeMerge:
+		return nil, fmt.Errorf("%w: a merge of %q cannot keep its index entries: they need the whole document (use Update)", errors.ErrUnsupported, w.Key)
+	}
+	var was, now [][]string
+	var err error
+	if w.Was.Data != nil {
+		if was, err = s.Values(w.Key, w.Was.Data); err != nil {
+			return nil, err
+		}
+	}
+	if !w.Delete {
+		if now, err = s.Values(w.Key, w.Write.Data); err != nil {
+			return nil, err
+		}
+	}
+	scope, err := s.space.Scope(w.Key)
+	if err != nil {
+		return nil, err
+	}
+	rest := strings.TrimPrefix(w.Key, scope)
+	var out []*planned
+	for i, d := range s.Defs {
+		var before, after []string
+		if i < len(was) {
+			before = was[i]
+		}
+		if i < len(now) {
+			after = now[i]
+		}
+		for _, v := range before {
+			if !slices.Contains(after, v) {
+				out = append(out, s.step(d, scope, rest, Entry{d.Name, v, w.Key}, true))
+			}
+		}
+		for _, v := range after {
+			if !slices.Contains(before, v) {
+				out = append(out, s.step(d, scope, rest, Entry{d.Name, v, w.Key}, false))
+			}
+		}
+	}
+	return out, nil
+}
+
+// step is the action on e's entry: its delete (release), or its write.
+func (s *Set) step(d Def, scope, rest string, e Entry, release bool) *planned {
+	name := uniqueName(d.Name, e.Value)
+	if !d.Unique {
+		name = lookupName(d.Name, e.Value, rest)
+	}
+	p := &planned{entry: e, def: d, release: release}
+	p.action.Key = s.space.Key(scope, name)
+	if !release {
+		p.action.Write.Data = e.data()
+	}
+	return p
+}
+
+// merge folds p into prev, an action on the same entry by another write
+// of the request: a value one document releases and another takes is
+// one write; a value two take is a duplicate.
+func merge(prev, p *planned) error {
+	switch {
+	case prev.release && p.release:
+		return nil
+	case prev.release:
+		*prev = *p
+		prev.release, prev.action.Delete = false, false
+		prev.entry.Doc = p.entry.Doc
+		prev.handOver()
+		return nil
+	case p.release:
+		prev.handOver()
+		return nil
+	}
+	return &UniqueError{Index: p.def.Name, Value: p.entry.Value, Key: prev.entry.Doc, By: p.entry.Doc}
+}
+
+// handOver marks a write of an entry another document of the request
+// releases: it replaces the entry, whatever version it is at.
+func (p *planned) handOver() {
+	p.release = false
+	p.action.Write.Cond = driver.IfMatch(driver.ETagAny)
+	p.overwrite = true
+}
+
+// condition is p's action with its condition, as what the delivery knows
+// of the entry says; false when there is nothing to send (the delete of
+// an entry known missing).
+func (p *planned) condition(known memo) (driver.Action, bool) {
+	a := p.action
+	etag, learnt := known[a.Key]
+	switch {
+	case p.release && learnt && etag == "":
+		return a, false
+	case p.release:
+		a.Delete = true
+		a.Write = driver.Write{Cond: driver.IfMatch(driver.ETagAny)}
+		if learnt {
+			a.Write.Cond = driver.IfMatch(etag)
+		}
+	case !p.def.Unique:
+		a.Write.Cond = driver.Cond{Kind: driver.CondNone} // one document's own entry
+	case learnt && etag != "":
+		a.Write.Cond = driver.IfMatch(etag) // a stale entry, or the document's own
+	case learnt || !p.overwrite:
+		a.Write.Cond = driver.Cond{Kind: driver.CondCreate}
+	}
+	return a, true
+}
+
+// Refused learns why implied action i was refused (engine.Implier): the
+// entry's state, read now. A value held by another document that holds
+// it now ends the write with a *UniqueError; anything else is sent again.
+func (s *Set) Refused(ctx context.Context, req engine.Request, implied []driver.Action, i int, err error, m any) (any, error) {
+	known, _ := m.(memo)
+	if known == nil {
+		known = memo{}
+	}
+	a := implied[i]
+	if !errors.Is(err, driver.ErrExists) && !errors.Is(err, driver.ErrConflict) && !errors.Is(err, driver.ErrNotFound) {
+		return known, err
+	}
+	it, rerr := s.Backend.Read(ctx, a.Key)
+	switch {
+	case errors.Is(rerr, driver.ErrNotFound):
+		known[a.Key] = ""
+		return known, nil
+	case rerr != nil:
+		return known, rerr
+	}
+	known[a.Key] = it.ETag
+	if a.Delete {
+		return known, nil
+	}
+	held, derr := decode(it)
+	if derr != nil {
+		return known, nil // unreadable: taken as stale, replaced on its ETag
+	}
+	mine, _ := decode(driver.Item{Key: a.Key, Data: a.Write.Data})
+	if held.Doc == mine.Doc || held.Index != mine.Index {
+		return known, nil
+	}
+	if held.Value != mine.Value {
+		return known, driver.Errorf(driver.ErrInvalidInput, "index %q: the values %q and %q share a hash", mine.Index, mine.Value, held.Value)
+	}
+	holds, err := s.holds(ctx, held, req)
+	if err != nil {
+		return known, err
+	}
+	if holds {
+		return known, &UniqueError{Index: held.Index, Value: held.Value, Key: held.Doc, By: mine.Doc}
+	}
+	return known, nil // a stale entry: replaced on its ETag
+}
+
+// holds reports whether e's document holds e's value now (an entry a
+// writer that did not declare the index left is not trusted).
+func (s *Set) holds(ctx context.Context, e Entry, req engine.Request) (bool, error) {
+	it, err := s.Backend.Read(ctx, e.Doc)
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return s.Holds(e.Doc, it.Data, e.Index, e.Value)
+}
+
+// Holds reports whether data, a stored document of key, holds value in
+// the index named idx.
+func (s *Set) Holds(key string, data []byte, idx, value string) (bool, error) {
+	vals, err := s.Values(key, data)
+	if err != nil {
+		return false, err
+	}
+	for i, d := range s.Defs {
+		if d.Name == idx && i < len(vals) {
+			return slices.Contains(vals[i], value), nil
+		}
+	}
+	return false, nil
+}
