@@ -1,0 +1,68 @@
+package index
+
+import (
+	"context"
+	"iter"
+	"strings"
+
+	"github.com/etagstore/etagstore/driver"
+)
+
+// This file reads entries by value: a value carries its scope as keys do
+// ("b1/ship it" on a table without Options.Partition: partition b1).
+
+// split is scoped's scope and its value after it.
+func (s *Set) split(scoped string) (scope, value string, err error) {
+	if s.space == nil {
+		return "", "", s.Usable()
+	}
+	if scope, err = s.space.Scope(scoped); err != nil {
+		return "", "", err
+	}
+	return scope, strings.TrimPrefix(scoped, scope), nil
+}
+
+// Holder reads the entry of scoped in unique index d: the document
+// holding the value, as the entry says (ErrNotFound: none). The caller
+// checks that the document still holds it.
+func (s *Set) Holder(ctx context.Context, d Def, scoped string) (Entry, error) {
+	scope, value, err := s.split(scoped)
+	if err != nil {
+		return Entry{}, err
+	}
+	it, err := s.Backend.Read(ctx, s.space.Key(scope, uniqueName(d.Name, value)))
+	if err != nil {
+		return Entry{}, err
+	}
+	e, err := decode(it)
+	if err != nil || e.Value != value || e.Index != d.Name {
+		return Entry{}, driver.Errorf(driver.ErrNotFound, "no document holds %q in index %q", scoped, d.Name)
+	}
+	return e, nil
+}
+
+// Holders yields the entries of scoped in lookup index d, in the
+// backend's order of their keys; the caller checks each document.
+func (s *Set) Holders(ctx context.Context, d Def, scoped string) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		scope, value, err := s.split(scoped)
+		if err != nil {
+			yield(Entry{}, err)
+			return
+		}
+		for it, err := range s.Backend.List(ctx, s.space.Key(scope, lookupPrefix(d.Name, value))) {
+			if err != nil {
+				yield(Entry{}, err)
+				return
+			}
+			e, derr := decode(it)
+			if derr != nil || e.Value != value || e.Index != d.Name {
+				continue // another value sharing a hash, or unreadable: not this value's
+			}
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+}
+
