@@ -17,7 +17,9 @@ const listChunk = 256
 // that the first item comes at once and writers wait for one page at
 // most: every key appears at most once and in order, each item as it was
 // at one instant, and a document written or deleted while the listing
-// runs may or may not be seen. ctx is checked before every page.
+// runs may or may not be seen. ctx is checked before every page. Keys
+// starting with U+FFFF (index entries) are yielded only when prefix
+// starts with U+FFFF too (see the package documentation).
 func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
 	return func(yield func(driver.Item, error) bool) {
 		after := ""
@@ -57,27 +59,46 @@ func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int)
 // starts with prefix and sorts after after ("": from the start), and
 // whether more follow. The keys with a prefix are contiguous in key order
 // and begin at the prefix itself, so the walk starts at the later of
-// prefix and after and stops at the first key without the prefix.
+// prefix and after and stops at the first key without the prefix. The
+// reserved keys (index entries) are contiguous too: a walk of a prefix
+// that is not reserved steps over them at once, to pastReserved, so that
+// no listing of a user's prefix yields one or pays for them.
 func (b *Backend) page(prefix, after string, limit int) (items []driver.Item, more bool) {
 	items = make([]driver.Item, 0, min(limit, 64))
 	from := prefix
 	if compareKeys(after, prefix) > 0 {
 		from = after
 	}
+	skipReserved := !reserved(prefix)
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	b.keys.AscendGreaterOrEqual(from, func(k string) bool {
-		switch {
-		case !strings.HasPrefix(k, prefix):
-			return false
-		case k == after:
+	for { // at most twice: no reserved key sorts at or after pastReserved
+		next := ""
+		b.keys.AscendGreaterOrEqual(from, func(k string) bool {
+			switch {
+			case !strings.HasPrefix(k, prefix):
+				return false
+			case skipReserved && reserved(k):
+				next = pastReserved
+				return false
+			case k == after:
+				return true
+			case len(items) == limit:
+				more = true
+				return false
+			}
+			items = append(items, b.docs[k])
 			return true
-		case len(items) == limit:
-			more = true
-			return false
+		})
+		if next == "" {
+			return items, more
 		}
-		items = append(items, b.docs[k])
-		return true
-	})
-	return items, more
+		from = next
+	}
 }
+
+// pastReserved is the first string after every reserved key in key order
+// (compareKeys): U+FFFF's UTF-8 encoding, EF BF BF, with its last byte
+// raised. No valid UTF-8 key sorts at or after it (only invalid byte
+// strings a caller of the Backend could write).
+const pastReserved = "\xEF\xBF\xC0"

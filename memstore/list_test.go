@@ -30,11 +30,12 @@ func randomKey(r *rand.Rand) string {
 
 // listKeys is what List and ListPage must yield: the keys of model that
 // start with prefix (a byte prefix, which may end inside a character), in
-// driver.CompareKeys order.
+// driver.CompareKeys order; a key starting with U+FFFF (reserved for
+// index entries) only when prefix starts with U+FFFF too.
 func listKeys(model map[string]bool, prefix string) []string {
 	var keys []string
 	for k := range model {
-		if strings.HasPrefix(k, prefix) {
+		if strings.HasPrefix(k, prefix) && (!strings.HasPrefix(k, "\uffff") || strings.HasPrefix(prefix, "\uffff")) {
 			keys = append(keys, k)
 		}
 	}

@@ -16,12 +16,24 @@
 // Every call that reaches the documents is one request in the Store's
 // etagstore.requests metric (a List: one per 256 items), as one HTTP
 // request is on Azure.
+//
+// Keys starting with U+FFFF are reserved: ValidateKey refuses them. The
+// backend keeps index entries (driver.Abilities.Entries) under them, in
+// its one commit scope (Entries.Scope returns ""): the entry named name
+// is the key "\uFFFFe." + name. Entries live beside the documents, in
+// the same map and key order, so that Read returns them and Commit
+// writes, deletes and checks them with documents atomically; List and
+// ListPage skip every reserved key unless the prefix itself is reserved
+// (starts with U+FFFF), so that a listing of a user's prefix never yields
+// an entry and one of a prefix Entries.Key made yields only entries.
+// ReadMany refuses reserved keys, as ValidateKey does.
 package memstore
 
 import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/google/btree"
@@ -74,12 +86,43 @@ func New(opts *Options) *Backend {
 // that several writes over any keys can be committed atomically, with
 // checks that write nothing and check absence exactly (PureChecks), and
 // that a fenced delete keeps the key's fencing token (Tombstones: in a map
-// beside the documents, which no read or listing sees), and that several
-// keys can be read at one instant (ReadMany). memstore cannot merge
-// (driver.ModeMerge).
+// beside the documents, which no read or listing sees), that several
+// keys can be read at one instant (ReadMany), and that it keeps index
+// entries under reserved keys (Entries; see the package documentation).
+// memstore cannot merge (driver.ModeMerge).
 func (b *Backend) Abilities() driver.Abilities {
-	return driver.Abilities{Verbatim: true, Commit: b.commit, PureChecks: true, Tombstones: true, MaxKeyLen: b.opts.MaxKeyLen, ReadMany: b.readMany}
+	return driver.Abilities{Verbatim: true, Commit: b.commit, PureChecks: true, Tombstones: true, MaxKeyLen: b.opts.MaxKeyLen, ReadMany: b.readMany,
+		Entries: &driver.Entries{Scope: b.entryScope, Key: entryKey}}
 }
+
+// reservedPrefix starts every key ValidateKey refuses because the backend
+// keeps its own records under it: index entries (entryPrefix).
+const reservedPrefix = "\uFFFF"
+
+// entryPrefix starts the key of every index entry: the entry named name
+// is entryPrefix + name.
+const entryPrefix = reservedPrefix + "e."
+
+// reserved reports whether key is one of the backend's own (an index
+// entry), not a document key a user may write or list.
+func reserved(key string) bool { return strings.HasPrefix(key, reservedPrefix) }
+
+// entryScope is Entries.Scope: memstore is one commit scope, "", for
+// every key Read accepts (entries included); a key over MaxKeyLen bytes,
+// or one driver.CheckKey refuses, matches driver.ErrInvalidKey.
+func (b *Backend) entryScope(key string) (string, error) {
+	if err := driver.CheckKey(key); err != nil {
+		return "", err
+	}
+	if len(key) > b.opts.MaxKeyLen {
+		return "", fmt.Errorf("%w: key is %d bytes, the limit is %d", driver.ErrInvalidKey, len(key), b.opts.MaxKeyLen)
+	}
+	return "", nil
+}
+
+// entryKey is Entries.Key: the reserved key of the entry named name in
+// scope (always "").
+func entryKey(scope, name string) string { return scope + entryPrefix + name }
 
 // As sets a **memstore.Backend target to b.
 func (b *Backend) As(target any) bool {
@@ -90,11 +133,16 @@ func (b *Backend) As(target any) bool {
 	return false
 }
 
-// ValidateKey accepts keys of at most MaxKeyLen bytes; otherwise the error
-// matches driver.ErrInvalidKey. (The Store has applied driver.CheckKey.)
+// ValidateKey accepts keys of at most MaxKeyLen bytes that do not start
+// with U+FFFF (reserved for index entries: see the package
+// documentation); otherwise the error matches driver.ErrInvalidKey. (The
+// Store has applied driver.CheckKey.)
 func (b *Backend) ValidateKey(key string) error {
 	if len(key) > b.opts.MaxKeyLen {
 		return fmt.Errorf("%w: key is %d bytes, the limit is %d", driver.ErrInvalidKey, len(key), b.opts.MaxKeyLen)
+	}
+	if reserved(key) {
+		return fmt.Errorf("%w: key %q starts with U+FFFF, which memstore keeps for its index entries", driver.ErrInvalidKey, key)
 	}
 	return nil
 }
