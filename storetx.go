@@ -59,11 +59,11 @@ func (v *storeTx[T]) action(d *engine.Delivery, key string) (engine.KeyWrite, bo
 	case w.blind:
 		return engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, w.data, 0), true
 	case w.unread:
-		kw := engine.Fresh(key, driver.Cond{Kind: driver.CondCreate}, w.data, d.Fence())
+		kw := engine.Over(engine.Fresh(key, driver.Cond{Kind: driver.CondCreate}, w.data, d.Fence()), version{Item: driver.Item{Key: key}})
 		kw.Unread = true
 		return kw, true
 	case w.anew: // created again after a delete: nothing of the stored version's bookkeeping carries over
-		return engine.Fresh(key, driver.IfMatch(b.ETag), w.data, d.Fence()), true
+		return engine.Over(engine.Fresh(key, driver.IfMatch(b.ETag), w.data, d.Fence()), b), true
 	}
 	return over(d, b, w.onto), true
 }

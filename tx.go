@@ -213,14 +213,15 @@ func (tx *Tx[T]) knows(key string) bool {
 // stored), and it writes T alone. A key the transaction has read (before
 // the Upsert, or after it: ETag, Delete, Put), or a transaction under a
 // fence (WithFence), is written as Put writes it, conditioned on the
-// version read.
+// version read. So is every key of a Store with indexes, whose entries
+// need the version the write replaces.
 func (tx *Tx[T]) Upsert(key string, v T) error {
 	st, view := tx.view(key)
 	if err := st.open(); err != nil {
 		return err
 	}
-	if _, fenced := FenceFrom(st.ctx); fenced || tx.mine(key) {
-		return tx.Put(key, v)
+	if _, fenced := FenceFrom(st.ctx); fenced || tx.mine(key) || tx.s.idx != nil {
+		return tx.Put(key, v) // with indexes: their entries need the version it replaces
 	}
 	if err := tx.s.checkKey(key); err != nil {
 		return err

@@ -1,0 +1,122 @@
+package etagstore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/memstore"
+)
+
+type card struct {
+	Title  string
+	Labels []string
+}
+
+var (
+	byTitle = etagstore.Unique("title", func(c card) string { return strings.ToLower(c.Title) })
+	byLabel = etagstore.Lookup("label", func(c card) []string { return c.Labels })
+)
+
+func TestIndexesOnMemstore(t *testing.T) {
+	ctx := context.Background()
+	cards := etagstore.New(memstore.New(nil), nil, byTitle, byLabel)
+	a, err := cards.Create(ctx, "c1", card{Title: "Ship it", Labels: []string{"urgent", "web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cards.Create(ctx, "c2", card{Title: "ship IT"})
+	var ue *etagstore.UniqueError
+	if !errors.As(err, &ue) || !errors.Is(err, etagstore.ErrExists) || ue.Key != "c1" || ue.Value != "ship it" {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if _, err := cards.Get(ctx, "c2"); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Fatalf("c2 written: %v", err)
+	}
+	d, err := cards.GetBy(ctx, byTitle, "ship it")
+	if err != nil || d.Key != "c1" {
+		t.Fatalf("GetBy: %v %v", d.Key, err)
+	}
+	if _, err := cards.Update(ctx, "c1", func(c *card) error { c.Title = "Shipped"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cards.GetBy(ctx, byTitle, "ship it"); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Fatalf("old value still held: %v", err)
+	}
+	if _, err := cards.Create(ctx, "c2", card{Title: "ship it", Labels: []string{"urgent"}}); err != nil {
+		t.Fatalf("freed value: %v", err)
+	}
+	var keys []string
+	for d, err := range cards.ListBy(ctx, byLabel, "urgent") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, d.Key)
+	}
+	if !slices.Equal(keys, []string{"c1", "c2"}) {
+		t.Fatalf("ListBy: %v", keys)
+	}
+	_ = a
+	c1, _ := cards.Get(ctx, "c1")
+	if err := cards.Delete(ctx, "c1", c1.ETag); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cards.Upsert(ctx, "c3", card{Title: "Shipped"}); err != nil {
+		t.Fatalf("value freed by delete: %v", err)
+	}
+	for it, err := range cards.Backend().List(ctx, "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("listed %q", it.Key)
+	}
+}
+
+func TestIndexesInTransactions(t *testing.T) {
+	ctx := context.Background()
+	cards := etagstore.New(memstore.New(nil), nil, byTitle, byLabel)
+	_, err := cards.Transact(ctx, func(tx *etagstore.Tx[card]) error {
+		if err := tx.Create("c1", card{Title: "a"}); err != nil {
+			return err
+		}
+		return tx.Put("c2", card{Title: "b"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A swap of two titles in one transaction.
+	_, err = cards.Transact(ctx, func(tx *etagstore.Tx[card]) error {
+		if err := tx.Put("c1", card{Title: "b"}); err != nil {
+			return err
+		}
+		return tx.Put("c2", card{Title: "a"})
+	})
+	if err != nil {
+		t.Fatalf("swap: %v", err)
+	}
+	if d, err := cards.GetBy(ctx, byTitle, "a"); err != nil || d.Key != "c2" {
+		t.Fatalf("after swap: %v %v", d.Key, err)
+	}
+	_, err = cards.Transact(ctx, func(tx *etagstore.Tx[card]) error {
+		return tx.Create("c3", card{Title: "a"})
+	})
+	if !errors.Is(err, etagstore.ErrExists) {
+		t.Fatalf("tx duplicate: %v", err)
+	}
+	_, err = cards.Transact(ctx, func(tx *etagstore.Tx[card]) error {
+		if err := tx.Create("c4", card{Title: "z"}); err != nil {
+			return err
+		}
+		return tx.Create("c5", card{Title: "z"})
+	})
+	if !errors.Is(err, etagstore.ErrExists) {
+		t.Fatalf("duplicate within one tx: %v", err)
+	}
+	_, err = cards.Transact(ctx, func(tx *etagstore.Tx[card]) error {
+		return tx.Upsert("c6", card{Title: "q"})
+	})
+	t.Logf("tx upsert: %v", err)
+}
