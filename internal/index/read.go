@@ -65,4 +65,3 @@ func (s *Set) Holders(ctx context.Context, d Def, scoped string) iter.Seq2[Entry
 		}
 	}
 }
-
