@@ -61,7 +61,7 @@ func (b *Backend) checkCommit(actions []driver.Action) error {
 	var partition string
 	rows := make(map[string]bool, len(actions))
 	for i, a := range actions {
-		pk, rk, err := b.split(a.Key)
+		pk, rk, err := b.splitItem(a.Key)
 		if err == nil && i > 0 && pk != partition {
 			err = fmt.Errorf("%w: partition %q differs from the batch's %q", driver.ErrInvalidInput, pk, partition)
 		}
@@ -196,7 +196,7 @@ func batchETags(resp *http.Response) []driver.ETag {
 // transactionAction is a as an action of an entity group transaction; it
 // fails, sending nothing, on what the service would refuse.
 func (b *Backend) transactionAction(a driver.Action) (aztables.TransactionAction, error) {
-	pk, rk, err := b.split(a.Key)
+	pk, rk, err := b.splitItem(a.Key)
 	if err != nil {
 		return aztables.TransactionAction{}, err
 	}

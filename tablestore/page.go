@@ -23,7 +23,7 @@ import (
 // answers with less than asked (at most 1000 entities, or what it found
 // within its time limit).
 func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
-	return b.page(ctx, b.prefixFilter(prefix).And(b.afterFilter(after)), limit)
+	return b.page(ctx, b.prefixFilter(prefix).And(b.afterFilter(after)), limit, b.entryListing(prefix))
 }
 
 // QueryPage is ListPage for the entities matching filter (see Query).
@@ -31,7 +31,7 @@ func (b *Backend) QueryPage(ctx context.Context, filter Filter, after string, li
 	if b.opts.Partition != "" {
 		filter = Eq("PartitionKey", b.opts.Partition).And(filter)
 	}
-	return b.page(ctx, filter.And(b.afterFilter(after)), limit)
+	return b.page(ctx, filter.And(b.afterFilter(after)), limit, false)
 }
 
 // QueryPage returns one page of the typed documents of s (a Store on a
@@ -90,7 +90,9 @@ func (b *Backend) afterFilter(key string) Filter {
 
 // page runs the query filter until it has limit entities and knows whether
 // one more exists, asking each request for no more than it still needs.
-func (b *Backend) page(ctx context.Context, filter Filter, limit int) ([]driver.Item, bool, error) {
+// With entries it keeps the index entries alone, without them the
+// documents alone (see query).
+func (b *Backend) page(ctx context.Context, filter Filter, limit int, entries bool) ([]driver.Item, bool, error) {
 	if err := filter.Err(); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, err)
 	}
@@ -112,8 +114,8 @@ func (b *Backend) page(ctx context.Context, filter Filter, limit int) ([]driver.
 			if err != nil {
 				return nil, false, err
 			}
-			if b.isRecord(it.Key) {
-				continue // a fence record (tombstone.go), no document
+			if !b.listed(it.Key, entries) {
+				continue // a fence record (tombstone.go) or an index entry (entries.go)
 			}
 			items = append(items, it)
 		}

@@ -105,11 +105,13 @@ func (b *Backend) Partition() string { return b.opts.Partition }
 // Options.Partition, the table's key order (by PartitionKey, then RowKey;
 // see List), tombstones: a fenced delete keeps the key's fencing
 // token in a record entity beside it (see driver.ModeTombstone and
-// tombstone.go), and reads of several keys by one query per partition
-// (driver.Abilities.ReadMany; see readmany.go).
+// tombstone.go), reads of several keys by one query per partition
+// (driver.Abilities.ReadMany; see readmany.go), and index entries beside
+// the documents, in their partitions (driver.Abilities.Entries; see
+// entries.go).
 func (b *Backend) Abilities() driver.Abilities {
 	return driver.Abilities{Codec: EntityCodec{}, Merge: true, Commit: b.commit, CheckCommit: b.checkCommit, CompareKeys: b.keyOrder(),
-		CommitScope: b.scope, Tombstones: true, ReadMany: b.readMany}
+		CommitScope: b.scope, Tombstones: true, ReadMany: b.readMany, Entries: b.entries()}
 }
 
 // As sets a **tablestore.Backend target to b: how Query, Merge, Batch and
@@ -133,14 +135,44 @@ func tableOf[T any](s *etagstore.Store[T], what string) (*Backend, error) {
 
 // ValidateKey checks key against Azure's key rules without sending
 // anything: each part non-empty, at most 1 KiB (as UTF-16), with no '/',
-// '\', '#', '?' or control character. Errors match etagstore.ErrInvalidKey.
+// '\', '#', '?' or control character, and a row key that does not start
+// with U+FFFF (reserved for the Backend's fence records and index
+// entries). Errors match etagstore.ErrInvalidKey.
 func (b *Backend) ValidateKey(key string) error {
 	_, _, err := b.split(key)
 	return err
 }
 
-// split turns a key into its PartitionKey and RowKey, validating both.
+// split turns a key into its PartitionKey and RowKey, validating both as
+// ValidateKey does: a reserved row key (a fence record's or an index
+// entry's) is refused.
 func (b *Backend) split(key string) (pk, rk string, err error) {
+	pk, rk, err = b.splitParts(key)
+	if err == nil && strings.HasPrefix(rk, recordPrefix) {
+		return "", "", errReserved(rk)
+	}
+	return pk, rk, err
+}
+
+// splitItem is split for the calls that reach entries (Read, Write,
+// Delete, Commit, CheckCommit, Entries.Scope): it also accepts the key of
+// an index entry (entries.go), never a fence record's.
+func (b *Backend) splitItem(key string) (pk, rk string, err error) {
+	pk, rk, err = b.splitParts(key)
+	if err == nil && strings.HasPrefix(rk, recordPrefix) && !isEntryRow(rk) {
+		return "", "", errReserved(rk)
+	}
+	return pk, rk, err
+}
+
+// errReserved is the refusal of a row key starting with U+FFFF.
+func errReserved(rk string) error {
+	return fmt.Errorf("%w: row key %q starts with U+FFFF, which the Store keeps for its fence records and index entries", etagstore.ErrInvalidKey, rk)
+}
+
+// splitParts turns a key into its PartitionKey and RowKey, validating
+// both by the service's rules alone.
+func (b *Backend) splitParts(key string) (pk, rk string, err error) {
 	if b.opts.Partition != "" {
 		pk, rk = b.opts.Partition, key
 		if err := checkKeyPart("partition key", pk); err != nil {
@@ -158,9 +190,6 @@ func (b *Backend) split(key string) (pk, rk string, err error) {
 	}
 	if err := checkKeyPart("row key", rk); err != nil {
 		return "", "", err
-	}
-	if strings.HasPrefix(rk, recordPrefix) {
-		return "", "", fmt.Errorf("%w: row key %q starts with U+FFFF, which the Store keeps for its fence records", etagstore.ErrInvalidKey, rk)
 	}
 	return pk, rk, nil
 }
@@ -193,7 +222,7 @@ func (b *Backend) key(pk, rk string) string {
 // Read returns the entity under key, or an error matching
 // etagstore.ErrNotFound.
 func (b *Backend) Read(ctx context.Context, key string) (driver.Item, error) {
-	pk, rk, err := b.split(key)
+	pk, rk, err := b.splitItem(key)
 	if err != nil {
 		return driver.Item{}, err
 	}
@@ -319,7 +348,7 @@ func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (etagst
 
 // write is Write of data with a choice of replace or merge semantics.
 func (b *Backend) write(ctx context.Context, key string, w driver.Write, data []byte, mode aztables.UpdateMode) (etagstore.ETag, error) {
-	pk, rk, err := b.split(key)
+	pk, rk, err := b.splitItem(key)
 	if err != nil {
 		return "", err
 	}
@@ -364,7 +393,7 @@ func (b *Backend) write(ctx context.Context, key string, w driver.Write, data []
 // etagstore.ErrNotFound; without an ETag nothing is sent
 // (etagstore.ErrETagRequired).
 func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) error {
-	pk, rk, err := b.split(key)
+	pk, rk, err := b.splitItem(key)
 	if err != nil {
 		return err
 	}
@@ -385,9 +414,10 @@ func (b *Backend) Delete(ctx context.Context, key string, etag driver.ETag) erro
 // order.go), from one query whose pages of Options.PageSize it streams.
 // With "PartitionKey/RowKey" keys a prefix without '/' selects the
 // partitions whose key starts with it, and one with '/' a range of rows
-// in one partition.
+// in one partition. Index entries are yielded only for a prefix that
+// Entries.Key made (entries.go), and fence records never.
 func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
-	return b.query(ctx, b.prefixFilter(prefix))
+	return b.query(ctx, b.prefixFilter(prefix), b.entryListing(prefix))
 }
 
 // prefixFilter is the OData filter for the keys starting with prefix.
@@ -402,12 +432,14 @@ func (b *Backend) prefixFilter(prefix string) Filter {
 }
 
 // Query yields the entities matching filter (see Filter) in table order.
-// Entities outside Options.Partition are skipped when it is set.
+// Entities outside Options.Partition are skipped when it is set, and so
+// are the Backend's own rows, whose RowKey starts with U+FFFF (fence
+// records and index entries), whatever the filter.
 func (b *Backend) Query(ctx context.Context, filter Filter) iter.Seq2[driver.Item, error] {
 	if b.opts.Partition != "" {
 		filter = Eq("PartitionKey", b.opts.Partition).And(filter)
 	}
-	return b.query(ctx, filter)
+	return b.query(ctx, filter, false)
 }
 
 // Query yields the typed documents of s (a Store on a table Backend)
@@ -452,7 +484,10 @@ func queryDocs[T any](ctx context.Context, s *etagstore.Store[T], filter Filter,
 	return nil
 }
 
-func (b *Backend) query(ctx context.Context, filter Filter) iter.Seq2[driver.Item, error] {
+// query yields the entities matching filter: with entries, the index
+// entries alone (a listing of a prefix Entries.Key made); without, the
+// documents alone. Fence records never.
+func (b *Backend) query(ctx context.Context, filter Filter, entries bool) iter.Seq2[driver.Item, error] {
 	return func(yield func(driver.Item, error) bool) {
 		if err := filter.Err(); err != nil {
 			yield(driver.Item{}, fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, err))
@@ -475,8 +510,8 @@ func (b *Backend) query(ctx context.Context, filter Filter) iter.Seq2[driver.Ite
 					yield(driver.Item{}, err)
 					return
 				}
-				if b.isRecord(it.Key) {
-					continue // a fence record (tombstone.go), no document
+				if !b.listed(it.Key, entries) {
+					continue // a fence record (tombstone.go) or an index entry (entries.go)
 				}
 				if !yield(it, nil) {
 					return

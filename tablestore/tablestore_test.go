@@ -19,6 +19,15 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// Index entries without Options.Partition: a scope per partition, "pk/",
+// and entries of one name in two partitions are distinct (Run runs the
+// same cases with a Partition: one scope, "").
+func TestEntriesByPartition(t *testing.T) {
+	storetest.RunEntries(t, func(t *testing.T) driver.Backend {
+		return tablestore.New(azuritetest.NewTable(t), nil)
+	})
+}
+
 // A Store of an older type keeps the properties a newer type wrote, each
 // with its type.
 func TestExtraMembersKept(t *testing.T) {

@@ -78,7 +78,7 @@ func (b *Backend) recordAction(ctx context.Context, a driver.Action) (act aztabl
 	if !tombstone(a) && !fencedCreate(a) {
 		return act, false, nil
 	}
-	pk, rk, err := b.split(a.Key)
+	pk, rk, err := b.splitItem(a.Key)
 	if err != nil {
 		return act, false, err
 	}
