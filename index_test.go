@@ -120,3 +120,54 @@ func TestIndexesInTransactions(t *testing.T) {
 	})
 	t.Logf("tx upsert: %v", err)
 }
+
+func TestReindexOnMemstore(t *testing.T) {
+	ctx := context.Background()
+	b := memstore.New(nil)
+	plain := etagstore.New[card](b, nil)
+	for i, title := range []string{"a", "b", "a", "c"} {
+		if _, err := plain.Create(ctx, string(rune('p'+i)), card{Title: title, Labels: []string{"x"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cards := etagstore.New(b, nil, byTitle, byLabel)
+	err := cards.Reindex(ctx, byTitle)
+	var re *etagstore.ReindexError
+	if !errors.As(err, &re) || len(re.Duplicates) != 1 || re.Duplicates[0].Value != "a" {
+		t.Fatalf("Reindex: %v", err)
+	}
+	t.Log(err)
+	if d, err := cards.GetBy(ctx, byTitle, "c"); err != nil || d.Key != "s" {
+		t.Fatalf("GetBy after Reindex: %v %v", d.Key, err)
+	}
+	if err := cards.Reindex(ctx, byLabel); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, err := range cards.ListBy(ctx, byLabel, "x") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 4 {
+		t.Fatalf("ListBy after Reindex: %d", n)
+	}
+	// A writer that does not declare the index leaves a stale entry: the
+	// next Reindex deletes it.
+	if _, err := plain.Update(ctx, "s", func(c *card) error { c.Title = "d"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cards.GetBy(ctx, byTitle, "c"); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Fatalf("stale entry trusted: %v", err)
+	}
+	if _, err := cards.Create(ctx, "t", card{Title: "c"}); err != nil {
+		t.Fatalf("stale entry blocks a create: %v", err)
+	}
+	if err := cards.Reindex(ctx, byTitle); !errors.As(err, &re) {
+		t.Fatalf("second Reindex: %v", err)
+	}
+	if d, err := cards.GetBy(ctx, byTitle, "d"); err != nil || d.Key != "s" {
+		t.Fatalf("GetBy d: %v %v", d.Key, err)
+	}
+}

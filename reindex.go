@@ -1,0 +1,111 @@
+package etagstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/index"
+	"github.com/etagstore/etagstore/internal/telemetry"
+)
+
+// reindexPage is how many documents Reindex holds at once.
+const reindexPage = 1000
+
+// Reindex builds idx's entries for every document of s, and repairs
+// them: an entry a document needs is made, one left by a writer that did
+// not declare the index (an older deploy, another program), whose
+// document does not hold its value, is deleted. Run it once after
+// declaring an index over documents written without it.
+//
+// It reads the documents a page of 1,000 at a time, so its memory is
+// bounded, and commits their entries in batches of one partition, as a
+// hand-written loop would; it then lists the page again, and checks the
+// entries of a document that changed meanwhile, so it is safe to run
+// while the app writes. It is idempotent: a second run, or a run after
+// one that failed halfway, makes what is missing and leaves the rest.
+//
+// A value of a Unique index that two documents hold is reported, with
+// both keys, in a *ReindexError matching ErrExists; the entry stays with
+// the document that held it first, and no document is changed: which
+// one gives the value up is the app's to decide. An index not declared
+// on s matches ErrInvalidInput; a backend without entries (blobs)
+// errors.ErrUnsupported.
+func (s *Store[T]) Reindex(ctx context.Context, idx Index[T]) error {
+	ctx, sp := s.obs.Begin(ctx, telemetry.OpReindex, idx.name)
+	err := s.reindex(ctx, idx)
+	sp.End(err)
+	return err
+}
+
+func (s *Store[T]) reindex(ctx context.Context, idx Index[T]) error {
+	d, err := s.idx.find(idx)
+	if err != nil {
+		return err
+	}
+	if err := s.idx.set.Usable(); err != nil {
+		return err
+	}
+	def := index.Def{Name: d.name, Unique: d.unique}
+	var out index.Rebuilt
+	for after := ""; ; {
+		page, more, err := s.b.ListPage(ctx, "", after, reindexPage)
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			break
+		}
+		from := after
+		relist := func() ([]driver.Item, error) {
+			items, _, err := s.b.ListPage(ctx, "", from, len(page))
+			return items, err
+		}
+		if err := s.idx.set.Rebuild(ctx, def, page, relist, &out); err != nil {
+			return err
+		}
+		if after = page[len(page)-1].Key; !more {
+			break
+		}
+	}
+	for _, scope := range out.Scopes {
+		if err := s.idx.set.Repair(ctx, def, scope); err != nil {
+			return err
+		}
+	}
+	if len(out.Duplicates) > 0 {
+		e := &ReindexError{Index: d.name}
+		for _, dup := range out.Duplicates {
+			e.Duplicates = append(e.Duplicates, Duplicate(dup))
+		}
+		return e
+	}
+	return nil
+}
+
+// Duplicate is a value of a Unique index that two documents hold: Key,
+// which holds its entry, and Other.
+type Duplicate struct{ Value, Key, Other string }
+
+// ReindexError reports the values of a Unique index that several
+// documents hold, found by Reindex. It matches ErrExists.
+type ReindexError struct {
+	Index      string
+	Duplicates []Duplicate
+}
+
+func (e *ReindexError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: index %q: %d values held by two documents:", ErrExists, e.Index, len(e.Duplicates))
+	for i, d := range e.Duplicates {
+		if i == 3 {
+			fmt.Fprintf(&b, " and %d more", len(e.Duplicates)-i)
+			break
+		}
+		fmt.Fprintf(&b, " %q by %q and %q;", d.Value, d.Key, d.Other)
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+func (e *ReindexError) Unwrap() error { return ErrExists }
