@@ -25,6 +25,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
 )
 
 // The kanban scenario (memory and table; this file): -kanbanwriters
@@ -44,6 +45,11 @@ import (
 //     loop does (Get: found, title taken; missing, Put);
 //   - envelope: Store.Transact of one Store over kanbanDoc, which holds
 //     the three types' fields (omitempty), doing the same;
+//   - indexed: etagstore.Transact over two Stores, the cards' with a
+//     Unique title index (lower-cased) instead of claims: create the
+//     card, Get the board and Put it with Count+1; a held title is a
+//     *UniqueError. The claims the invariants check are the index's
+//     entries, listed raw;
 //   - naive (tables only): the aztables loop a user writes — GetEntity of
 //     the claim (missing: free) and of the board, then one
 //     SubmitTransaction: insert claim, insert card, replace board If-Match
@@ -181,7 +187,7 @@ func kanbanRows(ctx context.Context, e *env, backend string, d time.Duration) []
 	if e.backend == nil || !strings.Contains(name, only) {
 		return nil
 	}
-	variants := []string{"transact", "transact-read", "envelope"}
+	variants := []string{"transact", "transact-read", "envelope", "indexed"}
 	if e.table != nil {
 		variants = append([]string{"naive"}, variants...)
 	}
@@ -308,6 +314,27 @@ func newKanbanVariant(ctx context.Context, e *env, v, space string) kanbanVarian
 			})
 			return runs, taken(err)
 		}, state}
+	case "indexed":
+		if _, err := boards.Upsert(ctx, boardKey, Board{}); err != nil {
+			log.Fatal(err)
+		}
+		byTitle := etagstore.Unique("title", func(c Card) string { return strings.ToLower(c.Title) })
+		cards := etagstore.New(b, nil, byTitle)
+		return kanbanVariant{func(ctx context.Context, card, title string) (runs int, err error) {
+			err = etagstore.Transact(ctx, func(tx *etagstore.Txn) error {
+				runs++
+				if err := cards.In(tx).Create(card, Card{Title: title, Column: "todo"}); err != nil {
+					return err
+				}
+				bd, err := boards.In(tx).Get(boardKey)
+				if err != nil {
+					return err
+				}
+				bd.Count++
+				return boards.In(tx).Put(boardKey, bd)
+			})
+			return runs, taken(err)
+		}, indexedState(b, state)}
 	case "envelope":
 		s := etagstore.New[kanbanDoc](b, nil)
 		if _, err := s.Upsert(ctx, boardKey, kanbanDoc{Board: &Board{}}); err != nil {
@@ -355,6 +382,35 @@ func newKanbanVariant(ctx context.Context, e *env, v, space string) kanbanVarian
 	}
 	log.Fatalf("kanban: no variant %q", v)
 	return kanbanVariant{}
+}
+
+// indexedState is state, the board's count and cards, with the claims
+// read from the title index's entries (listed raw, so that an entry
+// without its card shows): the claim of a title names the card its
+// entry names.
+func indexedState(b driver.Backend, state func(context.Context) (kanbanState, error)) func(context.Context) (kanbanState, error) {
+	return func(ctx context.Context) (kanbanState, error) {
+		st, err := state(ctx)
+		if err != nil {
+			return st, err
+		}
+		space := b.Abilities().Entries
+		scope, err := space.Scope(boardKey)
+		if err != nil {
+			return st, err
+		}
+		for it, err := range b.List(ctx, space.Key(scope, "u.title.")) {
+			if err != nil {
+				return st, err
+			}
+			var e struct{ Value, Doc string }
+			if err := json.Unmarshal(it.Data, &e); err != nil {
+				return st, fmt.Errorf("entry %q: %w", it.Key, err)
+			}
+			st.claims[claimKey(e.Value)] = e.Doc
+		}
+		return st, nil
+	}
 }
 
 // kanbanCell runs writers goroutines creating cards with v for d.
