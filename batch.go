@@ -183,8 +183,9 @@ func (b *batchRun[T]) finish(res engine.Result, extra Extra, err error) {
 			mine := *ce
 			mine.Mine = r.value
 			b.hand(r, result[T]{err: &mine, attempts: res.Attempts, batch: len(b.applied)})
-		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
-			// One member's change may be at fault: each runs on its own.
+		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput) || errors.As(err, new(*UniqueError))):
+			// One member's change may be at fault (a unique value held
+			// elsewhere, say): each runs on its own.
 			b.hand(r, result[T]{ungrouped: true})
 		default:
 			b.hand(r, result[T]{err: err})

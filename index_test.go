@@ -3,9 +3,11 @@ package etagstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/etagstore/etagstore"
 	"github.com/etagstore/etagstore/memstore"
@@ -170,4 +172,70 @@ func TestReindexOnMemstore(t *testing.T) {
 	if d, err := cards.GetBy(ctx, byTitle, "d"); err != nil || d.Key != "s" {
 		t.Fatalf("GetBy d: %v %v", d.Key, err)
 	}
+}
+
+// TestIndexUpdateBatchMemberTakingHeldValue: of Updates of one key
+// committed together, the one whose change takes a held value fails
+// alone; the others land.
+func TestIndexUpdateBatchMemberTakingHeldValue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		cards := etagstore.New(memstore.New(nil), nil, byTitle, byLabel)
+		if _, err := cards.Create(ctx, "held", card{Title: "taken"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cards.Create(ctx, "c", card{Title: "c"}); err != nil {
+			t.Fatal(err)
+		}
+		entered, release := make(chan struct{}), make(chan struct{})
+		first := make(chan error, 1)
+		go func() { // the first caller: holds the key while the others queue
+			_, err := cards.Update(ctx, "c", func(v *card) error {
+				close(entered)
+				<-release
+				v.Labels = append(v.Labels, "first")
+				return nil
+			})
+			first <- err
+		}()
+		<-entered
+		const n = 6
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				_, err := cards.Update(ctx, "c", func(v *card) error {
+					if i == 3 {
+						v.Title = "TAKEN"
+					} else {
+						v.Labels = append(v.Labels, fmt.Sprint("l", i))
+					}
+					return nil
+				})
+				errs <- err
+			}()
+		}
+		synctest.Wait() // every caller is queued behind the first
+		close(release)
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		failed := 0
+		for range n {
+			err := <-errs
+			var ue *etagstore.UniqueError
+			switch {
+			case errors.As(err, &ue) && ue.Key == "held" && ue.By == "c":
+				failed++
+			case err != nil:
+				t.Fatalf("member: %v", err)
+			}
+		}
+		d, err := cards.Get(ctx, "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if failed != 1 || d.Value.Title != "c" || len(d.Value.Labels) != n {
+			t.Fatalf("failed %d, document %+v", failed, d.Value)
+		}
+	})
 }
