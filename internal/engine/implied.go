@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/etagstore/etagstore/driver"
 )
@@ -51,6 +52,9 @@ func (d *Delivery) transmitWith(ctx context.Context, req Request) ([]driver.Item
 		return out, nil, err
 	}
 	implied, err := d.env.Implier.Imply(req, d.memo)
+	if errors.Is(err, errors.ErrUnsupported) {
+		err = fmt.Errorf("%s %q: %w", d.op, d.name(), err) // which path refused
+	}
 	if err != nil {
 		return nil, nil, errRefusedBefore{err}
 	}

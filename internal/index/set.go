@@ -120,10 +120,10 @@ func (s *Set) Imply(req engine.Request, m any) ([]driver.Action, error) {
 // and after.
 func (s *Set) steps(w engine.KeyWrite) ([]*planned, error) {
 	switch {
-	case !w.WasKnown:
-		return nil, fmt.Errorf("%w: the write of %q would leave its index entries behind: the version it replaces is not known", errors.ErrUnsupported, w.Key)
 	case w.Write.Mode == driver.ModeMerge:
-		return nil, fmt.Errorf("%w: a merge of %q cannot keep its index entries: they need the whole document (use Update)", errors.ErrUnsupported, w.Key)
+		return nil, fmt.Errorf("%w: a merge cannot keep a Store's index entries, which need the whole document (use Update or Replace)", errors.ErrUnsupported)
+	case !w.WasKnown:
+		return nil, fmt.Errorf("%w: this path does not know the version %q has, so it cannot keep the Store's index entries (use Update or Replace)", errors.ErrUnsupported, w.Key)
 	}
 	var was, now [][]string
 	var err error
