@@ -261,8 +261,9 @@ type Entries struct {
 	// Scope returns the part of key that names its commit scope, as a
 	// prefix of key: tablestore without Options.Partition "pk/"; "" for
 	// a backend of one scope (memstore, tablestore with
-	// Options.Partition). key is validated as for Read: an error matches
-	// ErrInvalidKey.
+	// Options.Partition). Only the scope's part of key is validated
+	// (what follows may be an index's value, of any characters): an
+	// error matches ErrInvalidKey.
 	Scope func(key string) (string, error)
 	// Key returns the key of the entry named name in scope (a prefix
 	// Scope returned). name is printable ASCII of the letters, digits

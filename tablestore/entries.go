@@ -33,15 +33,19 @@ func (b *Backend) entries() *driver.Entries {
 }
 
 // entryScope is Entries.Scope: "pk/" for a key of partition pk, "" with
-// Options.Partition. key is validated as Read validates it (entry keys
-// too); an error matches etagstore.ErrInvalidKey.
+// Options.Partition. Only the partition is validated: what follows it
+// may be an index's value, which may hold any character; an error
+// matches etagstore.ErrInvalidKey.
 func (b *Backend) entryScope(key string) (string, error) {
-	pk, _, err := b.splitItem(key)
-	if err != nil {
-		return "", err
-	}
 	if b.opts.Partition != "" {
 		return "", nil
+	}
+	pk, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return "", fmt.Errorf("%w: %q: table keys and index values are \"PartitionKey/…\"", etagstore.ErrInvalidKey, key)
+	}
+	if err := checkKeyPart("partition key", pk); err != nil {
+		return "", err
 	}
 	return pk + "/", nil
 }
