@@ -17,8 +17,8 @@ import (
 // Query, QueryPage (the Backend's and the typed ones) and ReadMany never
 // yield an index entry or a fence record, though the table holds both
 // beside the documents and a filter matches their properties; a fence
-// record's key is refused by every call, Read and Commit included; an
-// entry key with a name Key would not make is refused too.
+// record's key is refused by Read and Commit; an entry key with a name
+// Key would not make is refused too. Scope validates the partition alone.
 func TestEntriesAndRecordsNeverQueried(t *testing.T) {
 	for name, opts := range map[string]*tablestore.Options{"Partition": {Partition: "p"}, "PartitionKey/RowKey": nil} {
 		t.Run(name, func(t *testing.T) {
@@ -128,13 +128,22 @@ func TestEntriesAndRecordsNeverQueried(t *testing.T) {
 				if _, err := b.Read(ctx, k); !errors.Is(err, etagstore.ErrInvalidKey) {
 					t.Errorf("Read(%+q) = %v, want ErrInvalidKey", k, err)
 				}
-				if _, err := e.Scope(k); !errors.Is(err, etagstore.ErrInvalidKey) {
-					t.Errorf("Scope(%+q) = %v, want ErrInvalidKey", k, err)
-				}
 				_, err := b.Abilities().Commit(ctx, []driver.Action{{Key: k, Delete: true, Write: driver.Write{Cond: driver.IfMatch(etagstore.ETagAny)}}})
 				var ae *driver.ActionError
 				if !errors.As(err, &ae) || ae.Index != 0 || !errors.Is(err, etagstore.ErrInvalidKey) {
 					t.Errorf("Commit deleting %+q = %v, want an ActionError matching ErrInvalidKey", k, err)
+				}
+			}
+			// Scope validates the partition alone: what follows it may be
+			// an index's value of any characters.
+			if got, err := e.Scope(key("a value/#?\\")); got != scope || err != nil {
+				t.Errorf("Scope of a value = %q, %v; want %q", got, err, scope)
+			}
+			if opts == nil {
+				for _, k := range []string{"no-partition", "p#q/r", "/r"} {
+					if _, err := e.Scope(k); !errors.Is(err, etagstore.ErrInvalidKey) {
+						t.Errorf("Scope(%q) = %v, want ErrInvalidKey", k, err)
+					}
 				}
 			}
 			// The record is still there, and the entry.
