@@ -19,6 +19,16 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// Blobs keep no index entries: a blob write cannot commit with another
+// (no Abilities.Commit), so an entry could not land with its document.
+// The conformance suite's Entries group skips for that reason.
+func TestNoEntries(t *testing.T) {
+	b := blobstore.New(azuritetest.NewContainer(t), &blobstore.Options{Prefix: "docs/"})
+	if a := b.Abilities(); a.Entries != nil || a.Commit != nil {
+		t.Errorf("blobstore declares Entries %v, Commit %v; want neither", a.Entries != nil, a.Commit != nil)
+	}
+}
+
 // A Store of an older type keeps the members a newer type wrote.
 func TestExtraMembersKept(t *testing.T) {
 	storetest.RunExtra(t, func(t *testing.T) driver.Backend {

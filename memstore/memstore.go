@@ -107,18 +107,10 @@ const entryPrefix = reservedPrefix + "e."
 // entry), not a document key a user may write or list.
 func reserved(key string) bool { return strings.HasPrefix(key, reservedPrefix) }
 
-// entryScope is Entries.Scope: memstore is one commit scope, "", for
-// every key Read accepts (entries included); a key over MaxKeyLen bytes,
-// or one driver.CheckKey refuses, matches driver.ErrInvalidKey.
-func (b *Backend) entryScope(key string) (string, error) {
-	if err := driver.CheckKey(key); err != nil {
-		return "", err
-	}
-	if len(key) > b.opts.MaxKeyLen {
-		return "", fmt.Errorf("%w: key is %d bytes, the limit is %d", driver.ErrInvalidKey, len(key), b.opts.MaxKeyLen)
-	}
-	return "", nil
-}
+// entryScope is Entries.Scope: memstore is one commit scope, "", and a
+// key has no part naming it to validate, so every key is in it (what
+// follows the scope may be an index's value, of any characters).
+func (b *Backend) entryScope(string) (string, error) { return "", nil }
 
 // entryKey is Entries.Key: the reserved key of the entry named name in
 // scope (always "").
