@@ -239,3 +239,21 @@ func TestIndexUpdateBatchMemberTakingHeldValue(t *testing.T) {
 		}
 	})
 }
+
+func TestListNeverYieldsEntries(t *testing.T) {
+	ctx := context.Background()
+	cards := etagstore.New(memstore.New(nil), nil, byTitle)
+	if _, err := cards.Create(ctx, "c1", card{Title: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{"", "\uFFFF", "\uFFFFe.", "\uFFFFe.u.title."} {
+		for d, err := range cards.List(ctx, prefix) {
+			if prefix != "" && !errors.Is(err, etagstore.ErrInvalidKey) || prefix == "" && (err != nil || d.Key != "c1") {
+				t.Errorf("List(%q): %q %v", prefix, d.Key, err)
+			}
+		}
+		if _, err := cards.Page(ctx, prefix, 10, ""); prefix != "" && !errors.Is(err, etagstore.ErrInvalidKey) {
+			t.Errorf("Page(%q): %v", prefix, err)
+		}
+	}
+}

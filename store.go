@@ -5,6 +5,7 @@ import (
 	"iter"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
@@ -214,6 +215,10 @@ func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], er
 		ctx, sp := s.obs.Begin(ctx, telemetry.OpList, prefix)
 		failed := errPanicked // until the loop ends normally (yield may panic)
 		defer func() { sp.End(failed) }()
+		if failed = s.listable(prefix); failed != nil {
+			yield(Doc[T]{}, failed)
+			return
+		}
 		for it, err := range s.b.List(ctx, prefix) {
 			if err != nil {
 				failed = err
@@ -228,6 +233,20 @@ func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], er
 		}
 		failed = nil
 	}
+}
+
+// listable refuses a prefix that reaches into the keys a backend keeps
+// index entries under (driver.Entries: after the scope, U+FFFF), which
+// no document has (ErrInvalidKey).
+func (c *core) listable(prefix string) error {
+	if c.abilities.Entries == nil {
+		return nil
+	}
+	scope, err := c.abilities.Entries.Scope(prefix)
+	if err == nil && strings.HasPrefix(prefix[len(scope):], "\uFFFF") {
+		return errorf(ErrInvalidKey, "prefix %q: keys starting with U+FFFF are kept for index entries", prefix)
+	}
+	return nil
 }
 
 // fetch reads key: from the version cache when the backend confirms the

@@ -266,7 +266,9 @@ type Entries struct {
 	// error matches ErrInvalidKey.
 	Scope func(key string) (string, error)
 	// Key returns the key of the entry named name in scope (a prefix
-	// Scope returned). name is printable ASCII of the letters, digits
+	// Scope returned); what follows scope in it starts with U+FFFF, so
+	// that a Store refuses to list a prefix reaching into entries.
+	// name is printable ASCII of the letters, digits
 	// and "._~-", at most MaxEntryName bytes; a shorter name is a prefix
 	// of a longer one exactly when their keys are, so that
 	// List(Key(scope, p)) yields the entries whose names start with p.
