@@ -213,7 +213,7 @@ func TestIndexGroupTransactHeldValueFailsAlone(t *testing.T) {
 			name string
 			fn   func(tx *etagstore.Tx[card]) error
 		}{
-			{"rename a", func(tx *etagstore.Tx[card]) error { return tx.Put("a", card{Title: "ta2"}) }}, // releases ta
+			{"rename a", func(tx *etagstore.Tx[card]) error { return tx.Put("a", card{Title: "ta2"}) }},  // releases ta
 			{"take tb", func(tx *etagstore.Tx[card]) error { return tx.Create("c", card{Title: "tb"}) }}, // held by b
 			{"take ta", func(tx *etagstore.Tx[card]) error { return tx.Create("d", card{Title: "ta"}) }}, // released earlier in the batch
 		}
