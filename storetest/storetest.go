@@ -125,6 +125,8 @@ func Run(t *testing.T, newBackend NewBackend) {
 	t.Run("ReadMany", func(t *testing.T) { runReadMany(t, newBackend) })
 	// So do index entries (driver.Abilities.Entries): on the backend itself.
 	t.Run("Entries", func(t *testing.T) { RunEntries(t, newBackend) })
+	// A Store's indexes, through Stores of their own document type.
+	t.Run("Indexes", func(t *testing.T) { RunIndexes(t, newBackend) })
 }
 
 // testGroupCommit: concurrent Updates of one key, committed in shared
