@@ -70,8 +70,9 @@ func (s *Store[T]) holding(ctx context.Context, d Index[T], e index.Entry, st *t
 const listByReads = 16
 
 // ListBy yields the documents holding value in idx, an index declared on
-// s, in the order of their entries (by key, within the value's scope; see
-// GetBy for how value carries it). It lists the value's entries in one
+// s, in the order of their keys' bytes within the value's scope (see
+// GetBy for how value carries it); a key longer than 76 bytes after its
+// scope comes after the others, as its entry is named by its hash. It lists the value's entries in one
 // query and reads their documents, up to 16 at once, yielding each only
 // if it holds the value now. A failure is yielded once as the error, after
 // which iteration stops; an index not declared on s matches

@@ -16,11 +16,14 @@ import (
 //	l.<index>.<value>.<doc>      a lookup index: one per value and document
 //
 // where <value> and <doc> (the document's key after its scope) are
-// base64url without padding, or, when that is longer than the room
-// left, "~" and the hex SHA-256 of the text. Neither alphabet holds
-// ".", so "l.<index>.<value>." is the prefix of exactly the lookup
-// entries of one value. The entry keeps the whole value and key, so
-// that a shared hash is never taken for the same value.
+// base64 without padding in an alphabet in ASCII order ("-", digits,
+// upper case, "_", lower case), which keeps the order of the texts'
+// bytes, so that a value's lookup entries list in its documents' key
+// order; or, when that is longer than the room left, "~" (after every
+// letter of the alphabet) and the hex SHA-256 of the text. Neither
+// alphabet holds ".", so "l.<index>.<value>." is the prefix of exactly
+// the lookup entries of one value. The entry keeps the whole value and
+// key, so that a shared hash is never taken for the same value.
 
 // MaxName bounds an index's name: letters, digits, "_" and "-".
 const MaxName = 32
@@ -44,10 +47,14 @@ func CheckName(name string) error {
 	return nil
 }
 
-// encode is s in a name: base64url, or "~" and its hash when longer than
-// room.
+// ordered is base64 in an alphabet in ASCII order: encodings compare as
+// the bytes they encode.
+var ordered = base64.NewEncoding("-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz").WithPadding(base64.NoPadding)
+
+// encode is s in a name: ordered base64, or "~" and its hash when longer
+// than room.
 func encode(s string, room int) string {
-	if e := base64.RawURLEncoding.EncodeToString([]byte(s)); len(e) <= room {
+	if e := ordered.EncodeToString([]byte(s)); len(e) <= room {
 		return e
 	}
 	sum := sha256.Sum256([]byte(s))
