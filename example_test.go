@@ -206,3 +206,37 @@ func ExampleTx_Create() {
 	// true
 	// true 1
 }
+
+// A Store declares its indexes once, in New, and every write keeps their
+// entries in the same atomic request as the document: a Unique title
+// (case-insensitive here) and a Lookup of labels. A duplicate title is a
+// *UniqueError, matching ErrExists, and nothing is written.
+func ExampleUnique() {
+	type Card struct {
+		Title  string
+		Labels []string
+	}
+	byTitle := etagstore.Unique("title", func(c Card) string { return strings.ToLower(c.Title) })
+	byLabel := etagstore.Lookup("label", func(c Card) []string { return c.Labels })
+	ctx := context.Background()
+	cards := etagstore.New[Card](memstore.New(nil), nil, byTitle, byLabel)
+
+	_, _ = cards.Create(ctx, "c1", Card{Title: "Ship it", Labels: []string{"urgent"}})
+	_, _ = cards.Create(ctx, "c2", Card{Title: "Test it", Labels: []string{"urgent", "qa"}})
+	_, err := cards.Create(ctx, "c3", Card{Title: "SHIP IT"})
+	var taken *etagstore.UniqueError
+	fmt.Println(err)
+	fmt.Println(errors.As(err, &taken), taken.Key, errors.Is(err, etagstore.ErrExists))
+
+	d, err := cards.GetBy(ctx, byTitle, "ship it")
+	fmt.Println(d.Key, d.Value.Title, err)
+	for d, err := range cards.ListBy(ctx, byLabel, "urgent") {
+		fmt.Println(d.Key, d.Value.Title, err)
+	}
+	// Output:
+	// etagstore: already exists: index "title": "c1" holds the value "ship it", so "c3" cannot take it
+	// true c1 true
+	// c1 Ship it <nil>
+	// c1 Ship it <nil>
+	// c2 Test it <nil>
+}

@@ -257,3 +257,14 @@ func TestListNeverYieldsEntries(t *testing.T) {
 		}
 	}
 }
+
+// GetBy of a value no document holds matches ErrNotFound and names the
+// value and the index, never the entry's reserved key.
+func TestGetByNotFoundNamesTheValue(t *testing.T) {
+	cards := etagstore.New(memstore.New(nil), nil, byTitle)
+	_, err := cards.GetBy(context.Background(), byTitle, "nobody")
+	if !errors.Is(err, etagstore.ErrNotFound) || !strings.Contains(err.Error(), `"nobody"`) ||
+		!strings.Contains(err.Error(), `"title"`) || strings.Contains(err.Error(), "\uffff") || strings.Contains(err.Error(), `\uffff`) {
+		t.Errorf("GetBy of an unheld value: %v, want ErrNotFound naming the value and the index", err)
+	}
+}

@@ -3,10 +3,13 @@ package etaghttp
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/etagstore/etagstore"
 )
 
 // Error is an answer the app chooses from its own code inside the
@@ -68,10 +71,8 @@ func validStatus(status int) bool { return status >= 400 && status <= 599 }
 
 // appAnswer returns the answer err names for itself, and whether it names
 // one: the app's Error, as a value or a pointer. Every write error reaches
-// it before the storage sentinels are mapped (fail, failWrite, create,
-// inTx), so an error that names its own answer is one case here: a
-// *etagstore.UniqueError, once there is one, answers 409 naming its field
-// (it matches ErrExists, which a create alone would answer 412).
+// it (through answerApp) before the storage sentinels are mapped (fail,
+// failWrite, create, inTx).
 func appAnswer(err error) (Error, bool) {
 	var (
 		v Error
@@ -93,12 +94,20 @@ func appAnswer(err error) (Error, bool) {
 	return Error{}, false
 }
 
-// answerApp answers err with the Error the app chose (appAnswer), if it
-// chose one, and logs it; it reports whether it did. key names the
+// answerApp answers err with the answer it names for itself, if it names
+// one, and reports whether it did: the Error the app chose (appAnswer),
+// which is logged, or else a *etagstore.UniqueError, 409 naming the
+// index, the value and the document holding it (answerUnique; it matches
+// ErrExists, which a create would otherwise answer 412). key names the
 // resource in the problem (a mapped key is replaced by the path).
 func (h *handler[T]) answerApp(w http.ResponseWriter, r *http.Request, key string, err error) bool {
 	e, ok := appAnswer(err)
 	if !ok {
+		var ue *etagstore.UniqueError
+		if err != nil && errors.As(err, &ue) && ue != nil {
+			h.answerUnique(w, key, ue)
+			return true
+		}
 		return false
 	}
 	p := Problem{Status: e.Status, Title: e.Title, Detail: e.Detail, Key: key}
@@ -127,4 +136,28 @@ func (h *handler[T]) logApp(r *http.Request, level slog.Level, p Problem, e Erro
 	attrs = append(attrs, slog.String("title", cmp.Or(e.Title, http.StatusText(e.Status))),
 		slog.String("detail", e.Detail), slog.Any("err", err))
 	h.log.LogAttrs(r.Context(), level, "etaghttp: "+http.StatusText(p.Status), attrs...)
+}
+
+// ProblemUnique is the type of the problem answering a write refused
+// because a unique index's value is held by another document (409).
+const ProblemUnique = "https://etagstore.dev/problems/unique"
+
+// answerUnique answers a write refused by a unique index (ue): 409 with
+// the index, the value and, where it is a key the client may see, the
+// document holding it (heldBy). heldBy is left out when keys are mapped
+// (HandlerOptions.Key: a key never appears in an answer), when CheckKey
+// refuses the holder's key (the Handler does not serve it), and when the
+// refused document is not the request's (a write of the app's own in
+// HandlerOptions.Transact, whose holder may be another Store's key).
+// Nothing else of the error is answered.
+func (h *handler[T]) answerUnique(w http.ResponseWriter, key string, ue *etagstore.UniqueError) {
+	p := Problem{
+		Type: ProblemUnique, Title: "The value is taken", Status: http.StatusConflict, Key: key,
+		Detail: fmt.Sprintf("another document holds the value %s of the unique index %s, so nothing was written: choose another value, or change or delete the document holding it first", strconv.Quote(ue.Value), strconv.Quote(ue.Index)),
+		Index:  ue.Index, Value: ue.Value,
+	}
+	if h.key == nil && ue.By == key && (h.checkKey == nil || h.checkKey(ue.Key) == nil) {
+		p.HeldBy = ue.Key
+	}
+	WriteProblem(w, p)
 }

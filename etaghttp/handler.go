@@ -136,6 +136,13 @@ type Problem struct {
 	//	/title: "theirs" → "mine"
 	// with (none) for a member that is absent, values over 200 bytes cut.
 	Diff string `json:"diff,omitempty"`
+	// Index, Value and HeldBy name, for a write a unique index refused
+	// (409, type ProblemUnique), the index, the value the document would
+	// have taken, and the key of the document holding it. HeldBy is left
+	// out where it would show a key the client may not see (see Handler).
+	Index  string `json:"index,omitempty"`
+	Value  string `json:"value,omitempty"`
+	HeldBy string `json:"heldBy,omitempty"`
 }
 
 // WriteProblem writes p as application/problem+json with status p.Status.
@@ -187,7 +194,12 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 // (etagstore.ErrUnavailable: nothing was written) is 503 with Retry-After.
 // Any other storage failure is 500, "storage error" (a missing table or
 // container, or refused credentials, says the storage is not set up:
-// never 404 or 412); every 5xx's cause goes to HandlerOptions.Logger. An
+// never 404 or 412); every 5xx's cause goes to HandlerOptions.Logger. A
+// write refused by a unique index of s (a *etagstore.UniqueError: another
+// document holds the value) is 409 with a problem of type ProblemUnique
+// naming the index, the value and the key of the document holding it
+// (heldBy: left out under HandlerOptions.Key, which keeps keys from
+// answers, and for a key CheckKey refuses); nothing is written. An
 // Error the app returns from its hooks (or from T's UnmarshalJSON) is
 // answered with its own status, title and detail. With
 // HandlerOptions.Transact the writes run inside the app's transaction

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"strings"
 
@@ -31,6 +32,10 @@ func (s *Set) Holder(ctx context.Context, d Def, scoped string) (Entry, error) {
 		return Entry{}, err
 	}
 	it, err := s.Backend.Read(ctx, s.space.Key(scope, uniqueName(d.Name, value)))
+	if errors.Is(err, driver.ErrNotFound) && !errors.Is(err, driver.ErrStorageNotFound) {
+		// Named by the value, not by the entry's reserved key.
+		return Entry{}, driver.Errorf(driver.ErrNotFound, "no document holds %q in index %q", scoped, d.Name)
+	}
 	if err != nil {
 		return Entry{}, err
 	}
