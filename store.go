@@ -107,7 +107,7 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(o, b), grouped: !o.DisableGroupCommit},
+	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(b, telemetry.Providers{TracerProvider: o.TracerProvider, MeterProvider: o.MeterProvider, Logger: o.Logger, RecordKeys: o.RecordKeys}), grouped: !o.DisableGroupCommit},
 		codec: o.Codec, groups: map[groupKey]*group[T]{}}
 	s.abilities = b.Abilities()
 	if s.codec == nil {

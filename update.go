@@ -244,39 +244,3 @@ func (m *modification) Build(d *engine.Delivery, base []version) (request, error
 	m.mine = data
 	return request{over(d, b, m.last)}, nil
 }
-
-// startFrom decodes the base version b into a fresh value for a mutation,
-// and returns the encoding an unchanged value would have, taken before the
-// mutation runs (it may change maps or pointers the value shares). A codec
-// that can build that encoding while it decodes (a baseDecoder) is asked
-// to, so that the value is not encoded a second time.
-func (s *Store[T]) startFrom(b version) (v *T, baseline []byte, err error) {
-	v = new(T)
-	if !b.Exists {
-		return v, nil, nil
-	}
-	bd, decodes := s.codec.(baseDecoder)
-	switch {
-	case b.Canonical || !decodes:
-		err = s.codec.Unmarshal(b.Data, v)
-	default:
-		baseline, err = bd.Decode(b.Data, v)
-	}
-	if err != nil {
-		return v, nil, decodeError(b.Key, err)
-	}
-	if b.Canonical {
-		return v, b.Data, nil
-	}
-	if baseline == nil {
-		baseline, err = s.encode(b.Key, *v)
-	}
-	return v, baseline, err
-}
-
-// baseDecoder is a Codec whose Decode is Unmarshal that also returns what
-// Marshal returns for the value decoded, or nil when Marshal would refuse
-// it (tablestore's EntityCodec, which reuses the bytes it decodes).
-type baseDecoder interface {
-	Decode(data []byte, v any) ([]byte, error)
-}
