@@ -13,6 +13,7 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/cache"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/heat"
 	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/readshare"
 	"github.com/etagstore/etagstore/internal/reentry"
@@ -89,7 +90,7 @@ type core struct {
 	clock     Clock
 	keepIDs   int
 	cache     *cache.Cache
-	heat      engine.Heat
+	heat      heat.Heat
 	turns     turns.Layer // the hot-key hand-over (the engine's Contention)
 	env       *engine.Env // the delivery engine's environment (deliver.go)
 	obs       *telemetry.Recorder
