@@ -5,7 +5,6 @@ import (
 	"iter"
 	"log/slog"
 	"reflect"
-	"sync"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -19,6 +18,7 @@ import (
 	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/telemetry"
 	"github.com/etagstore/etagstore/internal/turns"
+	"github.com/etagstore/etagstore/internal/updategroup"
 )
 
 // Options configure a Store. The zero value and nil mean the defaults.
@@ -77,8 +77,7 @@ type Store[T any] struct {
 	seam[T] // the backend packages' way in (seam.go)
 	codec   Codec
 
-	gmu    sync.Mutex
-	groups map[groupKey]*group[T]
+	groups updategroup.Groups[T, Extra] // group commit for Updates
 }
 
 // core is the part of a Store that knows nothing of T: the backend, the
@@ -109,7 +108,7 @@ func New[T any](b driver.Backend, opts *Options) *Store[T] {
 		o = *opts
 	}
 	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(b, telemetry.Providers{TracerProvider: o.TracerProvider, MeterProvider: o.MeterProvider, Logger: o.Logger, RecordKeys: o.RecordKeys}), grouped: !o.DisableGroupCommit},
-		codec: o.Codec, groups: map[groupKey]*group[T]{}}
+		codec: o.Codec}
 	s.abilities = b.Abilities()
 	if s.codec == nil {
 		s.codec = s.abilities.Codec

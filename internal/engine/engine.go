@@ -12,9 +12,9 @@
 // request; refusal: a definite answer (a lost race is built again from a
 // new base, a throttled request sent again as it is, anything else
 // reported); settle: a lost answer, resolved by reading (package
-// request's Resolve). A request of checks alone (a transaction that wrote nothing) writes
-// nothing, so a lost answer to it is sent again as a throttled one is
-// (send.go). What an attempt leaves to the next is one value, a carry.
+// request's Resolve). A request of checks alone (a transaction that
+// wrote nothing) writes nothing, so a lost answer to it is sent again as
+// a throttled one is (send.go). What an attempt leaves to the next is one value, a carry.
 // The retry loop (retry.go) decides when the next attempt runs;
 // contention heat (internal/heat) where its backoff starts. A Store's
 // Contention (contention.go; internal/turns, the hot-key hand-over) is
