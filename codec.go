@@ -177,3 +177,72 @@ func decodeError(key string, err error) error {
 	}
 	return fmt.Errorf("%w: decode %q: %w", ErrInvalidInput, key, err)
 }
+
+// startFrom decodes the base version b into a fresh value for a mutation,
+// and returns the encoding an unchanged value would have, taken before the
+// mutation runs (it may change maps or pointers the value shares). A codec
+// that can build that encoding while it decodes (a baseDecoder) is asked
+// to, so that the value is not encoded a second time.
+func (s *Store[T]) startFrom(b version) (v *T, baseline []byte, err error) {
+	v = new(T)
+	if !b.Exists {
+		return v, nil, nil
+	}
+	bd, decodes := s.codec.(baseDecoder)
+	switch {
+	case b.Canonical || !decodes:
+		err = s.codec.Unmarshal(b.Data, v)
+	default:
+		baseline, err = bd.Decode(b.Data, v)
+	}
+	if err != nil {
+		return v, nil, decodeError(b.Key, err)
+	}
+	if b.Canonical {
+		return v, b.Data, nil
+	}
+	if baseline == nil {
+		baseline, err = s.encode(b.Key, *v)
+	}
+	return v, baseline, err
+}
+
+// baseDecoder is a Codec whose Decode is Unmarshal that also returns what
+// Marshal returns for the value decoded, or nil when Marshal would refuse
+// it (tablestore's EntityCodec, which reuses the bytes it decodes).
+type baseDecoder interface {
+	Decode(data []byte, v any) ([]byte, error)
+}
+
+// written is what a write of data, T's encoding of a changed value, stores
+// over b, the version the change started from, whose value T encodes as
+// baseline (nil: not at hand): the change applied to b's document (the
+// codec's Merge), with the changes a merging backend sends. canonical says
+// the document is data itself.
+type written struct {
+	data, changes []byte
+	canonical     bool
+}
+
+// apply applies data, the new encoding of b's value, to b (see written).
+// A codec that cannot merge writes data whole.
+func (s *Store[T]) apply(b version, baseline, data []byte) (written, error) {
+	if !b.Exists || b.Data == nil || s.merger == nil {
+		return written{data: data, canonical: true}, nil
+	}
+	switch {
+	case baseline != nil:
+	case b.Canonical:
+		baseline = b.Data
+	default:
+		var err error
+		if _, baseline, err = s.startFrom(b); err != nil {
+			return written{}, err
+		}
+	}
+	out, changes, err := s.merger.Merge(b.Data, baseline, data)
+	if err != nil {
+		return written{}, encodeError(b.Key, err)
+	}
+	return written{data: out, changes: changes, canonical: bytes.Equal(out, data)}, nil
+}

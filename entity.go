@@ -108,7 +108,7 @@ func (c *core) extraOf(it driver.Item, baseline []byte) Extra {
 // own (etag, a superseded ETag): a write of its Doc over a later version
 // (ETagAny) applies only its own change, from that state. Nothing else
 // of e applies to it.
-func (e Extra) superseded(etag ETag, data []byte) Extra {
+func (e Extra) superseded(etag driver.ETag, data []byte) Extra {
 	if e.base == "" {
 		return Extra{meta: e.meta} // a codec that cannot merge
 	}
@@ -127,7 +127,7 @@ func frozen(b []byte) string {
 
 // knownMembers returns the member names codec stores for type t, or nil
 // when codec cannot tell (see driver.Codec).
-func knownMembers(codec Codec, t reflect.Type) members.Known {
+func knownMembers(codec driver.Codec, t reflect.Type) members.Known {
 	m, ok := codec.(interface {
 		Members(reflect.Type) map[string]bool
 	})
@@ -162,41 +162,8 @@ func (c *core) stored(it driver.Item, verified, canonical bool) version {
 	return version{Item: it, Exists: true, Verified: verified, MetaKnown: true, Canonical: canonical, Meta: meta.Parse(it.Meta)}
 }
 
-// written is what a write of data, T's encoding of a changed value, stores
-// over b, the version the change started from, whose value T encodes as
-// baseline (nil: not at hand): the change applied to b's document (the
-// codec's Merge), with the changes a merging backend sends. canonical says
-// the document is data itself.
-type written struct {
-	data, changes []byte
-	canonical     bool
-}
-
-// apply applies data, the new encoding of b's value, to b (see written).
-// A codec that cannot merge writes data whole.
-func (s *Store[T]) apply(b version, baseline, data []byte) (written, error) {
-	if !b.Exists || b.Data == nil || s.merger == nil {
-		return written{data: data, canonical: true}, nil
-	}
-	switch {
-	case baseline != nil:
-	case b.Canonical:
-		baseline = b.Data
-	default:
-		var err error
-		if _, baseline, err = s.startFrom(b); err != nil {
-			return written{}, err
-		}
-	}
-	out, changes, err := s.merger.Merge(b.Data, baseline, data)
-	if err != nil {
-		return written{}, encodeError(b.Key, err)
-	}
-	return written{data: out, changes: changes, canonical: bytes.Equal(out, data)}, nil
-}
-
 // over is d's write of a over b.
-func over(d *engine.Delivery, b version, a written) keyWrite {
+func over(d *engine.Delivery, b version, a written) engine.KeyWrite {
 	w := d.Over(b, a.data)
 	w.Write.Changes = a.changes // sent only with If-Match of b (driver.Write.Payload)
 	return w

@@ -1,11 +1,11 @@
 package etagstore
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/groupcommit"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -103,7 +103,7 @@ func (e *InvalidValueError) Unwrap() error { return ErrInvalidInput }
 // errPanicked is what an operation whose user code (mutate, merge, fn,
 // a codec, a yield) panicked records; the panic goes on up its caller's
 // stack.
-var errPanicked = errors.New("etagstore: mutate panicked")
+var errPanicked = groupcommit.ErrPanicked
 
 // errorf is driver.Errorf: an error that matches sentinel and says more.
 func errorf(sentinel error, format string, args ...any) error {

@@ -3,18 +3,10 @@ package etagstore
 import (
 	"context"
 
-	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/fence"
 )
 
-func isUngrouped(ctx context.Context) bool {
-	if _, fenced := FenceFrom(ctx); fenced {
-		return true
-	}
-	return driver.IsUngrouped(ctx)
-}
-
-// fenceKey is the context key of a fencing token.
-type fenceKey struct{}
+func isUngrouped(ctx context.Context) bool { return fence.Ungrouped(ctx) }
 
 // WithFence returns a context whose writes through a Store carry the
 // fencing token token (from a lock such as blobstore's). A document records
@@ -43,11 +35,10 @@ type fenceKey struct{}
 // with ETagAny then read the blob's properties first: one request more),
 // which any create replaces: there an unfenced create forgets it.
 func WithFence(ctx context.Context, token int64) context.Context {
-	return context.WithValue(ctx, fenceKey{}, token)
+	return fence.With(ctx, token)
 }
 
 // FenceFrom returns the fencing token carried by ctx, if any.
 func FenceFrom(ctx context.Context) (int64, bool) {
-	t, ok := ctx.Value(fenceKey{}).(int64)
-	return t, ok
+	return fence.From(ctx)
 }

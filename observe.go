@@ -20,11 +20,9 @@ import (
 // instrumentationName is the name of the tracer and meter the Store uses.
 const instrumentationName = "github.com/etagstore/etagstore"
 
-// newRecorder is the recorder of a Store on b with options o.
-func newRecorder(o Options, b driver.Backend) *telemetry.Recorder {
-	return telemetry.NewRecorder(instrumentationName, backendName(b), telemetry.Providers{
-		TracerProvider: o.TracerProvider, MeterProvider: o.MeterProvider, Logger: o.Logger, RecordKeys: o.RecordKeys,
-	})
+// newRecorder is the recorder of a Store on b, with the providers p.
+func newRecorder(b driver.Backend, p telemetry.Providers) *telemetry.Recorder {
+	return telemetry.NewRecorder(instrumentationName, backendName(b), p)
 }
 
 // backendName is the short name of b's package: memstore, tablestore,

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
-	"sync"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -14,11 +13,13 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/cache"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/heat"
 	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/readshare"
 	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/telemetry"
 	"github.com/etagstore/etagstore/internal/turns"
+	"github.com/etagstore/etagstore/internal/updategroup"
 )
 
 // Options configure a Store. The zero value and nil mean the defaults.
@@ -78,8 +79,7 @@ type Store[T any] struct {
 	codec   Codec
 	idx     *indexes[T] // its indexes (index.go); nil: none
 
-	gmu    sync.Mutex
-	groups map[groupKey]*group[T]
+	groups updategroup.Groups[T, Extra] // group commit for Updates
 }
 
 // core is the part of a Store that knows nothing of T: the backend, the
@@ -91,7 +91,7 @@ type core struct {
 	clock     Clock
 	keepIDs   int
 	cache     *cache.Cache
-	heat      engine.Heat
+	heat      heat.Heat
 	turns     turns.Layer // the hot-key hand-over (the engine's Contention)
 	env       *engine.Env // the delivery engine's environment (deliver.go)
 	obs       *telemetry.Recorder
@@ -113,8 +113,8 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(o, b), grouped: !o.DisableGroupCommit},
-		codec: o.Codec, groups: map[groupKey]*group[T]{}}
+	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(b, telemetry.Providers{TracerProvider: o.TracerProvider, MeterProvider: o.MeterProvider, Logger: o.Logger, RecordKeys: o.RecordKeys}), grouped: !o.DisableGroupCommit},
+		codec: o.Codec}
 	s.abilities = b.Abilities()
 	if s.codec == nil {
 		s.codec = s.abilities.Codec

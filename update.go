@@ -8,6 +8,7 @@ import (
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/telemetry"
+	"github.com/etagstore/etagstore/internal/updategroup"
 )
 
 // UpdateOption changes how Update behaves.
@@ -99,13 +100,13 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 	if s.grouped && !isUngrouped(ctx) && !s.reentry.Inside(key) {
 		return s.updateGrouped(ctx, key, create, mutate, st)
 	}
-	return s.updateUngrouped(ctx, key, create, mutate, firstCaller[T]{}, st)
+	return s.updateUngrouped(ctx, key, create, mutate, nil, st)
 }
 
 // updateUngrouped runs one Update on its own: read (or start from the cached
 // version), mutate, conditional write, retried. o, when set, is told when
 // mutate starts and ends.
-func (s *Store[T]) updateUngrouped(ctx context.Context, key string, create bool, mutate func(*T) error, o firstCaller[T], st *telemetry.Stats) (Doc[T], error) {
+func (s *Store[T]) updateUngrouped(ctx context.Context, key string, create bool, mutate func(*T) error, o *updategroup.Group[T, Extra], st *telemetry.Stats) (Doc[T], error) {
 	mut := &mutation[T]{s: s, key: key, mutate: mutate, o: o}
 	res, extra, err := s.modify(ctx, telemetry.OpUpdate, key, create, s.cached(ctx, key, ""), &mut.mine, mut, nil)
 	st.Attempts, st.Batch, st.CacheHit = res.Attempts, 1, res.FromCopy
@@ -137,7 +138,7 @@ type mutation[T any] struct {
 	s      *Store[T]
 	key    string
 	mutate func(*T) error
-	o      firstCaller[T]
+	o      *updategroup.Group[T, Extra] // the group whose first caller it is (nil: none)
 	mine   T
 }
 
@@ -146,9 +147,9 @@ func (m *mutation[T]) change(b version) ([]byte, []byte, bool, error) {
 	if err != nil {
 		return nil, nil, false, err
 	}
-	if m.o.g != nil {
-		m.o.enter()
-		defer m.o.leave()
+	if m.o != nil {
+		m.o.Enter()
+		defer m.o.Leave()
 	}
 	if err := m.s.mutate(m.key, m.mutate, v); err != nil {
 		return nil, nil, false, err
@@ -243,40 +244,4 @@ func (m *modification) Build(d *engine.Delivery, base []version) (request, error
 	}
 	m.mine = data
 	return request{over(d, b, m.last)}, nil
-}
-
-// startFrom decodes the base version b into a fresh value for a mutation,
-// and returns the encoding an unchanged value would have, taken before the
-// mutation runs (it may change maps or pointers the value shares). A codec
-// that can build that encoding while it decodes (a baseDecoder) is asked
-// to, so that the value is not encoded a second time.
-func (s *Store[T]) startFrom(b version) (v *T, baseline []byte, err error) {
-	v = new(T)
-	if !b.Exists {
-		return v, nil, nil
-	}
-	bd, decodes := s.codec.(baseDecoder)
-	switch {
-	case b.Canonical || !decodes:
-		err = s.codec.Unmarshal(b.Data, v)
-	default:
-		baseline, err = bd.Decode(b.Data, v)
-	}
-	if err != nil {
-		return v, nil, decodeError(b.Key, err)
-	}
-	if b.Canonical {
-		return v, b.Data, nil
-	}
-	if baseline == nil {
-		baseline, err = s.encode(b.Key, *v)
-	}
-	return v, baseline, err
-}
-
-// baseDecoder is a Codec whose Decode is Unmarshal that also returns what
-// Marshal returns for the value decoded, or nil when Marshal would refuse
-// it (tablestore's EntityCodec, which reuses the bytes it decodes).
-type baseDecoder interface {
-	Decode(data []byte, v any) ([]byte, error)
 }

@@ -36,7 +36,7 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 		return Doc[T]{}, err
 	}
 	fence, _ := FenceFrom(ctx)
-	w := engine.Over(engine.Fresh(key, driver.Cond{Kind: driver.CondCreate}, data, fence), version{Item: driver.Item{Key: key}})
+	w := engine.Fresh(key, driver.Cond{Kind: driver.CondCreate}, data, fence).Replacing(version{Item: driver.Item{Key: key}})
 	it, err := s.blind(ctx, telemetry.OpCreate, w)
 	if err != nil {
 		return Doc[T]{}, err
@@ -96,7 +96,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 			if !fenced { // an unfenced Replace starts a new history, as a blind one does (see WithFence)
 				fresh := engine.Fresh(d.Key, driver.IfMatch(b.ETag), w.data, 0)
 				fresh.Write.Changes = w.changes
-				return engine.Over(fresh, b), nil
+				return fresh.Replacing(b), nil
 			}
 			return over(e, b, w), nil
 		})
@@ -104,7 +104,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 		fresh := engine.Fresh(d.Key, driver.IfMatch(d.ETag), w.data, 0)
 		fresh.Write.Changes = w.changes
 		if d.Extra.at(d.ETag) { // the version it replaces is the Doc's read (an index's base)
-			fresh = engine.Over(fresh, version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.stored()), ETag: d.ETag}, Exists: true})
+			fresh = fresh.Replacing(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.stored()), ETag: d.ETag}, Exists: true})
 		}
 		it, err = s.blind(ctx, telemetry.OpReplace, fresh)
 		if errors.Is(err, ErrConflict) {
@@ -273,7 +273,7 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 		return err
 	}
 	if s.idx != nil {
-		_, err := s.blind(ctx, telemetry.OpDelete, engine.Over(engine.DeleteOf(key, etag), start[0]))
+		_, err := s.blind(ctx, telemetry.OpDelete, engine.DeleteOf(key, etag).Replacing(start[0]))
 		if errors.Is(err, ErrConflict) {
 			return s.refused(ctx, key, etag, *new(T))
 		}
@@ -332,7 +332,7 @@ func (s *Store[T]) upsertOver(ctx context.Context, key string, data []byte) (dri
 		if b.Exists {
 			c = driver.IfMatch(b.ETag)
 		}
-		return request{engine.Over(engine.Fresh(key, c, data, 0), b)}, nil
+		return request{engine.Fresh(key, c, data, 0).Replacing(b)}, nil
 	})
 	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpUpsert, engine.Based, []string{key}, p, s.cached(ctx, key, ""), nil))
 	if err != nil {

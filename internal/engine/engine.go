@@ -11,12 +11,12 @@
 // plan's request over them (none: nothing to write, confirm); send: one
 // request; refusal: a definite answer (a lost race is built again from a
 // new base, a throttled request sent again as it is, anything else
-// reported); settle: a lost answer, resolved by reading (resolve.go). A
-// request of checks alone (a transaction that wrote nothing) writes
-// nothing, so a lost answer to it is sent again as a throttled one is
-// (send.go). What an attempt leaves to the next is one value, a carry.
+// reported); settle: a lost answer, resolved by reading (package
+// request's Resolve). A request of checks alone (a transaction that
+// wrote nothing) writes nothing, so a lost answer to it is sent again as
+// a throttled one is (send.go). What an attempt leaves to the next is one value, a carry.
 // The retry loop (retry.go) decides when the next attempt runs;
-// contention heat (heat.go) where its backoff starts. A Store's
+// contention heat (internal/heat) where its backoff starts. A Store's
 // Contention (contention.go; internal/turns, the hot-key hand-over) is
 // called at three points of an attempt: before it builds, before it
 // sends, after the answer.
@@ -31,13 +31,13 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/meta"
+	"github.com/etagstore/etagstore/internal/heat"
 	"github.com/etagstore/etagstore/internal/outcome"
+	"github.com/etagstore/etagstore/internal/request"
 )
 
 // Mode is how a write starts each attempt; fixed at construction.
@@ -58,40 +58,23 @@ const (
 	SelfReading
 )
 
-// Version is a version of a key an attempt starts from.
-type Version struct {
-	driver.Item
-	Meta      meta.Meta // Item.Meta parsed
-	Exists    bool
-	Verified  bool  // read during this call: current at some instant of it
-	MetaKnown bool  // false for a caller's Doc, whose bookkeeping is not at hand
-	Missing   error // why it does not exist, when read so (matches ErrNotFound)
+// Version, KeyWrite and Request are package request's: what an attempt
+// sends, and the versions it is built over.
+type (
+	Version  = request.Version
+	KeyWrite = request.KeyWrite
+	Request  = request.Request
+)
 
-	// What the caller knows of the item, for its plan; the engine never
-	// looks at it.
-	Canonical bool // Data is exactly what the caller's codec makes of its value
-}
-
-// KeyWrite is one key's part of a request: a write, delete or check as
-// sent, with the bookkeeping its Write.Meta holds (its last id is this
-// write's).
-type KeyWrite struct {
-	driver.Action
-	Meta meta.Meta
-	// Unread: a create of a key its writer did not read (Tx.Create): a
-	// refusal of it because the key exists ends the write as it is, a
-	// fact of the key rather than a lost race.
-	Unread bool
-	// Was is the stored version the write replaces or deletes (no Data
-	// when the key was missing), when WasKnown: an Implier's base
-	// (implied.go). Over and DeleteOver record it.
-	Was      driver.Item
-	WasKnown bool
-}
-
-// Request is what one attempt sends: one key's write, or several that the
-// backend applies atomically (Env.Commit).
-type Request []KeyWrite
+// The key writes that need no delivery (package request).
+var (
+	Fresh      = request.Fresh
+	Merged     = request.Merged
+	DeleteOf   = request.DeleteOf
+	Check      = request.Check
+	Superseded = request.Superseded
+	CheckFence = request.CheckFence
+)
 
 // Plan builds the request of an attempt from base, the current versions
 // of the write's keys (nil for Blind and SelfReading writes). An empty
@@ -148,8 +131,8 @@ type Env struct {
 	Commit  func(ctx context.Context, actions []driver.Action) ([]driver.ETag, error)
 	Policy  Policy
 	Clock   Clock
-	KeepIDs int   // write ids a document keeps (meta.Meta.Then)
-	Heat    *Heat // the Store's contention heat
+	KeepIDs int        // write ids a document keeps (meta.Meta.Then)
+	Heat    *heat.Heat // the Store's contention warmth (internal/heat)
 	Hooks   Hooks
 	// Contention orders the Store's writes of a contended key with other
 	// Stores' (contention.go); nil: none.
@@ -187,34 +170,12 @@ type Result struct {
 	FromCopy bool
 }
 
-// ErrStale is what a SelfReading plan reports when a version it read
-// changed before it could send: the engine builds it again after a pause,
-// as after a lost race. Out of time, the write fails with an error
-// matching driver.ErrConflict: the plan's own (see Rerun) or one made of
-// ErrStale's text.
-var ErrStale = errors.New("a document read has changed")
-
-// Rerun is err, an error of a SelfReading plan that asks to be built again
-// (a transaction function's ErrConflict), marked so that it matches
-// ErrStale; out of time, err is what the write fails with.
-func Rerun(err error) error { return rerun{err} }
-
-type rerun struct{ error }
-
-func (e rerun) Unwrap() error        { return e.error }
-func (e rerun) Is(target error) bool { return target == ErrStale }
-
-// Checked is what a SelfReading plan returns, with a request of checks
-// only (Check), when the write ends with err provided the versions the
-// plan read are still current (a transaction's error made on its reads):
-// the delivery sends the checks as it sends any request that writes
-// nothing (send.go) and, once they hold, ends with err; a check that
-// fails runs the plan again, as ErrStale does.
-func Checked(err error) error { return checked{err} }
-
-type checked struct{ error }
-
-func (c checked) Unwrap() error { return c.error }
+// What a SelfReading plan returns beside its request (package request).
+var (
+	ErrStale = request.ErrStale
+	Rerun    = request.Rerun
+	Checked  = request.Checked
+)
 
 // Delivery carries one write to the backend until its fate is known. It is
 // used by one goroutine.
@@ -340,7 +301,7 @@ func (d *Delivery) run(ctx context.Context) (Result, error) {
 	case err == nil:
 		return d.res, nil
 	case d.unsettled != nil && !errors.Is(err, driver.ErrOutcomeUnknown):
-		return d.res, d.unknown(joinLine(d.unsettled, err))
+		return d.res, d.unknown(request.JoinLine(d.unsettled, err))
 	case d.then.raced && !errors.Is(err, driver.ErrConflict) && (errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound)):
 		// Out of time after a lost race whose last refusal was a create
 		// beaten to it, or a document deleted under it: the write lost
@@ -410,9 +371,8 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	}
 	req, err := d.plan.Build(d, base)
 	if d.outcome = nil; err != nil {
-		var after checked // declared here: a variable errors.As takes escapes, so only a failing Build pays for it
-		if errors.As(err, &after) && req.checksOnly() {
-			d.outcome, err = after.error, nil // the end of the write once its checks hold
+		if end, ok := request.CheckedEnd(err); ok && req.ChecksOnly() {
+			d.outcome, err = end, nil // the end of the write once its checks hold
 		}
 	}
 	if errors.Is(err, ErrStale) && d.mode == SelfReading {
@@ -436,7 +396,7 @@ func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (n
 	}
 	if c := d.contender(); c != nil {
 		var err error
-		if req, err = c.Dispatch(ctx, d.name(), req, !verified(base)); err != nil {
+		if req, err = c.Dispatch(ctx, d.name(), req, !request.Verified(base)); err != nil {
 			return stop, err // nothing sent, as above
 		}
 	}
@@ -444,13 +404,13 @@ func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (n
 		d.then.base = base // a member left the batch: apply again without it
 		return redo, nil
 	}
-	return d.send(ctx, req, verified(base))
+	return d.send(ctx, req, request.Verified(base))
 }
 
 // held reports whether req may be sent: a request of checks alone holds
 // no member's changes, so the flight is not asked (see Flight).
 func (d *Delivery) held(req Request) bool {
-	return req.checksOnly() || d.flight.Hold()
+	return req.ChecksOnly() || d.flight.Hold()
 }
 
 // base returns the versions an attempt starts from: none unless Based,
@@ -478,26 +438,17 @@ func (d *Delivery) read(ctx context.Context, keys []string) ([]Version, error) {
 	return vs, nil
 }
 
-func verified(vs []Version) bool {
-	for _, v := range vs {
-		if !v.Verified {
-			return false
-		}
-	}
-	return true
-}
-
 // foundLanded reports whether req, refused with 412, is found in base
 // after all: the refusal answered a retry, below the Store, of req itself
 // after its answer was lost. (A backend that sees such a retry marks the
 // refusal driver.ErrAmbiguous and the engine settles it; this is the
 // defence for one that cannot see it.)
 func (d *Delivery) foundLanded(req Request, base []Version) bool {
-	if len(base) != len(req) || !verified(base) {
+	if len(base) != len(req) || !request.Verified(base) {
 		return false
 	}
-	if resolve(req, base) == outcome.Committed {
-		d.res.Out, d.res.Sent = foundIn(req, base), req
+	if request.Resolve(req, base) == outcome.Committed {
+		d.res.Out, d.res.Sent = request.FoundIn(req, base), req
 		return true
 	}
 	return false
@@ -524,18 +475,9 @@ func (d *Delivery) admit(base []Version) error {
 		return nil
 	}
 	for i, b := range base {
-		if err := CheckFence(b.Key, b.Meta, d.fence); err != nil {
+		if err := request.CheckFence(b.Key, b.Meta, d.fence); err != nil {
 			return d.nameAction(i, err)
 		}
-	}
-	return nil
-}
-
-// CheckFence refuses a write carrying token over a version whose
-// bookkeeping records a higher one (ErrFenced).
-func CheckFence(key string, stored meta.Meta, token int64) error {
-	if stored.Fence > token {
-		return fmt.Errorf("%w: %q carries fencing token %d, the write only %d", driver.ErrFenced, key, stored.Fence, token)
 	}
 	return nil
 }
@@ -553,7 +495,7 @@ func (d *Delivery) nameAction(i int, err error) error {
 // during this call are confirmed by a read first; if they moved on, the
 // change is built again over the new ones.
 func (d *Delivery) confirm(ctx context.Context, base []Version) (next, error) {
-	if !verified(base) {
+	if !request.Verified(base) {
 		cur, err := d.read(ctx, d.keys)
 		if err != nil {
 			return stop, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/request"
 )
 
 // Implier is the layer that adds to a request what its writes imply
@@ -28,26 +29,11 @@ type Implier interface {
 	Refused(ctx context.Context, req Request, implied []driver.Action, i int, err error, memo any) (any, error)
 }
 
-// over records on w the stored version b it replaces or deletes, which
-// an Implier compares it with (KeyWrite.Was).
-func (w KeyWrite) over(b Version) KeyWrite {
-	w.Was, w.WasKnown = b.Item, true
-	if !b.Exists {
-		w.Was = driver.Item{Key: b.Key}
-	}
-	return w
-}
-
-// Over is a write of data built over b by the caller, who knows b (a
-// blind write of a key whose stored version it holds): KeyWrite w, with
-// b recorded as what it replaces.
-func Over(w KeyWrite, b Version) KeyWrite { return w.over(b) }
-
 // transmitWith is transmit with the actions req implies (Env.Implier):
 // one Commit of req's actions and theirs, or transmit alone when they
 // imply none.
 func (d *Delivery) transmitWith(ctx context.Context, req Request) ([]driver.Item, []driver.Action, error) {
-	if d.env.Implier == nil || req.checksOnly() {
+	if d.env.Implier == nil || req.ChecksOnly() {
 		out, err := d.transmit(ctx, req)
 		return out, nil, err
 	}
@@ -71,7 +57,7 @@ func (d *Delivery) transmitWith(ctx context.Context, req Request) ([]driver.Item
 	}
 	out := make([]driver.Item, len(req))
 	for i, w := range req {
-		out[i] = written(w, etags[i])
+		out[i] = request.Written(w, etags[i])
 	}
 	return out, implied, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/request"
 )
 
 // A lost answer's cause joined with what ended the write after it reads
@@ -21,7 +22,7 @@ func TestJoinLineOneLine(t *testing.T) {
 		{context.DeadlineExceeded, context.DeadlineExceeded, "context deadline exceeded"},
 		{lost, context.DeadlineExceeded, "connection reset; context deadline exceeded"},
 	} {
-		cause := joinLine(tc.a, tc.b)
+		cause := request.JoinLine(tc.a, tc.b)
 		err := (&Delivery{op: "Update", keys: []string{"k"}}).unknown(cause)
 		if s := err.Error(); strings.Contains(s, "\n") || !strings.HasSuffix(s, tc.want) {
 			t.Errorf("%q: want one line ending %q", s, tc.want)
@@ -30,7 +31,7 @@ func TestJoinLineOneLine(t *testing.T) {
 			t.Errorf("%v does not match its parts", err)
 		}
 	}
-	if joinLine(nil, lost) != lost || joinLine(lost, nil) != lost {
+	if request.JoinLine(nil, lost) != lost || request.JoinLine(lost, nil) != lost {
 		t.Error("joinLine with one error is not that error")
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/outcome"
+	"github.com/etagstore/etagstore/internal/request"
 )
 
 // This file is an attempt's send and what follows it: a definite refusal,
@@ -25,7 +26,7 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 		return stop, before.error // refused by its Implier: nothing was sent
 	}
 	switch {
-	case req.checksOnly():
+	case req.ChecksOnly():
 		return d.checkAnswer(ctx, req, err)
 	case err == nil:
 		if d.contender() != nil {
@@ -38,7 +39,7 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 		d.unsettled = nil
 		d.res.Out, d.res.Sent, d.res.FromCopy = out, req, !verified
 		return stop, nil
-	case d.unsettled != nil || ambiguous(err):
+	case d.unsettled != nil || request.Ambiguous(err):
 		if d.unsettled == nil {
 			d.unsettled = err
 		}
@@ -53,7 +54,7 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 // transmit sends req: one Write or Delete, or a Commit of several, and
 // returns the versions written.
 func (d *Delivery) transmit(ctx context.Context, req Request) ([]driver.Item, error) {
-	if len(req) > 1 || req.checksOnly() {
+	if len(req) > 1 || req.ChecksOnly() {
 		return d.commit(ctx, req)
 	}
 	w := req[0]
@@ -70,7 +71,7 @@ func (d *Delivery) transmit(ctx context.Context, req Request) ([]driver.Item, er
 	if err != nil {
 		return nil, err
 	}
-	return []driver.Item{written(w, etag)}, nil
+	return []driver.Item{request.Written(w, etag)}, nil
 }
 
 // commit sends a multi-key request as one atomic Commit.
@@ -88,7 +89,7 @@ func (d *Delivery) commit(ctx context.Context, req Request) ([]driver.Item, erro
 		if i < len(etags) {
 			etag = etags[i]
 		}
-		out[i] = written(w, etag)
+		out[i] = request.Written(w, etag)
 	}
 	return out, nil
 }
@@ -109,7 +110,7 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 		return afterPause, err
 	case d.mode == Blind:
 		return stop, err
-	case errors.Is(err, driver.ErrExists) && refused(req, err).Unread:
+	case errors.Is(err, driver.ErrExists) && request.Refused(req, err).Unread:
 		return stop, err // the key exists: its writer decides (Tx.Create)
 	case !verified && (conflict || errors.Is(err, driver.ErrNotFound)):
 		for _, w := range req {
@@ -121,7 +122,7 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 		d.answered(Answer{Raced: conflict})
 		d.then = carry{check: req}
 		return now, err
-	case conflict || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound) && refused(req, err).Write.Cond.Kind != driver.CondCreate:
+	case conflict || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound) && request.Refused(req, err).Write.Cond.Kind != driver.CondCreate:
 		d.then = carry{check: req, raced: true}
 		if d.answered(Answer{Raced: true, Timed: true, Took: took}) {
 			return afterWait, err // its wait for the key is its backoff
@@ -149,7 +150,7 @@ func (d *Delivery) checkAnswer(ctx context.Context, req Request, err error) (nex
 		if d.mode == SelfReading {
 			return d.rerun(ErrStale)
 		}
-	case errors.Is(err, driver.ErrNotApplied) || ambiguous(err):
+	case errors.Is(err, driver.ErrNotApplied) || request.Ambiguous(err):
 		if cerr := ctx.Err(); cerr != nil {
 			return stop, cerr
 		}
@@ -160,16 +161,6 @@ func (d *Delivery) checkAnswer(ctx context.Context, req Request, err error) (nex
 		return afterPause, err
 	}
 	return stop, err
-}
-
-// refused is the write of req that err, its refusal, names: the action a
-// Commit's *driver.ActionError points at, otherwise the first.
-func refused(req Request, err error) KeyWrite {
-	var ae *driver.ActionError
-	if errors.As(err, &ae) && ae.Index >= 0 && ae.Index < len(req) {
-		return req[ae.Index]
-	}
-	return req[0]
 }
 
 // settle reads after req's answer was lost and acts on the verdict:
@@ -183,7 +174,7 @@ func (d *Delivery) settle(ctx context.Context, req Request) (next, error) {
 	switch {
 	case v == outcome.Committed:
 		d.unsettled = nil
-		d.res.Out, d.res.Sent = foundIn(req, base), req
+		d.res.Out, d.res.Sent = request.FoundIn(req, base), req
 		d.answered(Answer{Landed: true})
 		return stop, nil
 	case v == outcome.NotLanded:
@@ -208,29 +199,11 @@ func (d *Delivery) readAfterLoss(ctx context.Context, req Request) ([]Version, o
 	for i, w := range req {
 		v, err := d.env.Hooks.Read(ctx, w.Key)
 		if err != nil {
-			return nil, outcome.Unknown, d.unknown(joinLine(d.unsettled, err))
+			return nil, outcome.Unknown, d.unknown(request.JoinLine(d.unsettled, err))
 		}
 		base[i] = v
 	}
-	v := resolve(req, base)
+	v := request.Resolve(req, base)
 	d.env.Hooks.Lost(ctx, d.op, d.name(), v)
 	return base, v, nil
-}
-
-// foundIn is what req, found committed in base, made of each key: the
-// version read where it is req's own, otherwise (later writes followed
-// it) a superseded ETag naming the write, and no document.
-func foundIn(req Request, base []Version) []driver.Item {
-	out := make([]driver.Item, len(req))
-	for i, w := range req {
-		out[i] = driver.Item{Key: w.Key}
-		switch {
-		case w.Delete:
-		case base[i].Exists && base[i].Meta.LastID() == w.Meta.LastID() && w.Meta.IDs != "":
-			out[i] = base[i].Item
-		default:
-			out[i].ETag = Superseded(w.Meta, -1)
-		}
-	}
-	return out
 }

@@ -1,21 +1,12 @@
 package engine
 
 import (
-	"strconv"
-
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/meta"
 )
 
-// This file builds the key writes plans send: each carries the
-// bookkeeping (write ids, lineage, fencing token) the resolver needs.
-
-// Fresh is a write of data under key that starts a new history: a new
-// write id and lineage, carrying fence (0: none).
-func Fresh(key string, c driver.Cond, data []byte, fence int64) KeyWrite {
-	m := meta.Fresh(meta.NewID(), fence)
-	return KeyWrite{Action: driver.Action{Key: key, Write: driver.Write{Data: data, Cond: c, Meta: m.String()}}, Meta: m}
-}
+// This file builds the key writes over a version that carry the
+// delivery's fencing token (the others are package request's).
 
 // Over is the write of data over b with the delivery's fencing token:
 // create-only when b is missing, otherwise If-Match b's ETag, continuing
@@ -28,18 +19,12 @@ func (d *Delivery) Over(b Version, data []byte) KeyWrite {
 	}
 	switch {
 	case !b.Exists:
-		return Fresh(b.Key, driver.Cond{Kind: driver.CondCreate}, data, fence).over(b)
+		return Fresh(b.Key, driver.Cond{Kind: driver.CondCreate}, data, fence).Replacing(b)
 	case !b.MetaKnown:
-		return Fresh(b.Key, driver.IfMatch(b.ETag), data, fence).over(b)
+		return Fresh(b.Key, driver.IfMatch(b.ETag), data, fence).Replacing(b)
 	}
 	m := b.Meta.Then("", d.env.KeepIDs, fence)
-	return KeyWrite{Action: driver.Action{Key: b.Key, Write: driver.Write{Data: data, Cond: driver.IfMatch(b.ETag), Meta: m.String()}}, Meta: m}.over(b)
-}
-
-// Merged is a partial write of data (table properties) under key: it
-// carries no bookkeeping, so the stored one is kept.
-func Merged(key string, c driver.Cond, data []byte) KeyWrite {
-	return KeyWrite{Action: driver.Action{Key: key, Write: driver.Write{Data: data, Cond: c, Mode: driver.ModeMerge}}}
+	return KeyWrite{Action: driver.Action{Key: b.Key, Write: driver.Write{Data: data, Cond: driver.IfMatch(b.ETag), Meta: m.String()}}, Meta: m}.Replacing(b)
 }
 
 // DeleteOver is the delete of b, conditioned on its ETag. A fenced
@@ -48,67 +33,8 @@ func Merged(key string, c driver.Cond, data []byte) KeyWrite {
 // gone, so that a create carrying a lower token is refused.
 func (d *Delivery) DeleteOver(b Version, tombstones bool) KeyWrite {
 	if !d.fenced || !tombstones {
-		return DeleteOf(b.Key, b.ETag).over(b)
+		return DeleteOf(b.Key, b.ETag).Replacing(b)
 	}
 	m := meta.Fresh(meta.NewID(), max(d.fence, b.Meta.Fence))
-	return KeyWrite{Action: driver.Action{Key: b.Key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(b.ETag), Mode: driver.ModeTombstone, Meta: m.String()}}, Meta: m}.over(b)
-}
-
-// DeleteOf is the delete of key with If-Match etag.
-func DeleteOf(key string, etag driver.ETag) KeyWrite {
-	return KeyWrite{Action: driver.Action{Key: key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(etag)}}}
-}
-
-// Check is the check that b is still the version of its key (create-only
-// when it was missing).
-func Check(b Version) KeyWrite {
-	c := driver.Cond{Kind: driver.CondCreate}
-	if b.Exists {
-		c = driver.IfMatch(b.ETag)
-	}
-	return KeyWrite{Action: driver.Action{Key: b.Key, Check: true, Write: driver.Write{Cond: c}}}
-}
-
-// checksOnly reports whether req is checks alone: it writes nothing.
-func (req Request) checksOnly() bool {
-	for _, w := range req {
-		if !w.Check {
-			return false
-		}
-	}
-	return len(req) > 0
-}
-
-// Actions are the actions of req.
-func (req Request) Actions() []driver.Action {
-	out := make([]driver.Action, len(req))
-	for i, w := range req {
-		out[i] = w.Action
-	}
-	return out
-}
-
-// written is the version w made, with etag ("" when the backend did not
-// say, or for a delete).
-func written(w KeyWrite, etag driver.ETag) driver.Item {
-	if w.Delete || w.Write.Mode == driver.ModeMerge {
-		return driver.Item{Key: w.Key, ETag: etag} // no whole document to keep
-	}
-	return driver.Item{Key: w.Key, Data: w.Write.Data, Meta: w.Write.Meta, ETag: etag}
-}
-
-// Superseded is the ETag of a state that write made but that was never
-// stored as a version of its own: the state member n of a group-commit
-// batch left (n < 0: the write's own, found committed with later writes
-// after it). It names the write by its id; a write without bookkeeping
-// gets a fresh id.
-func Superseded(write meta.Meta, n int) driver.ETag {
-	id := write.LastID()
-	if write.IDs == "" {
-		id = meta.NewID()
-	}
-	if n >= 0 {
-		id += "." + strconv.Itoa(n)
-	}
-	return driver.Superseded(id)
+	return KeyWrite{Action: driver.Action{Key: b.Key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(b.ETag), Mode: driver.ModeTombstone, Meta: m.String()}}, Meta: m}.Replacing(b)
 }

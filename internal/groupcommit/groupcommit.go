@@ -22,9 +22,15 @@ package groupcommit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
+
+// ErrPanicked is what an operation whose user code (mutate, merge, fn,
+// a codec, a yield) panicked records, a member's answer among them; the
+// panic goes on up its caller's stack.
+var ErrPanicked = errors.New("etagstore: mutate panicked")
 
 // SlotTimeout bounds how long a batch waits for one member's user code,
 // and a queue for its first caller's.

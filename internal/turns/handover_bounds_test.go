@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/etagstore/etagstore/internal/engine"
 	"testing"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/heat"
 	"github.com/etagstore/etagstore/internal/meta"
 )
 
@@ -30,7 +31,7 @@ func TestHandOverWithinMaxElapsedTime(t *testing.T) {
 	h.rival("k", clock) // it lost the key
 	h.turnEnded("k", "B", clock)
 	const maxElapsed = 60 * time.Millisecond
-	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &heat.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
 		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: maxElapsed}}
 	stale := versions("stale")[0]
 	stale.Verified = false
@@ -59,7 +60,7 @@ func TestPinnedWriteDoesNotWaitForTurn(t *testing.T) {
 	h.won("k", send, true, "", clock)
 	h.rival("k", clock) // it lost the key
 	h.turnEnded("k", "B", clock)
-	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &heat.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
 		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	errHeld := fmt.Errorf("%w: not the version held", driver.ErrConflict)
 	plan := engine.PlanFunc(func(d *engine.Delivery, base []engine.Version) (engine.Request, error) {
@@ -166,7 +167,7 @@ func TestHandOverWithStaleSendEstimate(t *testing.T) {
 	h.won("k", handoverMinSend, true, "", clock)
 	h.rival("k", clock) // it lost the key
 	h.turnEnded("k", "B", clock)
-	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: busyHooks{k: k},
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &heat.Heat{}, Contention: h, Hooks: busyHooks{k: k},
 		Policy: engine.Policy{InitialInterval: 4 * time.Millisecond, MaxInterval: 250 * time.Millisecond, MaxElapsedTime: time.Second}}
 	d := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{})
 	d.TakeTurns()
@@ -238,7 +239,7 @@ func TestHandOverNotWhileHolding(t *testing.T) {
 	h.won("k", send, true, "", clock)
 	h.rival("k", clock)
 	h.turnEnded("k", "B", clock) // B's turns' ends read lately
-	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: liveHooks{k: k},
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &heat.Heat{}, Contention: h, Hooks: liveHooks{k: k},
 		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	stale := versions("stale")[0]
 	d1 := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: copyOf(stale)})
@@ -272,7 +273,7 @@ func TestPauseAfterTurnEndSurvivesOtherLosses(t *testing.T) {
 	k := newLiveKey(clock, send)
 	h := &Layer{}
 	h.rival("k", clock) // a rival seen lately: turns
-	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: liveHooks{k: k},
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &heat.Heat{}, Contention: h, Hooks: liveHooks{k: k},
 		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1, MaxAttempts: 1}}
 	marked := false
 	for i := 0; i < 40 && !marked; i++ {
@@ -343,7 +344,7 @@ func TestDisplacedWaiterBacksOff(t *testing.T) {
 		h.turnEnded("k", s, clock)
 	}
 	older := new(write)
-	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: displacingHooks{waiterHooks: waiterHooks{k: k}, h: h, began: clock.now.Add(-time.Second), older: older},
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &heat.Heat{}, Contention: h, Hooks: displacingHooks{waiterHooks: waiterHooks{k: k}, h: h, began: clock.now.Add(-time.Second), older: older},
 		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	stale := versions("stale")[0]
 	stale.Verified = false

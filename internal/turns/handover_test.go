@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/etagstore/etagstore/internal/engine"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/heat"
 	"github.com/etagstore/etagstore/internal/meta"
 )
 
@@ -91,7 +92,7 @@ func waitForKeyAmong(t *testing.T, k *waitedKey, firstSend time.Duration, holder
 	for _, holder := range holders {
 		h.turnEnded("k", holder, k.clock)
 	}
-	env := &engine.Env{Backend: k, Clock: k.clock, Heat: &engine.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
+	env := &engine.Env{Backend: k, Clock: k.clock, Heat: &heat.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
 		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	stale := versions("stale")[0]
 	stale.Verified = false
@@ -251,7 +252,7 @@ func TestNoHandOverWithoutTurns(t *testing.T) {
 			if tc.turning {
 				h.turnEnded("k", "B", clock)
 			}
-			env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
+			env := &engine.Env{Backend: k, Clock: clock, Heat: &heat.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
 				Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 			stale := versions("stale")[0]
 			stale.Verified = false
@@ -277,7 +278,7 @@ func rivalHolder() (*stepClock, *Layer, *engine.Env, engine.Version) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 	h := &Layer{}
 	h.rival("k", clock)
-	env := &engine.Env{Backend: &throttleOnce{clock: clock}, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: nopHooks{},
+	env := &engine.Env{Backend: &throttleOnce{clock: clock}, Clock: clock, Heat: &heat.Heat{}, Contention: h, Hooks: nopHooks{},
 		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	cur := versions("e0")[0]
 	cur.Verified = false
@@ -362,7 +363,7 @@ func TestHandOverStopsAtDeletion(t *testing.T) {
 	h.won("k", k.send, true, "", clock)
 	h.rival("k", clock)
 	h.turnEnded("k", "B", clock)
-	env := &engine.Env{Backend: k, Clock: clock, Heat: &engine.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
+	env := &engine.Env{Backend: k, Clock: clock, Heat: &heat.Heat{}, Contention: h, Hooks: waiterHooks{k: k},
 		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	stale := versions("stale")[0]
 	stale.Verified = false

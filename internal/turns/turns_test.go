@@ -3,11 +3,12 @@ package turns
 import (
 	"context"
 	"fmt"
-	"github.com/etagstore/etagstore/internal/engine"
 	"testing"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/heat"
 	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/outcome"
 )
@@ -90,7 +91,7 @@ func TestThrottlingIsNoRival(t *testing.T) {
 	for _, throttled := range []bool{false, true} {
 		clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
 		be := &throttleOnce{clock: clock, throttle: throttled}
-		env := &engine.Env{Backend: be, Clock: clock, Heat: &engine.Heat{}, Hooks: nopHooks{},
+		env := &engine.Env{Backend: be, Clock: clock, Heat: &heat.Heat{}, Hooks: nopHooks{},
 			Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 		cur := engine.Version{Item: driver.Item{Key: "k", ETag: "e0"}, Exists: true, MetaKnown: true, Meta: meta.Fresh("a", 0)}
 		pauses := 0

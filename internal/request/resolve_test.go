@@ -1,4 +1,4 @@
-package engine
+package request
 
 import (
 	"testing"
@@ -73,7 +73,7 @@ func TestResolve(t *testing.T) {
 		{"delete *: a version", delAny, at(`"e5"`, base), outcome.Unknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := resolve(Request{tc.w}, []Version{tc.o}); got != tc.want {
+			if got := Resolve(Request{tc.w}, []Version{tc.o}); got != tc.want {
 				t.Errorf("resolve = %v, want %v", got, tc.want)
 			}
 		})
@@ -101,7 +101,7 @@ func TestResolveAtomicRequest(t *testing.T) {
 		{"nothing tells", []Version{at(`"m2"`, meta.Meta{}), {}}, outcome.Unknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := resolve(Request{merge, upd}, tc.o); got != tc.want {
+			if got := Resolve(Request{merge, upd}, tc.o); got != tc.want {
 				t.Errorf("resolve = %v, want %v", got, tc.want)
 			}
 		})
@@ -134,7 +134,7 @@ func TestResolveNotLandedButUnlandable(t *testing.T) {
 		{"committed wins over a moved check", Request{upd, check}, []Version{at(`"e2"`, base.Then("mine", 16, 0)), at(`"c2"`, meta.Meta{})}, outcome.Committed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := resolve(tc.req, tc.o); got != tc.want {
+			if got := Resolve(tc.req, tc.o); got != tc.want {
 				t.Errorf("resolve = %v, want %v", got, tc.want)
 			}
 		})

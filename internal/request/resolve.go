@@ -1,4 +1,4 @@
-package engine
+package request
 
 import (
 	"errors"
@@ -7,14 +7,14 @@ import (
 	"github.com/etagstore/etagstore/internal/outcome"
 )
 
-// resolve decides what became of req from base, the versions of its keys
+// Resolve decides what became of req from base, the versions of its keys
 // read after its answer was lost, with outcome.Resolve, the one function
 // that decides it. A request of several keys is applied all or nothing, so
 // one key found committed proves the whole request committed, and one
 // whose history went on without it proves none of it landed; one still at
 // the version its write was conditioned on proves the request has not
 // landed yet. A check (driver.Action.Check) tells nothing.
-func resolve(req Request, base []Version) outcome.Verdict {
+func Resolve(req Request, base []Version) outcome.Verdict {
 	verdicts := [4]bool{}
 	for i, w := range req {
 		if w.Check {
@@ -66,9 +66,9 @@ func landable(req Request, base []Version) bool {
 	return true
 }
 
-// ambiguous reports whether a write or delete that failed with err may
+// Ambiguous reports whether a write or delete that failed with err may
 // nevertheless have been applied.
-func ambiguous(err error) bool {
+func Ambiguous(err error) bool {
 	switch {
 	case err == nil:
 		return false
@@ -80,10 +80,38 @@ func ambiguous(err error) bool {
 	return driver.SentinelOf(err) == nil // transport failure, timeout, cancellation, 5xx
 }
 
-// joinLine is errors.Join(a, b) on one line: a lost answer's cause and
+// FoundIn is what req, found committed in base, made of each key: the
+// version read where it is req's own, otherwise (later writes followed
+// it) a superseded ETag naming the write, and no document.
+func FoundIn(req Request, base []Version) []driver.Item {
+	out := make([]driver.Item, len(req))
+	for i, w := range req {
+		out[i] = driver.Item{Key: w.Key}
+		switch {
+		case w.Delete:
+		case base[i].Exists && base[i].Meta.LastID() == w.Meta.LastID() && w.Meta.IDs != "":
+			out[i] = base[i].Item
+		default:
+			out[i].ETag = Superseded(w.Meta, -1)
+		}
+	}
+	return out
+}
+
+// Refused is the write of req that err, its refusal, names: the action a
+// Commit's *driver.ActionError points at, otherwise the first.
+func Refused(req Request, err error) KeyWrite {
+	var ae *driver.ActionError
+	if errors.As(err, &ae) && ae.Index >= 0 && ae.Index < len(req) {
+		return req[ae.Index]
+	}
+	return req[0]
+}
+
+// JoinLine is errors.Join(a, b) on one line: a lost answer's cause and
 // what ended the write after it, both matched by errors.Is, said once
 // each ("; " between them, and once when they read alike).
-func joinLine(a, b error) error {
+func JoinLine(a, b error) error {
 	switch {
 	case a == nil:
 		return b

@@ -1,4 +1,4 @@
-package etagstore
+package txn
 
 import (
 	"context"
@@ -14,19 +14,19 @@ import (
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
-// A group's batch of transactions (see txgroup.go for the group, its lock
+// A group's batch of transactions (see group.go for the group, its lock
 // and its members): its attempts, each member's slot, the lookup of the
 // keys members create, and the results.
 
-// txBatch is one batch of a group's transactions.
-type txBatch struct {
+// batch is one batch of a group's transactions.
+type batch struct {
 	g                  *txGroup
-	members            []*txMember
-	applied            []*txMember     // the members whose writes the last attempt holds
-	later              []*txMember     // members that go in a later batch
+	members            []*member
+	applied            []*member       // the members whose writes the last attempt holds
+	later              []*member       // members that go in a later batch
 	keys               []string        // the keys the last attempt touched, read ahead by the next
 	exists             map[string]bool // unread creates' keys looked up, and whether they exist
-	groupcommit.Flight                 // the commit holding applied (guarded by txmu)
+	groupcommit.Flight                 // the commit holding applied (guarded by mu)
 	timer              *time.Timer
 	// lastAttempt is how long the last attempt took, from its slots to
 	// its answer: what a runner lingers by (txGroup.run).
@@ -34,10 +34,10 @@ type txBatch struct {
 	began       time.Time
 }
 
-// newTxBatch is the batch of members, in g.
-func newTxBatch(g *txGroup, members []*txMember) *txBatch {
-	b := &txBatch{g: g, members: members}
-	b.Flight = groupcommit.NewFlight(&txmu, func(yield func(*groupcommit.Caller) bool) {
+// newBatch is the batch of members, in g.
+func newBatch(g *txGroup, members []*member) *batch {
+	b := &batch{g: g, members: members}
+	b.Flight = groupcommit.NewFlight(&mu, func(yield func(*groupcommit.Caller) bool) {
 		for _, r := range b.applied {
 			if !yield(&r.Caller) {
 				return
@@ -49,7 +49,7 @@ func newTxBatch(g *txGroup, members []*txMember) *txBatch {
 
 // commit runs the batch's attempts, led by its first member's lead, and
 // hands out the results.
-func (b *txBatch) commit() {
+func (b *batch) commit() {
 	ctxs := make([]context.Context, len(b.members))
 	for i, r := range b.members {
 		ctxs[i] = r.Ctx
@@ -59,15 +59,15 @@ func (b *txBatch) commit() {
 	b.timer = time.NewTimer(time.Hour)
 	defer b.timer.Stop()
 	lead := b.members[0].call.lead
-	st := &txnState{ctx: ctx, lead: lead, owner: map[string]*core{}} // kept when no attempt runs (every caller left)
-	p := engine.PlanFunc(func(d *engine.Delivery, _ []version) (request, error) {
+	st := &State{ctx: ctx, lead: lead, owner: map[string]Store{}} // kept when no attempt runs (every caller left)
+	p := engine.PlanFunc(func(d *engine.Delivery, _ []Version) (engine.Request, error) {
 		b.began = time.Now()
-		st = &txnState{ctx: ctx, lead: lead, owner: map[string]*core{}, attempt: d.Attempts(), copies: d.Attempts() == 1}
+		st = &State{ctx: ctx, lead: lead, owner: map[string]Store{}, attempt: d.Attempts(), copies: d.Attempts() == 1}
 		b.slots(st)
 		d.SetKeys(st.keys())
 		return st.request(d, true)
 	})
-	res, err := engine.New(lead.env, telemetry.OpTransact.String(), engine.SelfReading, nil, p,
+	res, err := engine.New(lead.Env(), telemetry.OpTransact.String(), engine.SelfReading, nil, p,
 		engine.Options{Flight: b}).Run(ctx)
 	if !b.began.IsZero() {
 		b.lastAttempt = time.Since(b.began)
@@ -76,7 +76,7 @@ func (b *txBatch) commit() {
 	if err == nil {
 		st.recordCommit(res)
 		if len(res.Sent) > 0 {
-			lead.obs.Committed(ctx, len(res.Out))
+			lead.Recorder().Committed(ctx, len(res.Out))
 		}
 	}
 	b.finish(st, res, err)
@@ -91,7 +91,7 @@ func (b *txBatch) commit() {
 // after it run again, each checked as it is adopted. When a key a member
 // created unread is found to exist, the member is answered and the slots
 // run again without it.
-func (b *txBatch) slots(st *txnState) {
+func (b *batch) slots(st *State) {
 	if !st.copies {
 		st.ahead = b.readAhead(st.ctx, st.lead)
 	} else {
@@ -109,7 +109,7 @@ func (b *txBatch) slots(st *txnState) {
 			if k >= 0 {
 				st.adopt(forks[k])
 			} else {
-				st.views, st.order, st.owner = nil, nil, map[string]*core{}
+				st.views, st.order, st.owner = nil, nil, map[string]Store{}
 			}
 			b.misfit(misfit, err, k < 0)
 			b.runSlots(st, rest, true)
@@ -118,7 +118,7 @@ func (b *txBatch) slots(st *txnState) {
 			b.keys = st.keys()
 			return
 		}
-		st.views, st.order, st.owner = nil, nil, map[string]*core{}
+		st.views, st.order, st.owner = nil, nil, map[string]Store{}
 	}
 }
 
@@ -126,8 +126,8 @@ func (b *txBatch) slots(st *txnState) {
 // st, adopts the forks whose fn succeeded (each: whose keys fit with the
 // batch's, checked one by one; the others go to the next batch), and
 // returns the batch's transaction after each adoption.
-func (b *txBatch) runSlots(st *txnState, members []*txMember, each bool) []*txnState {
-	var forks []*txnState
+func (b *batch) runSlots(st *State, members []*member, each bool) []*State {
+	var forks []*State
 	for _, r := range members {
 		f, ok := b.slot(r, st.fork(r.Ctx, b.onRead(r)), st.attempt)
 		if !ok {
@@ -152,16 +152,16 @@ func (b *txBatch) runSlots(st *txnState, members []*txMember, each bool) []*txnS
 // member that failed, was too slow, or must run on its own is handed its
 // result on the spot. Once answered, f is ended: a Tx its fn kept refuses
 // writes.
-func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) {
-	txmu.Lock()
+func (b *batch) slot(r *member, f *State, attempt int) (*State, bool) {
+	mu.Lock()
 	if !r.Waiting() {
-		txmu.Unlock()
+		mu.Unlock()
 		return nil, false
 	}
 	if attempt != r.lastAttempt { // a new attempt: a run of its fn that counts
-		if max := r.call.lead.retry.MaxAttempts; max > 0 && r.runs >= max {
-			b.hand(r, txResult{err: outOfRuns(r), ran: r.runs})
-			txmu.Unlock()
+		if max := r.call.lead.Env().Policy.MaxAttempts; max > 0 && r.runs >= max {
+			b.hand(r, result{err: outOfRuns(r), ran: r.runs})
+			mu.Unlock()
 			return nil, false
 		}
 		r.runs, r.lastAttempt = r.runs+1, attempt
@@ -170,10 +170,10 @@ func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) 
 	r.Give(f)
 	began := time.Now()
 	r.reading, r.inReads = false, 0
-	txmu.Unlock()
+	mu.Unlock()
 	a, timedOut := b.await(r, began)
-	txmu.Lock()
-	defer txmu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	if !timedOut {
 		f.done = true // fn has returned
 	}
@@ -182,20 +182,20 @@ func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) 
 		r.Status = groupcommit.Left
 		return nil, false
 	case timedOut:
-		b.hand(r, txResult{ungrouped: true})
+		b.hand(r, result{ungrouped: true})
 		return nil, false
 	case a.later:
 		r.Status, r.lastAttempt = groupcommit.Taken, 0 // its next batch's attempts count anew
 		b.later = append(b.later, r)
 		return nil, false
 	case a.ungrouped:
-		b.hand(r, txResult{ungrouped: true, ran: r.runs, err: a.err})
+		b.hand(r, result{ungrouped: true, ran: r.runs, err: a.err})
 		return nil, false
 	case a.checking:
-		b.hand(r, txResult{checking: true, tries: attempt, ran: r.runs})
+		b.hand(r, result{checking: true, tries: attempt, ran: r.runs})
 		return nil, false
 	case a.err != nil || a.done:
-		b.hand(r, txResult{err: a.err, tries: attempt})
+		b.hand(r, result{err: a.err, tries: attempt})
 		return nil, false
 	}
 	r.Status = groupcommit.Applied
@@ -205,10 +205,10 @@ func (b *txBatch) slot(r *txMember, f *txnState, attempt int) (*txnState, bool) 
 // await waits for r's answer to the slot it began at began, or until the
 // slot has lasted groupcommit.SlotTimeout beyond its reads while another caller waits
 // for it (timedOut).
-func (b *txBatch) await(r *txMember, began time.Time) (a txAnswer, timedOut bool) {
+func (b *batch) await(r *member, began time.Time) (a answer, timedOut bool) {
 	return r.Wait(b.timer, groupcommit.SlotTimeout, func() (time.Duration, bool) {
-		txmu.Lock()
-		defer txmu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
 		bound := groupcommit.SlotTimeout - r.outsideReads(began)
 		if bound <= 0 && b.waitedFor(r) {
 			return 0, false
@@ -223,8 +223,8 @@ func (b *txBatch) await(r *txMember, began time.Time) (a txAnswer, timedOut bool
 const readAllowance = 250 * time.Millisecond
 
 // outsideReads is how long r's slot, begun at began, has run outside its
-// fn's reads (up to readAllowance of them). txmu is held.
-func (r *txMember) outsideReads(began time.Time) time.Duration {
+// fn's reads (up to readAllowance of them). mu is held.
+func (r *member) outsideReads(began time.Time) time.Duration {
 	now := time.Now()
 	in := r.inReads
 	if r.reading {
@@ -235,8 +235,8 @@ func (r *txMember) outsideReads(began time.Time) time.Duration {
 
 // waitedFor reports whether another caller waits for r's slot to end: a
 // member after it in the batch, or a caller queued for the next batch
-// (one that r's fn called, say). txmu is held.
-func (b *txBatch) waitedFor(r *txMember) bool {
+// (one that r's fn called, say). mu is held.
+func (b *batch) waitedFor(r *member) bool {
 	if len(b.g.Members) > 0 {
 		return true
 	}
@@ -252,10 +252,10 @@ func (b *txBatch) waitedFor(r *txMember) bool {
 
 // onRead is the hook by which r's fn's reads are kept out of its slot's
 // bound.
-func (b *txBatch) onRead(r *txMember) func(bool) {
+func (b *batch) onRead(r *member) func(bool) {
 	return func(start bool) {
-		txmu.Lock()
-		defer txmu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
 		now := time.Now()
 		switch {
 		case start:
@@ -271,13 +271,13 @@ func (b *txBatch) onRead(r *txMember) func(bool) {
 // keys alone do not fit), it fails with err, as it would on its own;
 // otherwise it waits for the next batch, and its run in this one, whose
 // writes no request carried, does not count toward its MaxAttempts.
-func (b *txBatch) misfit(r *txMember, err error, first bool) {
-	txmu.Lock()
-	defer txmu.Unlock()
+func (b *batch) misfit(r *member, err error, first bool) {
+	mu.Lock()
+	defer mu.Unlock()
 	switch {
 	case r.Status == groupcommit.Left:
 	case first:
-		b.hand(r, txResult{err: err})
+		b.hand(r, result{err: err})
 	default:
 		if r.lastAttempt != 0 {
 			r.runs--
@@ -290,8 +290,8 @@ func (b *txBatch) misfit(r *txMember, err error, first bool) {
 // fits checks, sending nothing, that st's keys (the batch's, or the
 // batch's so far and a member's) can be committed in one request: once per
 // request in a batch that fits, a member at a time in one that does not.
-func (b *txBatch) fits(st *txnState) error {
-	chk := st.lead.abilities.CheckCommit
+func (b *batch) fits(st *State) error {
+	chk := st.lead.Abilities().CheckCommit
 	if chk == nil || len(st.order) == 0 {
 		return nil
 	}
@@ -304,9 +304,9 @@ func (b *txBatch) fits(st *txnState) error {
 
 // finish hands every member still waiting its result, and queues the
 // members left for a later batch at the front of the queue.
-func (b *txBatch) finish(st *txnState, res engine.Result, err error) {
-	txmu.Lock()
-	defer txmu.Unlock()
+func (b *batch) finish(st *State, res engine.Result, err error) {
+	mu.Lock()
+	defer mu.Unlock()
 	b.InFlight = false
 	refused := refusedKey(st, err)
 	existing := st.unreadRefused(err)
@@ -317,21 +317,21 @@ func (b *txBatch) finish(st *txnState, res engine.Result, err error) {
 		switch {
 		case err == nil:
 			b.settle(st, res, i)
-			b.hand(r, txResult{batch: len(res.Out), tries: res.Attempts})
+			b.hand(r, result{batch: len(res.Out), tries: res.Attempts})
 		case existing != "" && r.view.own.written[existing] && !r.view.own.inherited[existing]:
-			b.hand(r, txResult{exists: existing, tries: res.Attempts, ran: r.runs})
+			b.hand(r, result{exists: existing, tries: res.Attempts, ran: r.runs})
 		case existing != "":
 			r.Status, r.lastAttempt = groupcommit.Taken, 0
 			b.later = append(b.later, r) // another's created key exists: the next batch, without it
-		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput)):
-			b.hand(r, txResult{ungrouped: true}) // one member's writes may be at fault
+		case len(b.applied) > 1 && (errors.Is(err, driver.ErrTooLarge) || errors.Is(err, driver.ErrInvalidInput)):
+			b.hand(r, result{ungrouped: true}) // one member's writes may be at fault
 		case refused != "" && !r.view.own.seen[refused]:
-			b.hand(r, txResult{ungrouped: true}) // another's race: on its own it may not lose it
+			b.hand(r, result{ungrouped: true}) // another's race: on its own it may not lose it
 		default:
-			b.hand(r, txResult{err: named(r.view, err), tries: res.Attempts})
+			b.hand(r, result{err: named(r.view, err), tries: res.Attempts})
 		}
 	}
-	var later []*txMember
+	var later []*member
 	for _, r := range b.later {
 		if r.Status == groupcommit.Taken {
 			r.Status = groupcommit.Queued
@@ -341,16 +341,16 @@ func (b *txBatch) finish(st *txnState, res engine.Result, err error) {
 	b.g.Members = append(later, b.g.Members...)
 	for _, r := range b.members {
 		if r.Status == groupcommit.Taken { // the batch ended before its slot
-			b.hand(r, txResult{err: err, ungrouped: err == nil})
+			b.hand(r, result{err: err, ungrouped: err == nil})
 		}
 	}
 }
 
 // refusedKey is the key whose action a lost race of the batch's commit
 // names ("" when err is no such refusal, or names none).
-func refusedKey(st *txnState, err error) string {
+func refusedKey(st *State, err error) string {
 	var ae *driver.ActionError
-	if !errors.Is(err, ErrConflict) || !errors.As(err, &ae) || ae.Index < 0 || ae.Index >= len(st.order) {
+	if !errors.Is(err, driver.ErrConflict) || !errors.As(err, &ae) || ae.Index < 0 || ae.Index >= len(st.order) {
 		return ""
 	}
 	return st.order[ae.Index].key
@@ -361,7 +361,7 @@ func refusedKey(st *txnState, err error) string {
 // again (or deleted, so that the batch wrote nothing of it) has a
 // Superseded ETag naming the commit and the member. The member's Tx
 // reports them from then on (Tx.ETag), and its docs are built from them.
-func (b *txBatch) settle(st *txnState, res engine.Result, i int) {
+func (b *batch) settle(st *State, res engine.Result, i int) {
 	f := b.applied[i].view
 	sent := make(map[string]int, len(st.order))
 	for j, tc := range st.order {
@@ -389,7 +389,7 @@ func (b *txBatch) settle(st *txnState, res engine.Result, i int) {
 }
 
 // rewritten reports whether a member after the i-th in the batch wrote key.
-func (b *txBatch) rewritten(i int, key string) bool {
+func (b *batch) rewritten(i int, key string) bool {
 	for _, l := range b.applied[i+1:] {
 		if l.view.own.written[key] {
 			return true
@@ -400,8 +400,8 @@ func (b *txBatch) rewritten(i int, key string) bool {
 
 // named is err, the batch's failure, as a member's (f its view): an
 // unknown outcome names its first key, not the batch's.
-func named(f *txnState, err error) error {
-	var unknown *OutcomeUnknownError
+func named(f *State, err error) error {
+	var unknown *driver.OutcomeUnknownError
 	if !errors.As(err, &unknown) || len(f.own.keys) == 0 {
 		return err
 	}
@@ -411,19 +411,19 @@ func named(f *txnState, err error) error {
 }
 
 // outOfRuns is the failure of r, whose lead's MaxAttempts its runs in
-// batches that lost their races have used up (txmu held).
-func outOfRuns(r *txMember) error {
+// batches that lost their races have used up (mu held).
+func outOfRuns(r *member) error {
 	key := ""
 	if r.view != nil {
 		if keys := r.view.ownKeys(); len(keys) > 0 {
 			key = keys[0]
 		}
 	}
-	return errorf(ErrConflict, "%s %q lost every race (%d runs)", telemetry.OpTransact, key, r.runs)
+	return driver.Errorf(driver.ErrConflict, "%s %q lost every race (%d runs)", telemetry.OpTransact, key, r.runs)
 }
 
-// hand sets r's result and wakes its caller. txmu is held.
-func (b *txBatch) hand(r *txMember, res txResult) {
+// hand sets r's result and wakes its caller. mu is held.
+func (b *batch) hand(r *member, res result) {
 	r.res = res
 	r.Hand()
 }

@@ -1,13 +1,14 @@
-package etagstore
+package txn
 
 import (
 	"context"
 
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
-// A batch member's run of fn (txbatch.go): a fork of the batch's
+// A batch member's run of fn (batch.go): a fork of the batch's
 // transaction so far, what the member's fn did in it itself, and its
 // adoption.
 
@@ -56,7 +57,7 @@ func (o *ownTouches) reading(start bool) {
 }
 
 // firstWritten is the first key the member's fn wrote, if any.
-func (st *txnState) firstWritten() (string, bool) {
+func (st *State) firstWritten() (string, bool) {
 	if st == nil || st.own == nil {
 		return "", false
 	}
@@ -71,9 +72,9 @@ func (st *txnState) firstWritten() (string, bool) {
 // fork is a copy of st, a batch's transaction so far, for a member's fn
 // under ctx: the writes it holds are marked inherited, and the member's
 // own touches are recorded apart (onRead hears of its reads).
-func (st *txnState) fork(ctx context.Context, onRead func(bool)) *txnState {
-	f := &txnState{ctx: ctx, lead: st.lead, copies: st.copies, attempt: st.attempt, ahead: st.ahead,
-		owner: make(map[string]*core, len(st.owner)), views: make(map[*core]txView, len(st.views)),
+func (st *State) fork(ctx context.Context, onRead func(bool)) *State {
+	f := &State{ctx: ctx, lead: st.lead, copies: st.copies, attempt: st.attempt, ahead: st.ahead,
+		owner: make(map[string]Store, len(st.owner)), views: make(map[Store]*View, len(st.views)),
 		order: make([]touch, len(st.order), len(st.order)+4),
 		own:   &ownTouches{seen: map[string]bool{}, written: map[string]bool{}, inherited: map[string]bool{}, onRead: onRead}}
 	for k, c := range st.owner {
@@ -83,7 +84,7 @@ func (st *txnState) fork(ctx context.Context, onRead func(bool)) *txnState {
 		f.views[c] = v.fork()
 	}
 	for i, tc := range st.order {
-		f.order[i] = touch{f.views[tc.view.core()], tc.key}
+		f.order[i] = touch{f.views[tc.view.s], tc.key}
 	}
 	for _, tc := range st.order {
 		if tc.view.wrote(tc.key) {
@@ -95,7 +96,7 @@ func (st *txnState) fork(ctx context.Context, onRead func(bool)) *txnState {
 
 // adopt makes f, a fork of st whose fn succeeded, the batch's
 // transaction so far.
-func (st *txnState) adopt(f *txnState) {
+func (st *State) adopt(f *State) {
 	st.views, st.owner, st.order = f.views, f.owner, f.order
 	if st.lead == nil {
 		st.lead = f.lead
@@ -104,19 +105,19 @@ func (st *txnState) adopt(f *txnState) {
 
 // mayDefer reports whether r may wait for the next batch: an attempt of
 // its lead's policy is left for it.
-func (r *txMember) mayDefer() bool {
-	txmu.Lock()
-	defer txmu.Unlock()
-	max := r.call.lead.retry.MaxAttempts
+func (r *member) mayDefer() bool {
+	mu.Lock()
+	defer mu.Unlock()
+	max := r.call.lead.Env().Policy.MaxAttempts
 	return max == 0 || r.runs < max
 }
 
 // staleOf is the failure of a transaction whose last run acted on a view
 // that was not current, as the engine words it.
-func staleOf(st *txnState) error {
+func staleOf(st *State) error {
 	key := ""
 	if keys := st.ownKeys(); len(keys) > 0 {
 		key = keys[0]
 	}
-	return errorf(ErrConflict, "%s %q: %v", telemetry.OpTransact, key, engine.ErrStale)
+	return driver.Errorf(driver.ErrConflict, "%s %q: %v", telemetry.OpTransact, key, engine.ErrStale)
 }

@@ -1,4 +1,4 @@
-package etagstore
+package updategroup
 
 import (
 	"context"
@@ -8,51 +8,52 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/groupcommit"
-	"github.com/etagstore/etagstore/internal/telemetry"
+	"github.com/etagstore/etagstore/internal/index"
 )
 
-// A key's runner and its batches (group commit; see group.go for the
-// group, its lock and its callers).
+// A key's runner and its batches (see group.go for the group, its lock
+// and its callers).
 
-// run commits k's queue in batches until it is empty. Each batch starts
+// run commits g's queue in batches until it is empty. Each batch starts
 // from the version the previous one wrote, without reading.
-func (s *Store[T]) run(k groupKey, g *group[T]) {
-	var last []version
+func (g *Group[T, X]) run() {
+	var last []engine.Version
 	var l groupcommit.Lingering
+	mu := &g.gs.mu
 	for {
 		g.Linger(&l)
-		s.gmu.Lock()
-		batch := g.Take()
-		if len(batch) == 0 {
-			delete(s.groups, k)
-			s.gmu.Unlock()
+		mu.Lock()
+		members := g.Take()
+		if len(members) == 0 {
+			delete(g.gs.groups, g.k)
+			mu.Unlock()
 			return
 		}
-		b := newBatchRun(s, k.key, batch)
-		for _, r := range batch {
+		b := newBatch(g, members)
+		for _, r := range members {
 			r.Status, r.batch = groupcommit.Taken, b
 		}
-		s.gmu.Unlock()
+		mu.Unlock()
 		start := time.Now()
-		last = b.commit(k.create, last)
-		l.Want, l.Took = len(batch), time.Since(start)
+		last = b.commit(g.k.create, last)
+		l.Want, l.Took = len(members), time.Since(start)
 	}
 }
 
-// batchRun is one batch of a key's group.
-type batchRun[T any] struct {
-	s                  *Store[T]
+// batch is one batch of a key's group.
+type batch[T, X any] struct {
+	g                  *Group[T, X]
 	key                string
-	members            []*member[T]
-	applied            []*member[T] // the members whose mutations the last apply holds
-	groupcommit.Flight              // the write holding applied (guarded by Store.gmu)
+	members            []*Member[T, X]
+	applied            []*Member[T, X] // the members whose mutations the last apply holds
+	groupcommit.Flight                 // the write holding applied (guarded by Groups.mu)
 	timer              *time.Timer
 }
 
-// newBatchRun is the batch of members, of key.
-func newBatchRun[T any](s *Store[T], key string, members []*member[T]) *batchRun[T] {
-	b := &batchRun[T]{s: s, key: key, members: members}
-	b.Flight = groupcommit.NewFlight(&s.gmu, func(yield func(*groupcommit.Caller) bool) {
+// newBatch is the batch of members, in g.
+func newBatch[T, X any](g *Group[T, X], members []*Member[T, X]) *batch[T, X] {
+	b := &batch[T, X]{g: g, key: g.k.key, members: members}
+	b.Flight = groupcommit.NewFlight(&g.gs.mu, func(yield func(*groupcommit.Caller) bool) {
 		for _, r := range b.applied {
 			if !yield(&r.Caller) {
 				return
@@ -65,7 +66,7 @@ func newBatchRun[T any](s *Store[T], key string, members []*member[T]) *batchRun
 // commit runs the batch's read-modify-write from last (or the version
 // cache's copy, or a read) and hands out the results. It returns the
 // version it wrote, for chaining.
-func (b *batchRun[T]) commit(create bool, last []version) []version {
+func (b *batch[T, X]) commit(create bool, last []engine.Version) []engine.Version {
 	ctxs := make([]context.Context, len(b.members))
 	for i, r := range b.members {
 		ctxs[i] = r.Ctx
@@ -74,24 +75,25 @@ func (b *batchRun[T]) commit(create bool, last []version) []version {
 	defer cancel()
 	b.timer = time.NewTimer(time.Hour)
 	defer b.timer.Stop()
-	var mine T // a batch's *ConflictError is given each member's own value in finish
+	w := b.g.w
+	var mine T // a batch's conflict is given each member's own value in finish
 	if last == nil {
-		last = b.s.cached(ctx, b.key, "") // as an Update on its own starts
+		last = w.Cached(ctx, b.key) // as an Update on its own starts
 	}
-	res, extra, err := b.s.modify(ctx, telemetry.OpUpdate, b.key, create, last, &mine, b, b)
+	res, extra, err := w.Modify(ctx, b.key, create, last, &mine, b.change, b)
 	if err == nil && len(res.Sent) > 0 {
-		b.s.obs.Committed(ctx, len(b.applied)) // once per batch, not per caller
+		w.Committed(ctx, len(b.applied)) // once per batch, not per caller
 	}
 	b.finish(res, extra, err)
 	if err != nil || res.Out[0].Data == nil || driver.IsSuperseded(res.Out[0].ETag) {
 		return nil // no version to chain from
 	}
-	return []version{b.s.stored(res.Out[0], false, extra.doc == "")}
+	return []engine.Version{w.Chain(res.Out[0], extra)}
 }
 
 // change gives each member still in the batch a slot, in arrival order (the
-// batch is the changer of its read-modify-write).
-func (b *batchRun[T]) change(base version) ([]byte, []byte, bool, error) {
+// batch's change of its read-modify-write).
+func (b *batch[T, X]) change(base engine.Version) ([]byte, []byte, bool, error) {
 	t := slot{canonical: base.Canonical}
 	if base.Exists {
 		t.data = base.Data
@@ -107,7 +109,7 @@ func (b *batchRun[T]) change(base version) ([]byte, []byte, bool, error) {
 		if len(b.applied) == 0 {
 			baseline = a.base
 		}
-		r.value, r.data, r.changed = a.value.(T), a.data, a.changed
+		r.value, r.data, r.changed = a.value, a.data, a.changed
 		changed = changed || a.changed
 		b.applied = append(b.applied, r)
 		t = slot{data: a.data, canonical: true}
@@ -124,28 +126,28 @@ var errNoneApplied = errors.New("etagstore: no mutation in the batch applied")
 // slot gives r a slot on t and waits for its answer, at most slotTimeout.
 // It reports whether r's mutation applied; a member that failed or was
 // too slow is handed its result on the spot.
-func (b *batchRun[T]) slot(r *member[T], t slot) (answer, bool) {
-	s := b.s
-	s.gmu.Lock()
+func (b *batch[T, X]) slot(r *Member[T, X], t slot) (answer[T], bool) {
+	mu := &b.g.gs.mu
+	mu.Lock()
 	if !r.Waiting() {
-		s.gmu.Unlock()
-		return answer{}, false
+		mu.Unlock()
+		return answer[T]{}, false
 	}
 	r.Give(t)
-	s.gmu.Unlock()
+	mu.Unlock()
 	a, timedOut := r.Wait(b.timer, slotTimeout, func() (time.Duration, bool) { return 0, false })
-	s.gmu.Lock()
-	defer s.gmu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	switch {
 	case r.Status == groupcommit.Left || a.left:
 		r.Status = groupcommit.Left
-		return answer{}, false
+		return answer[T]{}, false
 	case timedOut:
-		b.hand(r, result[T]{ungrouped: true})
-		return answer{}, false
+		b.hand(r, Result[T, X]{Ungrouped: true})
+		return answer[T]{}, false
 	case a.err != nil:
-		b.hand(r, result[T]{err: a.err})
-		return answer{}, false
+		b.hand(r, Result[T, X]{Err: a.err})
+		return answer[T]{}, false
 	}
 	r.Status = groupcommit.Applied
 	return a, true
@@ -155,10 +157,10 @@ func (b *batchRun[T]) slot(r *member[T], t slot) (answer, bool) {
 // the batch's error. A member's state has the version's ETag if nothing
 // after it changed the document, else a Superseded ETag naming the write
 // and the member.
-func (b *batchRun[T]) finish(res engine.Result, extra Extra, err error) {
-	s := b.s
-	s.gmu.Lock()
-	defer s.gmu.Unlock()
+func (b *batch[T, X]) finish(res engine.Result, extra X, err error) {
+	mu := &b.g.gs.mu
+	mu.Lock()
+	defer mu.Unlock()
 	b.InFlight = false
 	tail := 0 // members from tail on hold the state written
 	for i, r := range b.applied {
@@ -166,40 +168,41 @@ func (b *batchRun[T]) finish(res engine.Result, extra Extra, err error) {
 			tail = i
 		}
 	}
-	var ce *ConflictError[T]
 	for i, r := range b.applied {
 		if r.Status != groupcommit.Applied {
 			continue
 		}
+		mine, conflict := error(nil), false
+		if err != nil {
+			mine, conflict = b.g.w.Mine(err, r.value)
+		}
 		switch {
 		case err == nil:
-			d := Doc[T]{Key: b.key, Value: r.value, ETag: res.Out[0].ETag, Extra: extra}
+			d := Result[T, X]{Value: r.value, ETag: res.Out[0].ETag, Extra: extra, Attempts: res.Attempts, Batch: len(b.applied)}
 			if i < tail {
 				d.ETag = engine.Superseded(res.Sent[0].Meta, i)
-				d.Extra = extra.superseded(d.ETag, r.data) // its own state, not the version written
+				d.Superseded, d.Data = true, r.data // its own state, not the version written
 			}
-			b.hand(r, result[T]{doc: d, attempts: res.Attempts, batch: len(b.applied)})
-		case errors.As(err, &ce):
-			mine := *ce
-			mine.Mine = r.value
-			b.hand(r, result[T]{err: &mine, attempts: res.Attempts, batch: len(b.applied)})
-		case len(b.applied) > 1 && (errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalidInput) || errors.As(err, new(*UniqueError))):
+			b.hand(r, d)
+		case conflict:
+			b.hand(r, Result[T, X]{Err: mine, Attempts: res.Attempts, Batch: len(b.applied)})
+		case len(b.applied) > 1 && (errors.Is(err, driver.ErrTooLarge) || errors.Is(err, driver.ErrInvalidInput) || errors.As(err, new(*index.UniqueError))):
 			// One member's change may be at fault (a unique value held
 			// elsewhere, say): each runs on its own.
-			b.hand(r, result[T]{ungrouped: true})
+			b.hand(r, Result[T, X]{Ungrouped: true})
 		default:
-			b.hand(r, result[T]{err: err})
+			b.hand(r, Result[T, X]{Err: err})
 		}
 	}
 	for _, r := range b.members {
 		if r.Status == groupcommit.Taken { // the batch ended before its slot
-			b.hand(r, result[T]{err: err, ungrouped: err == nil})
+			b.hand(r, Result[T, X]{Err: err, Ungrouped: err == nil})
 		}
 	}
 }
 
-// hand sets r's result and wakes its caller. Store.gmu is held.
-func (b *batchRun[T]) hand(r *member[T], res result[T]) {
+// hand sets r's result and wakes its caller. Groups.mu is held.
+func (b *batch[T, X]) hand(r *Member[T, X], res Result[T, X]) {
 	r.res = res
 	r.Hand()
 }

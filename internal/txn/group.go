@@ -1,4 +1,4 @@
-package etagstore
+package txn
 
 import (
 	"errors"
@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/fence"
 	"github.com/etagstore/etagstore/internal/groupcommit"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -18,12 +20,12 @@ import (
 // group is the commit scope's, not a Store's, since a transaction's keys
 // are known only once its fn has run.
 //
-// Locks: txmu guards every group, member and batch field marked so. It is
+// Locks: mu guards every group, member and batch field marked so. It is
 // held only for bookkeeping: never while user code (fn, a codec), the
 // backend or the engine runs, and no other lock is taken under it.
 //
 // A group with no transaction in flight is idle. The first transaction to
-// arrive (at its fn's first use of a Store: transact.go) commits on its
+// arrive (at its fn's first use of a Store: call.go) commits on its
 // own, on its caller's goroutine; transactions that arrive meanwhile
 // queue, and when it is done a runner goroutine takes the queue as a
 // batch and serves batches until the queue is empty, lingering before
@@ -67,57 +69,57 @@ import (
 // run its slots again without it; after, its caller gets an unknown
 // outcome if it wrote anything.
 
-// txmu guards the transaction groups.
-var txmu sync.Mutex
+// mu guards the transaction groups.
+var mu sync.Mutex
 
-// txGroups are the groups with a transaction in flight, by commit scope
-// (guarded by txmu).
-var txGroups = map[any]*txGroup{}
+// groups are the groups with a transaction in flight, by commit scope
+// (guarded by mu).
+var groups = map[any]*txGroup{}
 
-// txGroup is a commit scope's queue of transactions; guarded by txmu.
+// txGroup is a commit scope's queue of transactions; guarded by mu.
 type txGroup struct {
 	key any
-	groupcommit.Queue[*txMember]
+	groupcommit.Queue[*member]
 }
 
-// StartRunner hands g to a new runner goroutine (groupcommit.Runner); txmu
+// StartRunner hands g to a new runner goroutine (groupcommit.Runner); mu
 // is held.
 func (g *txGroup) StartRunner() { go g.run() }
 
-// txMember is one transaction in a batch.
-type txMember struct {
-	call *txCall
+// member is one transaction in a batch.
+type member struct {
+	call *Call
 	// Its slots (run fn on this fork) and answers, and where it stands
-	// (guarded by txmu).
-	groupcommit.Member[*txnState, txAnswer]
-	batch *txBatch
-	res   txResult
+	// (guarded by mu).
+	groupcommit.Member[*State, answer]
+	batch *batch
+	res   result
 	// Its slot's time in reads, which the slot's bound does not count
-	// (guarded by txmu).
+	// (guarded by mu).
 	reading   bool
 	readSince time.Time
 	inReads   time.Duration
 
-	view *txnState // the fork its last slot ran on (guarded by txmu)
+	view *State // the fork its last slot ran on (guarded by mu)
 	// The Store and key of fn's first use of a Store (read ahead by the
 	// batch with the others' when its cache does not hold it).
-	firstCore *core
+	firstCore Store
 	firstKey  string
 	// check is how the caller's goroutine found the reads of a run that
 	// failed or wrote nothing, made after it left the batch (its own).
 	check checkOwn
-	// runs is how many batch attempts ran its fn (guarded by txmu): they
+	// runs is how many batch attempts ran its fn (guarded by mu): they
 	// count toward its lead's MaxAttempts. lastAttempt is the last of
 	// them, in its batch (0: none yet).
 	runs, lastAttempt int
 }
 
-// txAnswer is a member's answer to a slot.
-type txAnswer struct {
+// answer is a member's answer to a slot.
+type answer struct {
 	done      bool  // fn wrote nothing, on reads all current: answered now, nothing to commit
 	ungrouped bool  // run the transaction on its own instead
 	later     bool  // wait for the next batch (made on an earlier member's writes)
-	checking  bool  // fn failed, or wrote nothing: out of the batch; its caller checks its reads (txMember.check)
+	checking  bool  // fn failed, or wrote nothing: out of the batch; its caller checks its reads (member.check)
 	err       error // fn's own failure, on current reads of its own; with ungrouped, the failure if no attempt is left
 	left      bool  // the caller left (context done) before running its slot
 }
@@ -127,12 +129,12 @@ type txAnswer struct {
 // changed, or the check's own failure.
 type checkOwn struct{ err, stale error }
 
-// txResult is what a member's caller returns.
-type txResult struct {
+// result is what a member's caller returns.
+type result struct {
 	err       error
 	ungrouped bool   // run the transaction on its own instead (left out of the batch)
 	exists    string // a key it created unread exists: ErrExists, once its reads are found current
-	checking  bool   // out of the batch: the caller's check of its own reads decides (txMember.check)
+	checking  bool   // out of the batch: the caller's check of its own reads decides (member.check)
 	ran       int    // with ungrouped: the attempts its runs in batches count for (err: the failure if that is all)
 	batch     int    // the documents committed
 	tries     int    // the batch's attempts
@@ -142,35 +144,35 @@ type txResult struct {
 // on their own: group commit off, a fenced ctx, a transaction nested in
 // user code of a write (its writes must land on its goroutine), or a
 // backend whose scope cannot be named.
-func groupOf(c *txCall) any {
+func groupOf(c *Call) any {
 	lead := c.lead
-	if !lead.grouped || isUngrouped(c.ctx) || c.nested || c.store == nil && lead.reentry.InsideAny() {
+	if !lead.Grouped() || fence.Ungrouped(c.ctx) || c.nested || c.store == nil && lead.Reentry().InsideAny() {
 		return nil
 	}
-	if s := lead.abilities.CommitScope; s != "" {
+	if s := lead.Abilities().CommitScope; s != "" {
 		return s
 	}
-	if !reflect.ValueOf(lead.b).Comparable() {
+	if !reflect.ValueOf(lead.Backend()).Comparable() {
 		return nil
 	}
-	return lead.b
+	return lead.Backend()
 }
 
 // arrive makes c a transaction of key's group: its first caller (nil
 // member), when no transaction of the group is in flight, or a queued
 // member, whose fn's first use of a Store, first, was of firstKey (its
-// batch reads it with the others': txlookup.go readFirstKeys).
-func arrive(key any, c *txCall, first *core, firstKey string) (*txGroup, *txMember) {
-	txmu.Lock()
-	defer txmu.Unlock()
-	g := txGroups[key]
+// batch reads it with the others': lookup.go readFirstKeys).
+func arrive(key any, c *Call, first Store, firstKey string) (*txGroup, *member) {
+	mu.Lock()
+	defer mu.Unlock()
+	g := groups[key]
 	if g == nil {
 		g = &txGroup{key: key}
-		g.Init(&txmu, true, g)
-		txGroups[key] = g
+		g.Init(&mu, true, g)
+		groups[key] = g
 		return g, nil
 	}
-	r := &txMember{call: c, Member: groupcommit.NewMember[*txnState, txAnswer](c.ctx), firstCore: first, firstKey: firstKey}
+	r := &member{call: c, Member: groupcommit.NewMember[*State, answer](c.ctx), firstCore: first, firstKey: firstKey}
 	g.Arrive(r)
 	return g, r
 }
@@ -181,18 +183,18 @@ func (g *txGroup) entering() {
 	if g == nil {
 		return
 	}
-	txmu.Lock()
+	mu.Lock()
 	g.Entering()
-	txmu.Unlock()
+	mu.Unlock()
 }
 
 func (g *txGroup) leaving() {
 	if g == nil {
 		return
 	}
-	txmu.Lock()
+	mu.Lock()
 	g.Leaving()
-	txmu.Unlock()
+	mu.Unlock()
 }
 
 // firstDone hands the queue that formed meanwhile to a runner, or ends
@@ -201,10 +203,10 @@ func (g *txGroup) firstDone() {
 	if g == nil {
 		return
 	}
-	txmu.Lock()
-	defer txmu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	if !g.FirstDone() {
-		delete(txGroups, g.key)
+		delete(groups, g.key)
 	}
 }
 
@@ -216,40 +218,40 @@ func (g *txGroup) firstDone() {
 func (g *txGroup) run() {
 	var l groupcommit.Lingering
 	for {
-		txmu.Lock()
+		mu.Lock()
 		waiting := len(g.Members) > 0
-		txmu.Unlock()
+		mu.Unlock()
 		if waiting { // with nobody queued the group ends: the next caller commits ungrouped
 			g.Linger(&l)
 		}
-		txmu.Lock()
+		mu.Lock()
 		batch := g.Take()
 		if len(batch) == 0 {
-			delete(txGroups, g.key)
-			txmu.Unlock()
+			delete(groups, g.key)
+			mu.Unlock()
 			return
 		}
-		b := newTxBatch(g, batch)
+		b := newBatch(g, batch)
 		for _, r := range batch {
 			r.Status, r.batch = groupcommit.Taken, b
 		}
-		txmu.Unlock()
+		mu.Unlock()
 		b.commit()
-		txmu.Lock()
+		mu.Lock()
 		l.Want, l.Took = len(batch)+len(g.Members), b.lastAttempt // all in flight: the callers it answered, and those queued meanwhile
-		txmu.Unlock()
+		mu.Unlock()
 	}
 }
 
 // awaitFirst waits, inside the first run of r's fn (f), for r's first
 // slot, and goes on on it; or for its result before one, or for its
 // context's end.
-func (r *txMember) awaitFirst(f *firstRun) {
+func (r *member) awaitFirst(f *firstRun) {
 	select {
 	case st := <-r.Slots():
 		f.mode, f.m = inBatch, r
 		st.first = nil
-		f.t.st = st
+		f.h.st = st
 		return
 	case <-r.Done:
 	case <-r.Ctx.Done():
@@ -264,57 +266,57 @@ func (r *txMember) awaitFirst(f *firstRun) {
 	if f.err == nil {
 		f.err = r.Ctx.Err()
 	}
-	f.t.st.err = f.err
+	f.h.st.err = f.err
 }
 
 // finish answers r's first slot with fr, the first run of its fn, and
 // waits for its further slots and its result.
-func (r *txMember) finish(fr fnRun) (*Txn, error) {
+func (r *member) finish(fr fnRun) (*Handle, error) {
 	r.answerSlot(r.view, fr)
 	return r.await()
 }
 
 // await waits for r's slots and result, or for r's context to end, and
 // returns the call's end.
-func (r *txMember) await() (*Txn, error) {
+func (r *member) await() (*Handle, error) {
 	res := r.awaitResult()
 	c := r.call
 	if res.exists != "" { // a key it created exists: so it fails, if the reads its Create followed were current
-		stale := r.view.revalidate(c.lead.env, r.view.readBefore(res.exists))
+		stale := r.view.revalidate(c.lead.Env(), r.view.readBefore(res.exists))
 		switch {
 		case errors.Is(stale, engine.ErrStale):
-			res = txResult{ungrouped: true, ran: res.ran, err: staleOf(r.view)} // again, on its own, if an attempt is left
+			res = result{ungrouped: true, ran: res.ran, err: staleOf(r.view)} // again, on its own, if an attempt is left
 		case stale != nil:
 			return nil, stale
 		default:
-			return nil, errorf(ErrExists, "Transact: %q exists", res.exists)
+			return nil, driver.Errorf(driver.ErrExists, "Transact: %q exists", res.exists)
 		}
 	}
 	if res.checking { // its fn failed or wrote nothing, on its own reads: current, or not
 		switch ch := r.check; {
 		case errors.Is(ch.stale, engine.ErrStale):
-			res = txResult{ungrouped: true, ran: res.ran, err: staleOf(r.view)} // a torn view: again, on its own
+			res = result{ungrouped: true, ran: res.ran, err: staleOf(r.view)} // a torn view: again, on its own
 		case ch.stale != nil:
 			return nil, ch.stale // the check failed
 		default:
 			c.span.Stats.Attempts = res.tries
-			return &Txn{st: r.view}, ch.err
+			return &Handle{st: r.view}, ch.err
 		}
 	}
-	if res.ungrouped && res.err != nil && c.lead.retry.MaxAttempts > 0 && res.ran >= c.lead.retry.MaxAttempts {
+	if res.ungrouped && res.err != nil && c.lead.Env().Policy.MaxAttempts > 0 && res.ran >= c.lead.Env().Policy.MaxAttempts {
 		c.span.Stats.Attempts = res.ran
 		return nil, res.err // no attempt left: what another would have ended with
 	}
 	if res.ungrouped {
-		t := &Txn{st: c.newState(c.lead, res.ran+1, false)}
+		t := &Handle{st: c.newState(c.lead, res.ran+1, false)}
 		return c.ungrouped(t, nil, nil, res.ran)
 	}
 	c.span.Stats.Attempts, c.span.Stats.Batch = res.tries, res.batch
-	return &Txn{st: r.view}, res.err
+	return &Handle{st: r.view}, res.err
 }
 
 // awaitResult waits for r's slots (running them) and its result.
-func (r *txMember) awaitResult() txResult {
+func (r *member) awaitResult() result {
 	if r.Await(r.takeSlot) {
 		return r.leave()
 	}
@@ -323,10 +325,10 @@ func (r *txMember) awaitResult() txResult {
 
 // leave returns r's caller on its context's end: ctx.Err() when no
 // commit holding its writes was sent, unknown when one is in flight.
-func (r *txMember) leave() txResult {
-	txmu.Lock()
-	defer txmu.Unlock()
-	gone := txResult{err: r.Ctx.Err()}
+func (r *member) leave() result {
+	mu.Lock()
+	defer mu.Unlock()
+	gone := result{err: r.Ctx.Err()}
 	var f *groupcommit.Flight
 	if r.batch != nil {
 		f = &r.batch.Flight
@@ -335,20 +337,20 @@ func (r *txMember) leave() txResult {
 		if g := r.group(); g != nil {
 			g.Remove(r)
 		}
-	}, txAnswer{left: true}, f)
+	}, answer{left: true}, f)
 	if answered {
 		return r.res
 	}
 	if key, wrote := r.view.firstWritten(); wrote && inFlight {
-		gone.err = outcomeUnknown(telemetry.OpTransact, key, r.Ctx.Err())
+		gone.err = &driver.OutcomeUnknownError{Op: telemetry.OpTransact.String(), Key: key, Cause: r.Ctx.Err()}
 	}
 	r.res = gone
 	return gone
 }
 
-// group is the group r queues in (txmu held).
-func (r *txMember) group() *txGroup {
-	for _, g := range txGroups {
+// group is the group r queues in (mu held).
+func (r *member) group() *txGroup {
+	for _, g := range groups {
 		if slices.Contains(g.Members, r) {
 			return g
 		}
@@ -358,14 +360,14 @@ func (r *txMember) group() *txGroup {
 
 // takeSlot runs r's fn on st, a fork of its batch's transaction, on the
 // caller's goroutine, and answers the runner.
-func (r *txMember) takeSlot(st *txnState) {
+func (r *member) takeSlot(st *State) {
 	answered := false
 	defer func() {
 		if !answered { // fn ended its goroutine (runtime.Goexit): its caller is gone
-			r.Answer(txAnswer{left: true})
+			r.Answer(answer{left: true})
 		}
 	}()
-	fr := runFn(r.call.fn, &Txn{st: st}, r.call.lead)
+	fr := runFn(r.call.fn, &Handle{st: st}, r.call.lead)
 	answered = true
 	r.answerSlot(st, fr)
 }
@@ -375,42 +377,42 @@ func (r *txMember) takeSlot(st *txnState) {
 // earlier member wrote and its reads are all current (as a run on its own
 // decides); the panic then goes on up the caller's stack. Otherwise the
 // member runs on its own, or in the next batch.
-func (r *txMember) answerSlot(st *txnState, fr fnRun) {
+func (r *member) answerSlot(st *State, fr fnRun) {
 	st.done = true // fn has returned: a Tx it kept refuses writes
 	if fr.self != nil && !fr.panicked {
-		r.Answer(txAnswer{err: fr.self})
+		r.Answer(answer{err: fr.self})
 		return
 	}
 	err := fr.err
 	if st.err != nil {
 		err = st.err
 	}
-	var a txAnswer
+	var a answer
 	switch {
 	case err == nil && !fr.panicked && len(st.own.written) > 0:
-	case errors.Is(err, ErrConflict):
-		a = txAnswer{ungrouped: true, err: err} // a conflict fn saw: again, on its own
+	case errors.Is(err, driver.ErrConflict):
+		a = answer{ungrouped: true, err: err} // a conflict fn saw: again, on its own
 	case errors.Is(err, errOtherStore) && r.mayDefer():
-		a = txAnswer{later: true} // a key an earlier member uses through another Store: the next batch
+		a = answer{later: true} // a key an earlier member uses through another Store: the next batch
 	case errors.Is(err, errOtherStore):
-		a = txAnswer{ungrouped: true, err: staleOf(st)}
+		a = answer{ungrouped: true, err: staleOf(st)}
 	case st.own.other && !fr.panicked && r.mayDefer():
-		a = txAnswer{later: true} // made on writes not stored yet: again, in the next batch
+		a = answer{later: true} // made on writes not stored yet: again, in the next batch
 	case st.own.other:
-		a = txAnswer{ungrouped: true, err: staleOf(st)} // made on writes not stored yet: again, on its own
+		a = answer{ungrouped: true, err: staleOf(st)} // made on writes not stored yet: again, on its own
 	case !fr.panicked: // an error, or nothing written: out of the batch at once, then checked as on its own, by its own reads
-		r.Answer(txAnswer{checking: true})
-		r.check = checkOwn{err: err, stale: st.revalidate(r.call.lead.env, st.own.seen)}
+		r.Answer(answer{checking: true})
+		r.check = checkOwn{err: err, stale: st.revalidate(r.call.lead.Env(), st.own.seen)}
 		return
 	default: // a panic: checked as on its own, in the slot, and then it goes on up
 		st.own.reading(true) // the check's reads do not count toward the slot's bound
-		stale := st.revalidate(r.call.lead.env, st.own.seen)
+		stale := st.revalidate(r.call.lead.Env(), st.own.seen)
 		st.own.reading(false)
 		switch {
 		case errors.Is(stale, engine.ErrStale):
-			a = txAnswer{ungrouped: true, err: staleOf(st)} // a torn view: again, on its own
+			a = answer{ungrouped: true, err: staleOf(st)} // a torn view: again, on its own
 		case fr.panicked:
-			a.err = errPanicked
+			a.err = groupcommit.ErrPanicked
 		case stale != nil:
 			a.err = stale
 		case err == nil:

@@ -1,4 +1,7 @@
-package engine
+// Package heat is a Store's contention warmth: how contended each key
+// has been lately, which the delivery engine reads to start a write's
+// backoff higher on a key that keeps losing races.
+package heat
 
 import (
 	"sync"
@@ -38,6 +41,9 @@ func (h *Heat) Warmth(key string) int {
 	}
 	return h.old[key]
 }
+
+// Clock tells the time (the engine's Clock is one).
+type Clock interface{ Now() time.Time }
 
 // Learn records the outcome of a write of key that took attempts; clock
 // tells the time (read only when some key is known).

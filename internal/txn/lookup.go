@@ -1,9 +1,10 @@
-package etagstore
+package txn
 
 import (
 	"context"
 	"sync"
 
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/groupcommit"
 )
 
@@ -15,8 +16,8 @@ import (
 // the adopted members create unread, and answers each member whose key
 // exists (ErrExists, once its reads are found current). It reports
 // whether it answered one: the slots run again without it.
-func (b *txBatch) refuseTaken(st *txnState) bool {
-	read := st.lead.abilities.ReadMany
+func (b *batch) refuseTaken(st *State) bool {
+	read := st.lead.Abilities().ReadMany
 	if read == nil {
 		return false
 	}
@@ -39,15 +40,15 @@ func (b *txBatch) refuseTaken(st *txnState) bool {
 		}
 	}
 	refused := false
-	txmu.Lock()
-	defer txmu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	for _, r := range b.applied {
 		if r.Status != groupcommit.Applied {
 			continue
 		}
 		for _, key := range r.view.own.keys {
 			if _, unread := r.view.views[r.view.owner[key]].unreadCreate(key); unread && r.view.own.written[key] && !r.view.own.inherited[key] && b.exists[key] {
-				b.hand(r, txResult{exists: key, tries: st.attempt, ran: r.runs})
+				b.hand(r, result{exists: key, tries: st.attempt, ran: r.runs})
 				refused = true
 				break
 			}
@@ -57,7 +58,7 @@ func (b *txBatch) refuseTaken(st *txnState) bool {
 }
 
 // knows reports whether the batch looked key up already.
-func (b *txBatch) knows(key string) bool {
+func (b *batch) knows(key string) bool {
 	_, ok := b.exists[key]
 	return ok
 }
@@ -70,17 +71,17 @@ func (b *txBatch) knows(key string) bool {
 // the commit. The read waits at most readAllowance (a read
 // that hangs is left to the fns, as a slot's is); a failed one is left to
 // them too.
-func (b *txBatch) readFirstKeys(st *txnState) map[string]version {
-	read := st.lead.abilities.ReadMany
+func (b *batch) readFirstKeys(st *State) map[string]Version {
+	read := st.lead.Abilities().ReadMany
 	if read == nil {
 		return nil
 	}
 	var keys []string
-	var cores []*core
+	var cores []Store
 	seen := map[string]bool{}
 	for _, r := range b.members {
 		c, key := r.firstCore, r.firstKey
-		if c == nil || key == "" || seen[key] || c.checkKey(key) != nil || c.holds(key) {
+		if c == nil || key == "" || seen[key] || c.CheckKey(key) != nil || c.Holds(key) {
 			continue
 		}
 		seen[key] = true
@@ -95,17 +96,16 @@ func (b *txBatch) readFirstKeys(st *txnState) map[string]version {
 	if err != nil {
 		return nil
 	}
-	ahead := make(map[string]version, len(keys))
+	ahead := make(map[string]Version, len(keys))
 	if b.exists == nil {
 		b.exists = map[string]bool{}
 	}
 	for i, it := range items {
 		var err error
 		if it.ETag == "" {
-			err = errorf(ErrNotFound, "%q", keys[i])
+			err = driver.Errorf(driver.ErrNotFound, "%q", keys[i])
 		}
-		cores[i].cache.Note(keys[i], it, err)
-		ahead[keys[i]] = cores[i].readVersion(keys[i], it, err)
+		ahead[keys[i]] = cores[i].Noted(keys[i], it, err)
 		b.exists[keys[i]] = err == nil
 	}
 	return ahead
@@ -114,11 +114,11 @@ func (b *txBatch) readFirstKeys(st *txnState) map[string]version {
 // readAhead reads, in parallel, the keys the batch's last attempt
 // touched: the next attempt's fns find them read. A read that fails is
 // left to the fn that reads the key.
-func (b *txBatch) readAhead(ctx context.Context, lead *core) map[string]version {
+func (b *batch) readAhead(ctx context.Context, lead Store) map[string]Version {
 	if len(b.keys) == 0 {
 		return nil
 	}
-	owners := map[string]*core{}
+	owners := map[string]Store{}
 	if b.applied != nil {
 		for _, r := range b.applied {
 			for k, c := range r.view.owner {
@@ -126,7 +126,7 @@ func (b *txBatch) readAhead(ctx context.Context, lead *core) map[string]version 
 			}
 		}
 	}
-	vs := make([]version, len(b.keys))
+	vs := make([]Version, len(b.keys))
 	ok := make([]bool, len(b.keys))
 	var wg sync.WaitGroup
 	for i, key := range b.keys {
@@ -135,12 +135,12 @@ func (b *txBatch) readAhead(ctx context.Context, lead *core) map[string]version 
 			c = lead
 		}
 		wg.Go(func() {
-			v, err := (hooks{c}).Read(ctx, key)
+			v, err := c.Read(ctx, key)
 			vs[i], ok[i] = v, err == nil
 		})
 	}
 	wg.Wait()
-	ahead := make(map[string]version, len(b.keys))
+	ahead := make(map[string]Version, len(b.keys))
 	for i, key := range b.keys {
 		if ok[i] {
 			ahead[key] = vs[i]
