@@ -22,7 +22,6 @@ import (
 // another card holds, the others add labels. Only the renaming member
 // fails (*UniqueError naming the holder); the labels land.
 //
-// FAILS: the batch's one commit is refused by the title entry and the *UniqueError is every member's (the batch is not index-aware)
 func TestIndexGroupUpdateMemberFailsAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer runOutTimers()
@@ -120,7 +119,6 @@ func heldTxCards(t *testing.T) (*etagstore.Store[card], *heldCommits) {
 // succeeds and the other fails ErrExists (a *UniqueError); the unrelated
 // ones succeed.
 //
-// FAILS: the batch is not index-aware: the duplicate within it fails the whole batch, unrelated members included
 func TestIndexGroupTransactDuplicateFailsAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer runOutTimers()
@@ -187,7 +185,6 @@ func TestIndexGroupTransactDuplicateFailsAlone(t *testing.T) {
 // batch fails alone; the member before it in the batch that releases a
 // value and the one after that takes the released value succeed.
 //
-// FAILS: the batch is not index-aware: one refused entry fails the whole batch
 func TestIndexGroupTransactHeldValueFailsAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer runOutTimers()

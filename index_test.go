@@ -248,12 +248,12 @@ func TestListNeverYieldsEntries(t *testing.T) {
 	}
 	for _, prefix := range []string{"", "\uFFFF", "\uFFFFe.", "\uFFFFe.u.title."} {
 		for d, err := range cards.List(ctx, prefix) {
-			if prefix != "" && !errors.Is(err, etagstore.ErrInvalidKey) || prefix == "" && (err != nil || d.Key != "c1") {
+			if prefix != "" || err != nil || d.Key != "c1" {
 				t.Errorf("List(%q): %q %v", prefix, d.Key, err)
 			}
 		}
-		if _, err := cards.Page(ctx, prefix, 10, ""); prefix != "" && !errors.Is(err, etagstore.ErrInvalidKey) {
-			t.Errorf("Page(%q): %v", prefix, err)
+		if p, err := cards.Page(ctx, prefix, 10, ""); err != nil || prefix != "" && len(p.Docs) != 0 {
+			t.Errorf("Page(%q): %d docs, %v", prefix, len(p.Docs), err)
 		}
 	}
 }

@@ -47,8 +47,8 @@ type Page[T any] struct {
 func (s *Store[T]) Page(ctx context.Context, prefix string, limit int, token string) (Page[T], error) {
 	ctx, sp := s.obs.Begin(ctx, telemetry.OpPage, prefix)
 	p, err := s.page(ctx, "list\x00"+prefix, limit, token, func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error) {
-		if err := s.listable(prefix); err != nil {
-			return nil, false, err
+		if s.reserved(prefix) {
+			return nil, false, nil // no document's key
 		}
 		if after != "" && !strings.HasPrefix(after, prefix) {
 			return nil, false, errorf(ErrInvalidInput, "page token is not for prefix %q", prefix)

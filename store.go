@@ -215,8 +215,8 @@ func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], er
 		ctx, sp := s.obs.Begin(ctx, telemetry.OpList, prefix)
 		failed := errPanicked // until the loop ends normally (yield may panic)
 		defer func() { sp.End(failed) }()
-		if failed = s.listable(prefix); failed != nil {
-			yield(Doc[T]{}, failed)
+		if s.reserved(prefix) {
+			failed = nil
 			return
 		}
 		for it, err := range s.b.List(ctx, prefix) {
@@ -235,18 +235,15 @@ func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], er
 	}
 }
 
-// listable refuses a prefix that reaches into the keys a backend keeps
+// reserved reports whether prefix reaches into the keys a backend keeps
 // index entries under (driver.Entries: after the scope, U+FFFF), which
-// no document has (ErrInvalidKey).
-func (c *core) listable(prefix string) error {
+// no document has: List and Page of it yield nothing.
+func (c *core) reserved(prefix string) bool {
 	if c.abilities.Entries == nil {
-		return nil
+		return false
 	}
 	scope, err := c.abilities.Entries.Scope(prefix)
-	if err == nil && strings.HasPrefix(prefix[len(scope):], "\uFFFF") {
-		return errorf(ErrInvalidKey, "prefix %q: keys starting with U+FFFF are kept for index entries", prefix)
-	}
-	return nil
+	return err == nil && strings.HasPrefix(prefix[len(scope):], "\uFFFF")
 }
 
 // fetch reads key: from the version cache when the backend confirms the

@@ -929,7 +929,6 @@ func sorted(keys []string) []string {
 // testIndexListByKeyOrder: ListBy yields documents "in the order of their
 // entries (by key, within the value's scope)", as getby.go documents it:
 // the documents' key order, as List's.
-// FAILS: ListBy yields in the order of base64url-encoded entry names (internal/index/names.go lookupName), not the documents' key order getby.go documents
 func testIndexListByKeyOrder(t *testing.T, x *ix) {
 	var want []string
 	for i := range 12 {
@@ -1001,7 +1000,6 @@ var indexValues = []string{
 
 // testIndexValues: values of any character are held, read and refused as
 // values.
-// FAILS: memstore only: GetBy/ListBy of a value with a control character fail ErrInvalidKey: memstore entryScope runs driver.CheckKey on the whole value (memstore/memstore.go entryScope)
 func testIndexValues(t *testing.T, x *ix) {
 	ctx := t.Context()
 	for i, v := range indexValues {
@@ -1035,7 +1033,6 @@ func testIndexValues(t *testing.T, x *ix) {
 
 // testIndexLongValues: values longer than any key are hashed; two that
 // share a long prefix are distinct values; the whole value is kept.
-// FAILS: memstore only: GetBy/ListBy of a value over 1024 bytes fail ErrInvalidKey: memstore entryScope checks MaxKeyLen on the value (memstore/memstore.go entryScope)
 func testIndexLongValues(t *testing.T, x *ix) {
 	ctx := t.Context()
 	long := strings.Repeat("long value ✓ ", 300) // ~4 KB
@@ -1197,7 +1194,6 @@ func testIndexTransactSwap(t *testing.T, x *ix) {
 
 // testIndexTransactDuplicate: two creates of one value in one transaction
 // fail ErrExists, nothing written.
-// FAILS: two creates of one title in a transaction fail with a plain ErrExists naming "b1/c1 exists" (a key that does not exist), not a *UniqueError
 func testIndexTransactDuplicate(t *testing.T, x *ix) {
 	ctx := t.Context()
 	_, err := x.s.Transact(ctx, func(tx *etagstore.Tx[IdxCard]) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/groupcommit"
+	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -310,6 +311,8 @@ func (b *batch) finish(st *State, res engine.Result, err error) {
 	b.InFlight = false
 	refused := refusedKey(st, err)
 	existing := st.unreadRefused(err)
+	var unique *index.UniqueError
+	errors.As(err, &unique)
 	for i, r := range b.applied {
 		if r.Status != groupcommit.Applied {
 			continue
@@ -323,6 +326,14 @@ func (b *batch) finish(st *State, res engine.Result, err error) {
 		case existing != "":
 			r.Status, r.lastAttempt = groupcommit.Taken, 0
 			b.later = append(b.later, r) // another's created key exists: the next batch, without it
+		case unique != nil && r.view.own.written[unique.By] && !r.view.own.inherited[unique.By]:
+			// Its write takes a unique value held by another document, or
+			// by an earlier member's: on its own, after this batch, it
+			// learns whether the value is still held.
+			b.hand(r, result{ungrouped: true})
+		case unique != nil:
+			r.Status, r.lastAttempt = groupcommit.Taken, 0
+			b.later = append(b.later, r) // the next batch, without the member at fault
 		case len(b.applied) > 1 && (errors.Is(err, driver.ErrTooLarge) || errors.Is(err, driver.ErrInvalidInput)):
 			b.hand(r, result{ungrouped: true}) // one member's writes may be at fault
 		case refused != "" && !r.view.own.seen[refused]:

@@ -7,6 +7,7 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/fence"
+	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -114,8 +115,8 @@ func (st *State) revalidate(env *engine.Env, only map[string]bool) error {
 // refusal).
 func (st *State) unreadRefused(err error) string {
 	var ae *driver.ActionError
-	if !errors.Is(err, driver.ErrExists) {
-		return ""
+	if !errors.Is(err, driver.ErrExists) || errors.As(err, new(*index.UniqueError)) {
+		return "" // a unique value held: the key may well be missing
 	}
 	i := 0
 	if errors.As(err, &ae) {
