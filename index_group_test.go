@@ -21,7 +21,6 @@ import (
 // An Update batch on one key: one member renames the card to a title
 // another card holds, the others add labels. Only the renaming member
 // fails (*UniqueError naming the holder); the labels land.
-//
 func TestIndexGroupUpdateMemberFailsAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer runOutTimers()
@@ -118,7 +117,6 @@ func heldTxCards(t *testing.T) (*etagstore.Store[card], *heldCommits) {
 // one title, two others create unrelated cards. Exactly one of the two
 // succeeds and the other fails ErrExists (a *UniqueError); the unrelated
 // ones succeed.
-//
 func TestIndexGroupTransactDuplicateFailsAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer runOutTimers()
@@ -184,7 +182,6 @@ func TestIndexGroupTransactDuplicateFailsAlone(t *testing.T) {
 // A member of a transaction batch that takes a value held before the
 // batch fails alone; the member before it in the batch that releases a
 // value and the one after that takes the released value succeed.
-//
 func TestIndexGroupTransactHeldValueFailsAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		defer runOutTimers()
