@@ -139,7 +139,9 @@ func (x *indexes[T]) implier() engine.Implier {
 // refusing refuses every write with err (engine.Implier).
 type refusing struct{ err error }
 
-func (r refusing) Imply(engine.Request, any) ([]driver.Action, error) { return nil, r.err }
+func (r refusing) Imply(_ context.Context, _ engine.Request, m any) ([]driver.Action, any, error) {
+	return nil, m, r.err
+}
 
 func (r refusing) Refused(_ context.Context, _ engine.Request, _ []driver.Action, _ int, err error, m any) (any, error) {
 	return m, err

@@ -180,8 +180,9 @@ type Abilities struct {
 	// is what Read returns for it, or, for a missing key, one with Key
 	// set, no ETag and nil Data; a missing key is no error. No keys: no
 	// Items, and nothing is sent. Callers pass keys of one commit scope
-	// (one partition), which ValidateKey accepts: a key it refuses fails
-	// the call as Read would (ErrInvalidKey), before anything is sent. Any
+	// (one partition), which ValidateKey accepts, or index entries' keys
+	// (Entries.Key): another key fails the call as Read would
+	// (ErrInvalidKey), before anything is sent. Any
 	// other failure is classified as Read's, and no Items are returned.
 	// memstore reads all keys at one instant; tablestore sends one query
 	// per partition and up to 14 keys (the service's limit of 15

@@ -26,7 +26,7 @@
 // ListPage skip every reserved key unless the prefix itself is reserved
 // (starts with U+FFFF), so that a listing of a user's prefix never yields
 // an entry and one of a prefix Entries.Key made yields only entries.
-// ReadMany refuses reserved keys, as ValidateKey does.
+// ReadMany refuses reserved keys other than index entries'.
 package memstore
 
 import (
@@ -157,13 +157,14 @@ func (b *Backend) Read(ctx context.Context, key string) (driver.Item, error) {
 
 // readMany is Abilities.ReadMany: keys read at one instant, under the
 // lock, as one request. A missing key's Item has only its Key; a key
-// ValidateKey refuses fails the call, and nothing is read.
+// ValidateKey refuses, unless an index entry's, fails the call, and
+// nothing is read.
 func (b *Backend) readMany(ctx context.Context, keys []string) ([]driver.Item, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	for _, key := range keys {
-		if err := b.ValidateKey(key); err != nil {
+		if err := b.ValidateKey(key); err != nil && !strings.HasPrefix(key, entryPrefix) {
 			return nil, err
 		}
 	}

@@ -28,8 +28,9 @@ const readManyFilterBytes = 8 << 10
 //	PartitionKey eq 'p' and (RowKey eq 'a' or RowKey eq 'b' …)
 //
 // whose entities become Items as Read makes them (b.item). A key given
-// twice is asked for once; a key ValidateKey refuses fails the call
-// before anything is sent, with its error (etagstore.ErrInvalidKey). The
+// twice is asked for once; a key ValidateKey refuses, unless it is an
+// index entry's, fails the call before anything is sent, with its error
+// (etagstore.ErrInvalidKey). The
 // queries are sent one after the other.
 func (b *Backend) readMany(ctx context.Context, keys []string) ([]driver.Item, error) {
 	items := make([]driver.Item, len(keys))
@@ -37,7 +38,7 @@ func (b *Backend) readMany(ctx context.Context, keys []string) ([]driver.Item, e
 	var partitions []string                 // in the order keys name them first
 	rows := map[string][]string{}           // each partition's distinct row keys
 	for i, key := range keys {
-		pk, rk, err := b.split(key)
+		pk, rk, err := b.splitItem(key) // documents' keys and entries' (driver.Entries)
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +125,7 @@ func (b *Backend) readRows(ctx context.Context, q rowQuery, found func(driver.It
 			if err != nil {
 				return err
 			}
-			if !b.isRecord(it.Key) {
+			if !b.isRecord(it.Key) || isEntryRow(b.rowOf(it.Key)) {
 				found(it)
 			}
 		}

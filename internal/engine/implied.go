@@ -17,10 +17,11 @@ import (
 // of those actions (Refused).
 type Implier interface {
 	// Imply returns the actions that must commit with req, in one atomic
-	// request, or an error refusing req before anything is sent. memo is
-	// the delivery's own, for what earlier refusals taught it (see
-	// Refused); nil until then.
-	Imply(req Request, memo any) ([]driver.Action, error)
+	// request, or an error refusing req before anything is sent, and the
+	// delivery's memo, updated: what it learnt of the state the actions
+	// depend on (reading it, or from earlier refusals: see Refused); nil
+	// at first.
+	Imply(ctx context.Context, req Request, memo any) ([]driver.Action, any, error)
 	// Refused is told that the backend refused implied action i (of the
 	// actions Imply returned for req) with err, nothing applied. It
 	// returns the delivery's memo, updated, and either nil (req is sent
@@ -37,7 +38,8 @@ func (d *Delivery) transmitWith(ctx context.Context, req Request) ([]driver.Item
 		out, err := d.transmit(ctx, req)
 		return out, nil, err
 	}
-	implied, err := d.env.Implier.Imply(req, d.memo)
+	implied, memo, err := d.env.Implier.Imply(ctx, req, d.memo)
+	d.memo = memo
 	if errors.Is(err, errors.ErrUnsupported) {
 		err = fmt.Errorf("%s %q: %w", d.op, d.name(), err) // which path refused
 	}

@@ -73,13 +73,17 @@ type planned struct {
 	overwrite bool // a write of an entry another write of the request releases
 }
 
-// Imply returns the entry actions req implies (engine.Implier).
-func (s *Set) Imply(req engine.Request, m any) ([]driver.Action, error) {
+// Imply returns the entry actions req implies (engine.Implier). A
+// request that takes several unique values (a batch's) reads their
+// entries first, together (precheck): every value held elsewhere is
+// found before anything is sent, not one refusal at a time.
+func (s *Set) Imply(ctx context.Context, req engine.Request, m any) ([]driver.Action, any, error) {
 	if err := s.Usable(); err != nil {
-		return nil, err
+		return nil, m, err
 	}
 	known, _ := m.(memo)
 	var plan []*planned
+	var taken Duplicates
 	byKey := map[string]*planned{}
 	for _, w := range req {
 		if w.Check {
@@ -87,7 +91,7 @@ func (s *Set) Imply(req engine.Request, m any) ([]driver.Action, error) {
 		}
 		steps, err := s.steps(w)
 		if err != nil {
-			return nil, err
+			return nil, m, err
 		}
 		for _, p := range steps {
 			prev, ok := byKey[p.action.Key]
@@ -97,9 +101,18 @@ func (s *Set) Imply(req engine.Request, m any) ([]driver.Action, error) {
 				continue
 			}
 			if err := merge(prev, p); err != nil {
-				return nil, err
+				taken = append(taken, err)
 			}
 		}
+	}
+	if len(taken) == 0 {
+		var err error
+		if known, taken, err = s.precheck(ctx, plan, known); err != nil {
+			return nil, known, err
+		}
+	}
+	if len(taken) > 0 {
+		return nil, known, taken.err()
 	}
 	out := make([]driver.Action, 0, len(plan))
 	for _, p := range plan {
@@ -110,10 +123,76 @@ func (s *Set) Imply(req engine.Request, m any) ([]driver.Action, error) {
 	}
 	if s.check != nil && len(out) > 0 {
 		if err := s.check(append(req.Actions(), out...)); err != nil {
-			return nil, fmt.Errorf("%w (with its index entries)", err)
+			return nil, known, fmt.Errorf("%w (with its index entries)", err)
 		}
 	}
-	return out, nil
+	return out, known, nil
+}
+
+// prechecked is how many unique values a request must take for precheck
+// to read their entries first.
+const prechecked = 2
+
+// precheck reads, together (driver.Abilities.ReadMany), the entries of
+// the unique values plan takes that known does not know, when there are
+// several: one held by another document that holds it now is taken; one
+// that is the taker's own, or stale, is known by its ETag, to be
+// written over; a missing one is known missing.
+func (s *Set) precheck(ctx context.Context, plan []*planned, known memo) (memo, Duplicates, error) {
+	var keys []string
+	var takes []*planned
+	for _, p := range plan {
+		if _, learnt := known[p.action.Key]; p.def.Unique && !p.release && !p.overwrite && !learnt {
+			keys, takes = append(keys, p.action.Key), append(takes, p)
+		}
+	}
+	many := s.Backend.Abilities().ReadMany
+	if len(keys) < prechecked || many == nil {
+		return known, nil, nil
+	}
+	items, err := many(ctx, keys)
+	if err != nil {
+		return known, nil, err
+	}
+	if known == nil {
+		known = memo{}
+	}
+	held := map[string]Entry{} // by entry key: entries another document holds
+	var holders []string
+	for i, it := range items {
+		known[it.Key] = it.ETag
+		e, err := decode(it)
+		if it.ETag == "" || err != nil || e.Doc == takes[i].entry.Doc || e.Index != takes[i].def.Name {
+			continue
+		}
+		held[it.Key] = e
+		holders = append(holders, e.Doc)
+	}
+	if len(holders) == 0 {
+		return known, nil, nil
+	}
+	docs, err := s.readDocs(ctx, holders)
+	if err != nil {
+		return known, nil, err
+	}
+	var taken Duplicates
+	for _, p := range takes {
+		e, ok := held[p.action.Key]
+		if !ok {
+			continue
+		}
+		data, exists := docs[e.Doc]
+		if !exists {
+			continue // stale: written over on its ETag
+		}
+		if e.Value != p.entry.Value {
+			return known, nil, driver.Errorf(driver.ErrInvalidInput, "index %q: the values %q and %q share a hash", e.Index, e.Value, p.entry.Value)
+		}
+		if holds, err := s.Holds(e.Doc, data, e.Index, e.Value); err != nil || holds {
+			taken = append(taken, &UniqueError{Index: e.Index, Value: e.Value, Key: e.Doc, By: p.entry.Doc})
+		}
+	}
+	return known, taken, nil
 }
 
 // steps are the entry changes of w: its document's values before (w.Was)
@@ -182,7 +261,7 @@ func (s *Set) step(d Def, scope, rest string, e Entry, release bool) *planned {
 // merge folds p into prev, an action on the same entry by another write
 // of the request: a value one document releases and another takes is
 // one write; a value two take is a duplicate.
-func merge(prev, p *planned) error {
+func merge(prev, p *planned) *UniqueError {
 	switch {
 	case prev.release && p.release:
 		return nil
@@ -196,7 +275,7 @@ func merge(prev, p *planned) error {
 		prev.handOver()
 		return nil
 	}
-	return &UniqueError{Index: p.def.Name, Value: p.entry.Value, Key: prev.entry.Doc, By: p.entry.Doc}
+	return &UniqueError{Index: p.def.Name, Value: p.entry.Value, Key: prev.entry.Doc, By: p.entry.Doc, pending: true}
 }
 
 // handOver marks a write of an entry another document of the request

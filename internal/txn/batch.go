@@ -311,8 +311,7 @@ func (b *batch) finish(st *State, res engine.Result, err error) {
 	b.InFlight = false
 	refused := refusedKey(st, err)
 	existing := st.unreadRefused(err)
-	var unique *index.UniqueError
-	errors.As(err, &unique)
+	takers := index.Takers(err)
 	for i, r := range b.applied {
 		if r.Status != groupcommit.Applied {
 			continue
@@ -326,12 +325,14 @@ func (b *batch) finish(st *State, res engine.Result, err error) {
 		case existing != "":
 			r.Status, r.lastAttempt = groupcommit.Taken, 0
 			b.later = append(b.later, r) // another's created key exists: the next batch, without it
-		case unique != nil && r.view.own.written[unique.By] && !r.view.own.inherited[unique.By]:
-			// Its write takes a unique value held by another document, or
-			// by an earlier member's: on its own, after this batch, it
-			// learns whether the value is still held.
+		case takes(r.view, takers) != nil && !takes(r.view, takers).Pending():
+			b.hand(r, result{err: takes(r.view, takers), tries: res.Attempts}) // a stored document holds the value
+		case takes(r.view, takers) != nil:
+			// Its write takes a unique value an earlier member's write
+			// takes: on its own, after this batch, it learns whether the
+			// value is still held.
 			b.hand(r, result{ungrouped: true})
-		case unique != nil:
+		case takers != nil:
 			r.Status, r.lastAttempt = groupcommit.Taken, 0
 			b.later = append(b.later, r) // the next batch, without the member at fault
 		case len(b.applied) > 1 && (errors.Is(err, driver.ErrTooLarge) || errors.Is(err, driver.ErrInvalidInput)):
@@ -355,6 +356,17 @@ func (b *batch) finish(st *State, res engine.Result, err error) {
 			b.hand(r, result{err: err, ungrouped: err == nil})
 		}
 	}
+}
+
+// takes is the UniqueError of takers, if any, whose write is f's, a
+// member's view: its write takes a unique value held elsewhere.
+func takes(f *State, takers map[string]*index.UniqueError) *index.UniqueError {
+	for key, e := range takers {
+		if f.own.written[key] && !f.own.inherited[key] {
+			return e
+		}
+	}
+	return nil
 }
 
 // refusedKey is the key whose action a lost race of the batch's commit
