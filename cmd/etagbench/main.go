@@ -113,6 +113,9 @@ type counting struct {
 
 func (c *counting) Do(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
+	if op, ok := r.Context().Value(opRequestsKey{}).(*atomic.Int64); ok {
+		op.Add(1)
+	}
 	resp, err := azuritetest.Transport.Do(r)
 	if err == nil && isDataWrite(r) && resp.StatusCode/100 == 2 {
 		c.writes.Add(1)
@@ -124,6 +127,16 @@ func (c *counting) Do(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// opRequestsKey keys a context value *atomic.Int64 that counting adds
+// each request made with that context to: the requests of one operation
+// (withOpRequests), among others running at once.
+type opRequestsKey struct{}
+
+// withOpRequests is ctx counting its requests in n.
+func withOpRequests(ctx context.Context, n *atomic.Int64) context.Context {
+	return context.WithValue(ctx, opRequestsKey{}, n)
 }
 
 // isDataWrite tells a write of a document (PUT, POST, PATCH or MERGE) from
@@ -663,6 +676,12 @@ func bench(e *env, backend string, writers []int, d time.Duration, rtt time.Dura
 	rows = append(rows, ycsbRows(ctx, e, backend, d)...)
 	kanban := kanbanRows(ctx, e, backend, d) // kanban.go
 	defer printKanban(backend, kanban, rtt)
+	getby := getbyRows(ctx, e, d) // indexes.go
+	reindex := reindexRows(ctx, e)
+	defer func() {
+		printGetBy(backend, getby)
+		printReindex(backend, reindex)
+	}()
 	if len(rows) == 0 {
 		return // -only left none of these scenarios
 	}
@@ -829,7 +848,8 @@ type prefixed struct {
 }
 
 // Abilities are memstore's, with Commit and CheckCommit (transactions)
-// on the cell's keys.
+// and ReadMany (Reindex's repair reads documents with it) on the cell's
+// keys.
 func (p prefixed) Abilities() driver.Abilities {
 	ab := p.Backend.Abilities()
 	if commit := ab.Commit; commit != nil {
@@ -839,6 +859,19 @@ func (p prefixed) Abilities() driver.Abilities {
 	}
 	if check := ab.CheckCommit; check != nil {
 		ab.CheckCommit = func(actions []driver.Action) error { return check(p.keyed(actions)) }
+	}
+	if many := ab.ReadMany; many != nil {
+		ab.ReadMany = func(ctx context.Context, keys []string) ([]driver.Item, error) {
+			full := make([]string, len(keys))
+			for i, k := range keys {
+				full[i] = p.prefix + k
+			}
+			items, err := many(ctx, full)
+			for i := range items {
+				items[i].Key = strings.TrimPrefix(items[i].Key, p.prefix)
+			}
+			return items, err
+		}
 	}
 	return ab
 }
