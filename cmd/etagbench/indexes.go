@@ -49,8 +49,9 @@ import (
 // Unique email index over the other partition: one entry per document,
 // the same work. Reindex again is its second, idempotent run (every entry
 // already there). Columns: documents per second and its ratio to raw's
-// (target: ≥ 0.8), seconds, requests (all of them) and the entity group
-// transactions among them, and the process's heap (HeapInuse, sampled
+// (target: ≥ 0.8), seconds, requests (all of them), and among them the
+// entity group transactions, the queries (listings, ReadMany) and the
+// point reads (GetEntity), and the process's heap (HeapInuse, sampled
 // every 10 ms; after a GC at the start) at its peak and at the start:
 // the peak of a bounded pass stays flat as -reindexdocs grows. Each pass
 // is then checked: every document has its claim or entry, naming it, and
@@ -125,7 +126,7 @@ type indexRow struct {
 	requests     int64     // counted per operation
 	check        string
 	// reindex
-	batches            int64
+	batches, queries, pointReads int64
 	heapPeak, heapBase uint64
 }
 
@@ -347,11 +348,13 @@ func measurePass(e *env, pass func() error) indexRow {
 			}
 		}
 	}()
-	before, beforeBatches := e.requests.n.Load(), e.requests.batches.Load()
+	c := e.requests
+	before, beforeBatches, beforeQueries, beforeReads := c.n.Load(), c.batches.Load(), c.queries.Load(), c.pointReads.Load()
 	t0 := time.Now()
 	err := pass()
 	r.seconds = time.Since(t0).Seconds()
-	r.requests, r.batches = e.requests.n.Load()-before, e.requests.batches.Load()-beforeBatches
+	r.requests, r.batches = c.n.Load()-before, c.batches.Load()-beforeBatches
+	r.queries, r.pointReads = c.queries.Load()-beforeQueries, c.pointReads.Load()-beforeReads
 	close(stop)
 	<-done
 	r.heapPeak = peak.Load()
@@ -489,7 +492,7 @@ func printReindex(backend string, rows []indexRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Printf("## %s: reindex\n\n| scenario | pass | docs/s | × raw | seconds | requests | of which batches | peak heap MB | heap at start MB | check |\n|---|---|---|---|---|---|---|---|---|---|\n", backend)
+	fmt.Printf("## %s: reindex\n\n| scenario | pass | docs/s | × raw | seconds | requests | batches | queries | point reads | peak heap MB | heap at start MB | check |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n", backend)
 	raw := 0.0
 	for _, r := range rows {
 		if strings.HasPrefix(r.op, "raw") {
@@ -502,8 +505,8 @@ func printReindex(backend string, rows []indexRow) {
 		if raw > 0 && !strings.HasPrefix(r.op, "raw") {
 			ratio = fmt.Sprintf("%.2f", dps/raw)
 		}
-		fmt.Printf("| %s | %s | %.0f | %s | %.2f | %d | %d | %.1f | %.1f | %s |\n", r.scenario, r.op, dps, ratio, r.seconds,
-			r.requests, r.batches, float64(r.heapPeak)/(1<<20), float64(r.heapBase)/(1<<20), r.check)
+		fmt.Printf("| %s | %s | %.0f | %s | %.2f | %d | %d | %d | %d | %.1f | %.1f | %s |\n", r.scenario, r.op, dps, ratio, r.seconds,
+			r.requests, r.batches, r.queries, r.pointReads, float64(r.heapPeak)/(1<<20), float64(r.heapBase)/(1<<20), r.check)
 	}
 	fmt.Println()
 }
