@@ -109,6 +109,9 @@ type counting struct {
 	writes  atomic.Int64 // document writes answered 2xx (isDataWrite)
 	batches atomic.Int64 // entity group transactions sent (isBatch)
 	landed  atomic.Int64 // … answered with every action applied (batchLanded)
+	// Table reads: of one entity (GET …(PartitionKey='…',RowKey='…')),
+	// and queries (any other GET of a table's entities).
+	pointReads, queries atomic.Int64
 }
 
 func (c *counting) Do(r *http.Request) (*http.Response, error) {
@@ -119,6 +122,11 @@ func (c *counting) Do(r *http.Request) (*http.Response, error) {
 	resp, err := azuritetest.Transport.Do(r)
 	if err == nil && isDataWrite(r) && resp.StatusCode/100 == 2 {
 		c.writes.Add(1)
+	}
+	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "(PartitionKey=") {
+		c.pointReads.Add(1)
+	} else if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "()") {
+		c.queries.Add(1)
 	}
 	if isBatch(r) {
 		c.batches.Add(1)
