@@ -41,6 +41,25 @@
 //
 //	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -only kanban
 //
+// Indexes (indexes.go). getby (memory and table): -getbyreaders
+// goroutines (16) over -getbydocs documents (1,000) of one partition,
+// indexed by a Unique email and a Lookup team of 20, read alternately by
+// Get of a random key and GetBy of a random email, then by ListBy of a
+// random team; every read checked. It reports reads/s, p50 and p99, GetBy's
+// p99 over Get's, and requests per read, counted per operation.
+//
+//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -only getby
+//
+// reindex (table only, and only when -only names it): -reindexdocs
+// documents (100,000) in each of two fresh partitions; the raw aztables
+// loop (list a page, batch-insert its claims 100 at a time) on one,
+// Store.Reindex of a Unique index on the other, and Reindex again. It
+// reports documents/s and the ratio to raw, requests, the heap's peak,
+// and checks one claim or entry per document.
+//
+//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 0 -only reindex
+//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -only reindex -reindexdocs 10000
+//
 // -rtt puts a loopback latency proxy (storetest.FaultProxy with only
 // Latency set) in front of each Azurite endpoint, blob and table: every
 // request, the naive loop's and the library's alike, and those of the
