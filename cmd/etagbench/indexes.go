@@ -127,7 +127,7 @@ type indexRow struct {
 	check        string
 	// reindex
 	batches, queries, pointReads int64
-	heapPeak, heapBase uint64
+	heapPeak, heapBase           uint64
 }
 
 // opLog is one goroutine's operations of one kind.
