@@ -58,7 +58,7 @@
 // and checks one claim or entry per document.
 //
 //	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 0 -only reindex
-//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -only reindex -reindexdocs 10000
+//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -only reindex -reindexdocs 2000
 //
 // -rtt puts a loopback latency proxy (storetest.FaultProxy with only
 // Latency set) in front of each Azurite endpoint, blob and table: every
