@@ -41,6 +41,25 @@
 //
 //	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -only kanban
 //
+// Indexes (indexes.go). getby (memory and table): -getbyreaders
+// goroutines (16) over -getbydocs documents (1,000) of one partition,
+// indexed by a Unique email and a Lookup team of 20, read alternately by
+// Get of a random key and GetBy of a random email, then by ListBy of a
+// random team; every read checked. It reports reads/s, p50 and p99, GetBy's
+// p99 over Get's, and requests per read, counted per operation.
+//
+//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -only getby
+//
+// reindex (table only, and only when -only names it): -reindexdocs
+// documents (100,000) in each of two fresh partitions; the raw aztables
+// loop (list a page, batch-insert its claims 100 at a time) on one,
+// Store.Reindex of a Unique index on the other, and Reindex again. It
+// reports documents/s and the ratio to raw, requests, the heap's peak,
+// and checks one claim or entry per document.
+//
+//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 0 -only reindex
+//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -only reindex -reindexdocs 2000
+//
 // -rtt puts a loopback latency proxy (storetest.FaultProxy with only
 // Latency set) in front of each Azurite endpoint, blob and table: every
 // request, the naive loop's and the library's alike, and those of the
@@ -109,13 +128,24 @@ type counting struct {
 	writes  atomic.Int64 // document writes answered 2xx (isDataWrite)
 	batches atomic.Int64 // entity group transactions sent (isBatch)
 	landed  atomic.Int64 // … answered with every action applied (batchLanded)
+	// Table reads: of one entity (GET …(PartitionKey='…',RowKey='…')),
+	// and queries (any other GET of a table's entities).
+	pointReads, queries atomic.Int64
 }
 
 func (c *counting) Do(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
+	if op, ok := r.Context().Value(opRequestsKey{}).(*atomic.Int64); ok {
+		op.Add(1)
+	}
 	resp, err := azuritetest.Transport.Do(r)
 	if err == nil && isDataWrite(r) && resp.StatusCode/100 == 2 {
 		c.writes.Add(1)
+	}
+	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "(PartitionKey=") {
+		c.pointReads.Add(1)
+	} else if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "()") {
+		c.queries.Add(1)
 	}
 	if isBatch(r) {
 		c.batches.Add(1)
@@ -124,6 +154,16 @@ func (c *counting) Do(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// opRequestsKey keys a context value *atomic.Int64 that counting adds
+// each request made with that context to: the requests of one operation
+// (withOpRequests), among others running at once.
+type opRequestsKey struct{}
+
+// withOpRequests is ctx counting its requests in n.
+func withOpRequests(ctx context.Context, n *atomic.Int64) context.Context {
+	return context.WithValue(ctx, opRequestsKey{}, n)
 }
 
 // isDataWrite tells a write of a document (PUT, POST, PATCH or MERGE) from
@@ -663,6 +703,12 @@ func bench(e *env, backend string, writers []int, d time.Duration, rtt time.Dura
 	rows = append(rows, ycsbRows(ctx, e, backend, d)...)
 	kanban := kanbanRows(ctx, e, backend, d) // kanban.go
 	defer printKanban(backend, kanban, rtt)
+	getby := getbyRows(ctx, e, d) // indexes.go
+	reindex := reindexRows(ctx, e)
+	defer func() {
+		printGetBy(backend, getby)
+		printReindex(backend, reindex)
+	}()
 	if len(rows) == 0 {
 		return // -only left none of these scenarios
 	}
@@ -829,7 +875,8 @@ type prefixed struct {
 }
 
 // Abilities are memstore's, with Commit and CheckCommit (transactions)
-// on the cell's keys.
+// and ReadMany (Reindex's repair reads documents with it) on the cell's
+// keys.
 func (p prefixed) Abilities() driver.Abilities {
 	ab := p.Backend.Abilities()
 	if commit := ab.Commit; commit != nil {
@@ -839,6 +886,19 @@ func (p prefixed) Abilities() driver.Abilities {
 	}
 	if check := ab.CheckCommit; check != nil {
 		ab.CheckCommit = func(actions []driver.Action) error { return check(p.keyed(actions)) }
+	}
+	if many := ab.ReadMany; many != nil {
+		ab.ReadMany = func(ctx context.Context, keys []string) ([]driver.Item, error) {
+			full := make([]string, len(keys))
+			for i, k := range keys {
+				full[i] = p.prefix + k
+			}
+			items, err := many(ctx, full)
+			for i := range items {
+				items[i].Key = strings.TrimPrefix(items[i].Key, p.prefix)
+			}
+			return items, err
+		}
 	}
 	return ab
 }
