@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/etagstore/etagstore"
 )
@@ -90,6 +91,11 @@ func (c *StormTally) Count(op, class string) int {
 	return c.n[op+" "+class]
 }
 
+// stormOpTime bounds one operation of a storm: far beyond what retries
+// under its faults take, so that one running out of it is a write that
+// makes no progress (a livelock), not a slow machine.
+const stormOpTime = 30 * time.Second
+
 // Run runs the storm through stores (all over one backend) and returns
 // the tally. An operation's error of a class no fault or race explains
 // (ErrInvalidInput, a *UniqueError naming its own key) fails t.
@@ -109,8 +115,13 @@ func (o IndexStorm) Run(t *testing.T, stores []*etagstore.Store[IdxCard]) *Storm
 				key := o.Key(board, fmt.Sprintf("c%02d", rng.IntN(o.Cards)))
 				title := fmt.Sprintf("title %d/#?", rng.IntN(o.Titles))
 				labels := fmt.Sprintf("l%d,l%d", rng.IntN(4), rng.IntN(4))
-				op, err := o.one(ctx, rng, s, board, key, title, labels)
+				opCtx, cancel := context.WithTimeout(ctx, stormOpTime)
+				op, err := o.one(opCtx, rng, s, board, key, title, labels)
+				cancel()
 				tally.add(op, err)
+				if errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("%s %q ran %v without an outcome: a write that makes no progress (%v)", op, key, stormOpTime, err)
+				}
 				var ue *etagstore.UniqueError
 				if errors.As(err, &ue) && (ue.Key == ue.By || ue.Index != "title") {
 					t.Errorf("%s %q: %v: a UniqueError naming its own key or another index", op, key, err)

@@ -420,15 +420,24 @@ func (b *Backend) List(ctx context.Context, prefix string) iter.Seq2[driver.Item
 	return b.query(ctx, b.prefixFilter(prefix), b.entryListing(prefix))
 }
 
-// prefixFilter is the OData filter for the keys starting with prefix.
+// prefixFilter is the OData filter for the keys starting with prefix. A
+// listing of documents (not of entries: entryListing) stops below the
+// Backend's own rows, whose RowKey starts with U+FFFF and sorts after
+// every document's, so that a page never queries its way through a
+// partition's index entries and fence records to learn it has ended.
 func (b *Backend) prefixFilter(prefix string) Filter {
+	var f Filter
 	if b.opts.Partition != "" {
-		return Eq("PartitionKey", b.opts.Partition).And(prefixRange("RowKey", prefix))
+		f = Eq("PartitionKey", b.opts.Partition).And(prefixRange("RowKey", prefix))
+	} else if pk, rkPrefix, ok := strings.Cut(prefix, "/"); ok {
+		f = Eq("PartitionKey", pk).And(prefixRange("RowKey", rkPrefix))
+	} else {
+		f = prefixRange("PartitionKey", prefix)
 	}
-	if pk, rkPrefix, ok := strings.Cut(prefix, "/"); ok {
-		return Eq("PartitionKey", pk).And(prefixRange("RowKey", rkPrefix))
+	if !b.entryListing(prefix) {
+		f = f.And(Lt("RowKey", recordPrefix))
 	}
-	return prefixRange("PartitionKey", prefix)
+	return f
 }
 
 // Query yields the entities matching filter (see Filter) in table order.

@@ -39,14 +39,21 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 		d.unsettled = nil
 		d.res.Out, d.res.Sent, d.res.FromCopy = out, req, !verified
 		return stop, nil
-	case d.unsettled != nil || request.Ambiguous(err):
+	case request.Ambiguous(err):
+	default:
+		// A definite refusal of what the request implies (an index
+		// entry) applied nothing, even after an earlier request's lost
+		// answer: its Implier learns from it, whereas settling by the
+		// documents' versions would send it again as it is, forever.
+		if next, err, ok := d.impliedRefusal(ctx, req, implied, err); ok {
+			return next, err
+		}
+	}
+	if d.unsettled != nil || request.Ambiguous(err) {
 		if d.unsettled == nil {
 			d.unsettled = err
 		}
 		return d.settle(ctx, req)
-	}
-	if next, err, ok := d.impliedRefusal(ctx, req, implied, err); ok {
-		return next, err
 	}
 	return d.refusal(ctx, req, verified, err, d.env.Clock.Now().Sub(began))
 }
