@@ -105,23 +105,25 @@ func (s *Set) commitWants(ctx context.Context, d Def, ws []want, out *Rebuilt) e
 	if err == nil || !d.Unique || !errors.Is(err, driver.ErrExists) {
 		return err
 	}
-	// Some exist: read them, and write what each calls for.
+	// Some exist: read them (together where the backend can), and write
+	// what each calls for.
+	found, err := s.readEntries(ctx, ws)
+	if err != nil {
+		return err
+	}
 	acts = acts[:0]
-	for _, w := range ws {
-		it, err := s.Backend.Read(ctx, w.key)
-		switch {
-		case errors.Is(err, driver.ErrNotFound):
+	for i, w := range ws {
+		it := found[i]
+		if it.ETag == "" {
 			acts = append(acts, s.wantAction(d, w, "", false))
 			continue
-		case err != nil:
-			return err
 		}
 		held, derr := decode(it)
 		if derr == nil && held.Doc == w.entry.Doc {
 			continue // already the document's
 		}
 		if derr == nil && held.Value == w.entry.Value {
-			holds, err := s.holds(ctx, held, nil)
+			holds, err := s.holds(ctx, held)
 			if err != nil {
 				return err
 			}
@@ -140,6 +142,31 @@ func (s *Set) commitWants(ctx context.Context, d Def, ws []want, out *Rebuilt) e
 		return fmt.Errorf("%w: index %q: entries changed while Reindex wrote them; run it again", driver.ErrConflict, d.Name)
 	}
 	return err
+}
+
+// readEntries reads the entries ws want: each as stored, or, missing,
+// with no ETag.
+func (s *Set) readEntries(ctx context.Context, ws []want) ([]driver.Item, error) {
+	keys := make([]string, len(ws))
+	for i, w := range ws {
+		keys[i] = w.key
+	}
+	if many := s.Backend.Abilities().ReadMany; many != nil {
+		return many(ctx, keys)
+	}
+	out := make([]driver.Item, len(keys))
+	for i, k := range keys {
+		it, err := s.Backend.Read(ctx, k)
+		switch {
+		case errors.Is(err, driver.ErrNotFound):
+			out[i] = driver.Item{Key: k}
+		case err != nil:
+			return nil, err
+		default:
+			out[i] = it
+		}
+	}
+	return out, nil
 }
 
 // wantAction is the write of w's entry: created, or over etag.

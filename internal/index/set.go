@@ -346,7 +346,7 @@ func (s *Set) Refused(ctx context.Context, req engine.Request, implied []driver.
 	if held.Value != mine.Value {
 		return known, driver.Errorf(driver.ErrInvalidInput, "index %q: the values %q and %q share a hash", mine.Index, mine.Value, held.Value)
 	}
-	holds, err := s.holds(ctx, held, req)
+	holds, err := s.holds(ctx, held)
 	if err != nil {
 		return known, err
 	}
@@ -358,7 +358,7 @@ func (s *Set) Refused(ctx context.Context, req engine.Request, implied []driver.
 
 // holds reports whether e's document holds e's value now (an entry a
 // writer that did not declare the index left is not trusted).
-func (s *Set) holds(ctx context.Context, e Entry, req engine.Request) (bool, error) {
+func (s *Set) holds(ctx context.Context, e Entry) (bool, error) {
 	it, err := s.Backend.Read(ctx, e.Doc)
 	switch {
 	case errors.Is(err, driver.ErrNotFound):
