@@ -30,6 +30,14 @@ type Implier interface {
 	Refused(ctx context.Context, req Request, implied []driver.Action, i int, err error, memo any) (any, error)
 }
 
+// Pending is what an Implier may also tell a batch before it sends: the
+// writes of req, by key, that take what another holds (a unique index's
+// value: held by an earlier write of req, or stored), with the error the
+// Implier would refuse each with. It sends no write.
+type Pending[E error] interface {
+	Pending(ctx context.Context, req Request) map[string]E
+}
+
 // transmitWith is transmit with the actions req implies (Env.Implier):
 // one Commit of req's actions and theirs, or transmit alone when they
 // imply none.

@@ -129,6 +129,43 @@ func (s *Set) Imply(ctx context.Context, req engine.Request, m any) ([]driver.Ac
 	return out, known, nil
 }
 
+// Pending is, sending no write, the writes of req (by key) that take a
+// unique value held elsewhere (engine.Pending): by an earlier write of
+// req (UniqueError.Pending), or, read as precheck reads them, by a
+// stored document. What Imply would refuse, one write at a time.
+func (s *Set) Pending(ctx context.Context, req engine.Request) map[string]*UniqueError {
+	var plan []*planned
+	var taken Duplicates
+	byKey := map[string]*planned{}
+	for _, w := range req {
+		if w.Check {
+			continue
+		}
+		steps, err := s.steps(w)
+		if err != nil {
+			return nil // Imply refuses the request as a whole
+		}
+		for _, p := range steps {
+			prev, ok := byKey[p.action.Key]
+			if !ok {
+				byKey[p.action.Key] = p
+				plan = append(plan, p)
+				continue
+			}
+			if e := merge(prev, p); e != nil {
+				taken = append(taken, e)
+			}
+		}
+	}
+	if _, held, err := s.precheck(ctx, plan, nil); err == nil {
+		taken = append(taken, held...)
+	}
+	if len(taken) == 0 {
+		return nil
+	}
+	return Takers(taken)
+}
+
 // prechecked is how many unique values a request must take for precheck
 // to read their entries first.
 const prechecked = 2

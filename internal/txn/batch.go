@@ -25,6 +25,7 @@ type batch struct {
 	members            []*member
 	applied            []*member       // the members whose writes the last attempt holds
 	later              []*member       // members that go in a later batch
+	deferred           []*member       // members taking a unique value an earlier member takes: the next batch
 	keys               []string        // the keys the last attempt touched, read ahead by the next
 	exists             map[string]bool // unread creates' keys looked up, and whether they exist
 	groupcommit.Flight                 // the commit holding applied (guarded by mu)
@@ -63,10 +64,15 @@ func (b *batch) commit() {
 	st := &State{ctx: ctx, lead: lead, owner: map[string]Store{}} // kept when no attempt runs (every caller left)
 	p := engine.PlanFunc(func(d *engine.Delivery, _ []Version) (engine.Request, error) {
 		b.began = time.Now()
-		st = &State{ctx: ctx, lead: lead, owner: map[string]Store{}, attempt: d.Attempts(), copies: d.Attempts() == 1}
-		b.slots(st)
-		d.SetKeys(st.keys())
-		return st.request(d, true)
+		for {
+			st = &State{ctx: ctx, lead: lead, owner: map[string]Store{}, attempt: d.Attempts(), copies: d.Attempts() == 1}
+			b.slots(st)
+			d.SetKeys(st.keys())
+			req, err := st.request(d, true)
+			if err != nil || !b.deferTakers(ctx, lead.Env().Implier, req) {
+				return req, err
+			}
+		}
 	})
 	res, err := engine.New(lead.Env(), telemetry.OpTransact.String(), engine.SelfReading, nil, p,
 		engine.Options{Flight: b}).Run(ctx)
@@ -123,6 +129,44 @@ func (b *batch) slots(st *State) {
 	}
 }
 
+// deferTakers finds, sending no write, the members whose writes in req
+// take a unique value held elsewhere (the Implier's engine.Pending):
+// one whose value a stored document holds is answered its error; one
+// whose value an earlier member takes is left for the next batch, where
+// the value is known held or free, and the run does not count toward its
+// MaxAttempts. It reports whether it took one out: the slots run again
+// without it.
+func (b *batch) deferTakers(ctx context.Context, im engine.Implier, req engine.Request) bool {
+	p, ok := im.(engine.Pending[*index.UniqueError])
+	if !ok {
+		return false
+	}
+	takers := p.Pending(ctx, req)
+	if len(takers) == 0 {
+		return false
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	out := false
+	for _, r := range b.applied {
+		e := takes(r.view, takers)
+		switch {
+		case r.Status != groupcommit.Applied || e == nil:
+			continue
+		case !e.Pending():
+			b.hand(r, result{err: e, ran: r.runs})
+		default:
+			if r.lastAttempt != 0 {
+				r.runs--
+			}
+			r.Status, r.lastAttempt = groupcommit.Taken, 0
+			b.deferred = append(b.deferred, r)
+		}
+		out = true
+	}
+	return out
+}
+
 // runSlots gives each of members still in the batch a slot on a fork of
 // st, adopts the forks whose fn succeeded (each: whose keys fit with the
 // batch's, checked one by one; the others go to the next batch), and
@@ -155,7 +199,7 @@ func (b *batch) runSlots(st *State, members []*member, each bool) []*State {
 // writes.
 func (b *batch) slot(r *member, f *State, attempt int) (*State, bool) {
 	mu.Lock()
-	if !r.Waiting() {
+	if !r.Waiting() || slices.Contains(b.deferred, r) {
 		mu.Unlock()
 		return nil, false
 	}
@@ -344,7 +388,7 @@ func (b *batch) finish(st *State, res engine.Result, err error) {
 		}
 	}
 	var later []*member
-	for _, r := range b.later {
+	for _, r := range append(b.later, b.deferred...) {
 		if r.Status == groupcommit.Taken {
 			r.Status = groupcommit.Queued
 			later = append(later, r)
