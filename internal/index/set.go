@@ -82,28 +82,9 @@ func (s *Set) Imply(ctx context.Context, req engine.Request, m any) ([]driver.Ac
 		return nil, m, err
 	}
 	known, _ := m.(memo)
-	var plan []*planned
-	var taken Duplicates
-	byKey := map[string]*planned{}
-	for _, w := range req {
-		if w.Check {
-			continue
-		}
-		steps, err := s.steps(w)
-		if err != nil {
-			return nil, m, err
-		}
-		for _, p := range steps {
-			prev, ok := byKey[p.action.Key]
-			if !ok {
-				byKey[p.action.Key] = p
-				plan = append(plan, p)
-				continue
-			}
-			if err := merge(prev, p); err != nil {
-				taken = append(taken, err)
-			}
-		}
+	plan, taken, err := s.plan(req)
+	if err != nil {
+		return nil, m, err
 	}
 	if len(taken) == 0 {
 		var err error
@@ -129,13 +110,10 @@ func (s *Set) Imply(ctx context.Context, req engine.Request, m any) ([]driver.Ac
 	return out, known, nil
 }
 
-// Pending is, sending no write, the writes of req (by key) that take a
-// unique value held elsewhere (engine.Pending): by an earlier write of
-// req (UniqueError.Pending), or, read as precheck reads them, by a
-// stored document. What Imply would refuse, one write at a time.
-func (s *Set) Pending(ctx context.Context, req engine.Request) map[string]*UniqueError {
-	var plan []*planned
-	var taken Duplicates
+// plan is the entry actions the writes of req imply, one per entry (a
+// value one write frees and another takes is one write: merge), and the
+// values two writes of req take (taken).
+func (s *Set) plan(req engine.Request) (plan []*planned, taken Duplicates, err error) {
 	byKey := map[string]*planned{}
 	for _, w := range req {
 		if w.Check {
@@ -143,7 +121,7 @@ func (s *Set) Pending(ctx context.Context, req engine.Request) map[string]*Uniqu
 		}
 		steps, err := s.steps(w)
 		if err != nil {
-			return nil // Imply refuses the request as a whole
+			return nil, nil, err
 		}
 		for _, p := range steps {
 			prev, ok := byKey[p.action.Key]
@@ -156,6 +134,18 @@ func (s *Set) Pending(ctx context.Context, req engine.Request) map[string]*Uniqu
 				taken = append(taken, e)
 			}
 		}
+	}
+	return plan, taken, nil
+}
+
+// Pending is, sending no write, the writes of req (by key) that take a
+// unique value held elsewhere (engine.Pending): by an earlier write of
+// req (UniqueError.Pending), or, read as precheck reads them, by a
+// stored document. What Imply would refuse, one write at a time.
+func (s *Set) Pending(ctx context.Context, req engine.Request) map[string]*UniqueError {
+	plan, taken, err := s.plan(req)
+	if err != nil {
+		return nil // Imply refuses the request as a whole
 	}
 	if _, held, err := s.precheck(ctx, plan, nil); err == nil {
 		taken = append(taken, held...)
