@@ -176,8 +176,11 @@ func TestGetBySmoke(t *testing.T) {
 			continue // memory: no requests
 		}
 		rpr, err := strconv.ParseFloat(cols[6], 64)
-		if lo, hi := map[string]float64{"Get": 1, "GetBy": 2, "ListBy": 2}[op], map[string]float64{"Get": 1, "GetBy": 2, "ListBy": 21}[op]; err != nil || rpr < lo || rpr > hi {
-			t.Errorf("%s: %s requests a read, want %.0f to %.0f: %s", op, cols[6], lo, hi, line)
+		// Concurrent reads of one key may share a request (the Store's
+		// read batching), so a read can cost less than its own request;
+		// the lower bounds only catch counting that stopped working.
+		if lo, hi := map[string]float64{"Get": 0.5, "GetBy": 1, "ListBy": 1}[op], map[string]float64{"Get": 1, "GetBy": 2, "ListBy": 21}[op]; err != nil || rpr < lo || rpr > hi {
+			t.Errorf("%s: %s requests a read, want %.1f to %.0f: %s", op, cols[6], lo, hi, line)
 		}
 	}
 	// memory, table at rtt 0 and 2 ms.
