@@ -167,6 +167,16 @@ func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
 	return Doc[T]{Key: it.Key, Value: *v, ETag: it.ETag, Extra: s.extraOf(it, baseline)}, nil
 }
 
+// live is decode's Doc of it with its expiry (Doc.Expires); a document
+// that has expired by the Store's clock is an *expiredError (ErrNotFound).
+func (s *Store[T]) live(it driver.Item) (Doc[T], error) {
+	d, err := s.decode(it)
+	if err != nil || s.life == nil {
+		return d, err
+	}
+	return s.stamped(d)
+}
+
 // decodeError reports a stored document the codec cannot decode into T.
 // It matches ErrInvalidInput (the stored bytes are not a T), unless the
 // codec's error already matches one of the package's sentinels; the

@@ -1,6 +1,10 @@
 package etagstore
 
-import "github.com/etagstore/etagstore/driver"
+import (
+	"time"
+
+	"github.com/etagstore/etagstore/driver"
+)
 
 // ETag is an opaque version token. Compare ETags only for equality: table
 // ETags are weak (W/"datetime'…'") and blob ETags are quoted hex.
@@ -45,4 +49,9 @@ type Doc[T any] struct {
 	Value T
 	ETag  ETag
 	Extra Extra
+	// Expires is when the document expires, by the Store's Expiry index,
+	// as the read or write that returned the Doc saw its value; the zero
+	// time without one, or when the value never expires. A read never
+	// returns a Doc whose Expires has passed by the Store's clock.
+	Expires time.Time
 }

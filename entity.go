@@ -158,8 +158,9 @@ func (c *core) readVersion(key string, it driver.Item, err error) version {
 
 // stored is the version it, read (verified) or known from a write;
 // canonical says its Data is exactly T's encoding of its value.
+// An expired document's version reads as missing (core.judged).
 func (c *core) stored(it driver.Item, verified, canonical bool) version {
-	return version{Item: it, Exists: true, Verified: verified, MetaKnown: true, Canonical: canonical, Meta: meta.Parse(it.Meta)}
+	return c.judged(version{Item: it, Exists: true, Verified: verified, MetaKnown: true, Canonical: canonical, Meta: meta.Parse(it.Meta)})
 }
 
 // over is d's write of a over b.

@@ -33,9 +33,9 @@ func (s *Store[T]) getBy(ctx context.Context, idx Index[T], value string, st *te
 		return Doc[T]{}, err
 	}
 	if !d.unique {
-		return Doc[T]{}, errorf(ErrInvalidInput, "GetBy %q: index %q is a Lookup, which several documents may hold (use ListBy)", value, d.name)
+		return Doc[T]{}, errorf(ErrInvalidInput, "GetBy %q: %s is not Unique (use ListBy for a Lookup; an Expiry is read by Sweep)", value, d)
 	}
-	e, err := s.idx.set.Holder(ctx, index.Def{Name: d.name, Unique: true}, value)
+	e, err := s.idx.set.Holder(ctx, d.def(), value)
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -81,7 +81,10 @@ func (s *Store[T]) holdingAll(ctx context.Context, d Index[T], es []index.Entry)
 			if errs[i] = err; err != nil || items[i].ETag == "" {
 				continue
 			}
-			doc, err := s.decode(items[i])
+			doc, err := s.live(items[i])
+			if isExpired(err) {
+				continue
+			}
 			if errs[i] = err; err != nil {
 				continue
 			}
@@ -127,6 +130,11 @@ func (s *Store[T]) listBy(ctx context.Context, idx Index[T], value string, st *t
 		yield(Doc[T]{}, err)
 		return err
 	}
+	if d.at != nil {
+		err := errorf(ErrInvalidInput, "ListBy %q: %s is an Expiry, read by Sweep", value, d)
+		yield(Doc[T]{}, err)
+		return err
+	}
 	if d.unique {
 		doc, err := s.getBy(ctx, idx, value, st)
 		switch {
@@ -154,7 +162,7 @@ func (s *Store[T]) listBy(ctx context.Context, idx Index[T], value string, st *t
 		}
 		return true, nil
 	}
-	for e, err := range s.idx.set.Holders(ctx, index.Def{Name: d.name}, value) {
+	for e, err := range s.idx.set.Holders(ctx, d.def(), value) {
 		if err != nil {
 			yield(Doc[T]{}, err)
 			return err

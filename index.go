@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
@@ -18,6 +19,12 @@ type Index[T any] struct {
 	name   string
 	unique bool
 	of     func(T) []string
+	at     func(T) time.Time // an expiry index's (Expiry): when v expires
+}
+
+// def is d as package index knows it.
+func (d Index[T]) def() index.Def {
+	return index.Def{Name: d.name, Unique: d.unique, Expiry: d.at != nil}
 }
 
 // Unique is an index in which at most one document holds each value:
@@ -67,7 +74,11 @@ func newIndexes[T any](b driver.Backend, codec Codec, defs []Index[T]) *indexes[
 			x.err = errorf(ErrInvalidInput, "index %q has no function (use Unique or Lookup)", d.name)
 			return x
 		}
-		ds[i] = index.Def{Name: d.name, Unique: d.unique}
+		if d.at != nil && slices.ContainsFunc(defs[:i], func(e Index[T]) bool { return e.at != nil }) {
+			x.err = errorf(ErrInvalidInput, "a Store has one Expiry index, not two")
+			return x
+		}
+		ds[i] = d.def()
 	}
 	x.set, x.err = index.New(b, ds, func(key string, data []byte) ([][]string, error) {
 		var v T

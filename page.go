@@ -102,8 +102,11 @@ func (s *Store[T]) page(ctx context.Context, scope string, limit int, token stri
 	}
 	p := Page[T]{Docs: make([]Doc[T], 0, len(items))}
 	for _, it := range items {
-		d, err := s.decode(it)
-		if err != nil {
+		d, err := s.live(it)
+		switch {
+		case isExpired(err):
+			continue
+		case err != nil:
 			return Page[T]{}, err
 		}
 		p.Docs = append(p.Docs, d)

@@ -47,7 +47,10 @@ func (s *Store[T]) reindex(ctx context.Context, idx Index[T]) error {
 	if err := s.idx.set.Usable(); err != nil {
 		return err
 	}
-	def := index.Def{Name: d.name, Unique: d.unique}
+	if s.idx.set.Entryless() {
+		return nil // an Expiry over a backend that keeps no entries: nothing to build
+	}
+	def := d.def()
 	var out index.Rebuilt
 	for after := ""; ; {
 		page, more, err := s.b.ListPage(ctx, "", after, reindexPage)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -64,6 +65,13 @@ type Options struct {
 	// debug level, every retry with its delay and every lost response
 	// resolved. Default: none.
 	Logger *slog.Logger
+	// ExpirySkew bounds how far apart the clocks of the processes that
+	// share a Store's documents may be, for a Store with an Expiry index:
+	// Sweep deletes a document only once it has been expired that long by
+	// the sweeper's clock, so that no process whose clock is behind by
+	// less still reads it as live when it goes. Reads hide a document at
+	// once by their own clock. Default: 5 seconds; negative: none.
+	ExpirySkew time.Duration
 	// RecordKeys adds each operation's key to its span (etagstore.key; a
 	// tablestore query's filter as etagstore.filter), and lets error texts,
 	// which name keys and ETags, into span statuses and logs (otherwise
@@ -100,6 +108,7 @@ type core struct {
 	reads     *readshare.Reads // concurrent Gets' shared reads; nil: off
 	grouped   bool             // group commit is on (Options.DisableGroupCommit unset)
 	reentry   reentry.Reentry  // writes from inside user code of their own key (internal/reentry)
+	life      *lifetimes       // when documents expire (expiry.go); nil: never
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the
@@ -140,6 +149,7 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	if s.idx = newIndexes(b, s.codec, idx); s.idx != nil {
 		s.env.Implier = s.idx.implier()
 	}
+	s.life = newLifetimes(s, o.ExpirySkew)
 	if !o.DisableGroupCommit {
 		s.reads = readshare.New(s.fetch)
 	}
@@ -204,7 +214,7 @@ func (s *Store[T]) get(ctx context.Context, key string, st *telemetry.Stats) (Do
 		st.CacheHit = true
 		s.obs.CacheLookup(ctx, true, true)
 	}
-	return s.decode(it)
+	return s.live(it)
 }
 
 // List yields the documents whose key starts with prefix, in the order
@@ -225,7 +235,10 @@ func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], er
 				yield(Doc[T]{}, err)
 				return
 			}
-			d, err := s.decode(it)
+			d, err := s.live(it)
+			if isExpired(err) {
+				continue
+			}
 			failed = err
 			if !yield(d, err) || err != nil {
 				return

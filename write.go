@@ -38,10 +38,13 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 	fence, _ := FenceFrom(ctx)
 	w := engine.Fresh(key, driver.Cond{Kind: driver.CondCreate}, data, fence).Replacing(version{Item: driver.Item{Key: key}})
 	it, err := s.blind(ctx, telemetry.OpCreate, w)
+	if errors.Is(err, ErrExists) && s.life != nil {
+		it, err = s.createOver(ctx, key, data, fence) // over an expired version?
+	}
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}, nil
+	return s.dated(Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}), nil
 }
 
 // Replace writes d.Value under d.Key only if the stored ETag is still d.ETag
@@ -104,7 +107,11 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 		fresh := engine.Fresh(d.Key, driver.IfMatch(d.ETag), w.data, 0)
 		fresh.Write.Changes = w.changes
 		if d.Extra.at(d.ETag) { // the version it replaces is the Doc's read (an index's base)
-			fresh = fresh.Replacing(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.stored()), ETag: d.ETag}, Exists: true})
+			b := s.judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.stored()), ETag: d.ETag}, Exists: true})
+			if !b.Exists {
+				return Doc[T]{}, b.Missing // expired since it was read
+			}
+			fresh = fresh.Replacing(b)
 		}
 		it, err = s.blind(ctx, telemetry.OpReplace, fresh)
 		if errors.Is(err, ErrConflict) {
@@ -114,7 +121,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: d.Key, Data: w.data, ETag: it.ETag, Meta: it.Meta}, mine)}, nil
+	return s.dated(Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: d.Key, Data: w.data, ETag: it.ETag, Meta: it.Meta}, mine)}), nil
 }
 
 // onto is the write of mine, T's encoding of a Doc's value, over the
@@ -234,7 +241,7 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}, nil
+	return s.dated(Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}), nil
 }
 
 // Delete removes key only if its stored ETag is still etag (If-Match);
@@ -273,6 +280,9 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 		return err
 	}
 	if s.idx != nil {
+		if !start[0].Exists {
+			return start[0].Missing // the version named has expired
+		}
 		_, err := s.blind(ctx, telemetry.OpDelete, engine.DeleteOf(key, etag).Replacing(start[0]))
 		if errors.Is(err, ErrConflict) {
 			return s.refused(ctx, key, etag, *new(T))
@@ -314,9 +324,9 @@ func (s *Store[T]) conflictNow(ctx context.Context, key string, held ETag, mine 
 // conflictWith builds the *ConflictError for a write holding ETag held that
 // found it, the current version.
 func (s *Store[T]) conflictWith(it driver.Item, held ETag, mine T, attempts int) error {
-	theirs, err := s.decode(it)
+	theirs, err := s.live(it)
 	if err != nil {
-		return err
+		return err // an expired version: ErrNotFound
 	}
 	return &ConflictError[T]{Key: it.Key, ETag: held, Mine: mine, Theirs: theirs, Attempts: attempts}
 }
@@ -329,12 +339,36 @@ func (s *Store[T]) upsertOver(ctx context.Context, key string, data []byte) (dri
 	p := engine.PlanFunc(func(_ *engine.Delivery, base []version) (request, error) {
 		b := base[0]
 		c := driver.Cond{Kind: driver.CondCreate}
-		if b.Exists {
+		if b.Stored() { // an expired version, too
 			c = driver.IfMatch(b.ETag)
 		}
 		return request{engine.Fresh(key, c, data, 0).Replacing(b)}, nil
 	})
 	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpUpsert, engine.Based, []string{key}, p, s.cached(ctx, key, ""), nil))
+	if err != nil {
+		return driver.Item{}, err
+	}
+	return res.Out[0], nil
+}
+
+// createOver is a Create of data under key that found the key present,
+// for a Store whose documents expire: over the version a read finds, if
+// it has expired (conditioned on its ETag, so that a write that refreshes
+// it meanwhile wins), and as a create again if it is gone; a live
+// version matches ErrExists.
+func (s *Store[T]) createOver(ctx context.Context, key string, data []byte, fence int64) (driver.Item, error) {
+	p := engine.PlanFunc(func(_ *engine.Delivery, base []version) (request, error) {
+		b := base[0]
+		if b.Exists {
+			return nil, errorf(ErrExists, "%q", key)
+		}
+		c := driver.Cond{Kind: driver.CondCreate}
+		if b.Stored() {
+			c = driver.IfMatch(b.ETag)
+		}
+		return request{engine.Fresh(key, c, data, fence).Replacing(b)}, nil
+	})
+	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpCreate, engine.Based, []string{key}, p, nil, nil))
 	if err != nil {
 		return driver.Item{}, err
 	}

@@ -575,3 +575,15 @@ func (lk *Lock) unlock(ctx context.Context) error {
 	lk.events.counter.Add(ctx, 1, lk.events.released...)
 	return nil
 }
+
+// TryHold is TryLock as an etagstore.SweepLock takes a lock, so that a
+// Locker keeps Store.SweepEvery to one process at a time.
+func (l *Locker) TryHold(ctx context.Context, name string) (etagstore.Held, error) {
+	lk, err := l.TryLock(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return lk, nil
+}
+
+var _ etagstore.SweepLock = (*Locker)(nil)

@@ -274,6 +274,13 @@ type Entries struct {
 	// of a longer one exactly when their keys are, so that
 	// List(Key(scope, p)) yields the entries whose names start with p.
 	Key func(scope, name string) string
+	// Range yields the entries of every scope whose names n satisfy
+	// from <= n < below, by scope and, within a scope, in name order;
+	// from and below are names as Key takes them. It reads no document:
+	// tablestore sends one query of the whole table filtered by RowKey
+	// (the service pages it), memstore lists its entries. An error is
+	// yielded once and ends the sequence.
+	Range func(ctx context.Context, from, below string) iter.Seq2[Item, error]
 }
 
 // MaxEntryName bounds the names of index entries (Entries.Key).

@@ -32,6 +32,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,7 +93,7 @@ func New(opts *Options) *Backend {
 // memstore cannot merge (driver.ModeMerge).
 func (b *Backend) Abilities() driver.Abilities {
 	return driver.Abilities{Verbatim: true, Commit: b.commit, PureChecks: true, Tombstones: true, MaxKeyLen: b.opts.MaxKeyLen, ReadMany: b.readMany,
-		Entries: &driver.Entries{Scope: b.entryScope, Key: entryKey}}
+		Entries: &driver.Entries{Scope: b.entryScope, Key: entryKey, Range: b.entryRange}}
 }
 
 // reservedPrefix starts every key ValidateKey refuses because the backend
@@ -115,6 +116,32 @@ func (b *Backend) entryScope(string) (string, error) { return "", nil }
 // entryKey is Entries.Key: the reserved key of the entry named name in
 // scope (always "").
 func entryKey(scope, name string) string { return scope + entryPrefix + name }
+
+// entryRange is Entries.Range: the entries named from up to below, from
+// a listing of their common prefix.
+func (b *Backend) entryRange(ctx context.Context, from, below string) iter.Seq2[driver.Item, error] {
+	common := 0
+	for common < len(from) && common < len(below) && from[common] == below[common] {
+		common++
+	}
+	lo, hi := entryKey("", from), entryKey("", below)
+	return func(yield func(driver.Item, error) bool) {
+		for it, err := range b.List(ctx, entryKey("", from[:common])) {
+			switch {
+			case err != nil:
+				yield(driver.Item{}, err)
+				return
+			case it.Key >= hi:
+				return
+			case it.Key < lo:
+				continue
+			}
+			if !yield(it, nil) {
+				return
+			}
+		}
+	}
+}
 
 // As sets a **memstore.Backend target to b.
 func (b *Backend) As(target any) bool {

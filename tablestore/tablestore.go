@@ -484,7 +484,9 @@ func queryDocs[T any](ctx context.Context, s *etagstore.Store[T], filter Filter,
 	for it, err := range b.Query(ctx, filter) {
 		var d etagstore.Doc[T]
 		if err == nil {
-			d, err = decode(s, it)
+			if d, err = decode(s, it); errors.Is(err, etagstore.ErrNotFound) {
+				continue // expired (etagstore.Expiry)
+			}
 		}
 		if !yield(d, err) || err != nil {
 			return err

@@ -31,7 +31,8 @@ type Seam[T, D, P any] interface {
 	// driver.Backend.ListPage does.
 	PageWith(ctx context.Context, scope string, limit int, token string, list List) (P, error)
 	// DecodeItem is it decoded as the Store's Doc, with its codec and
-	// errors.
+	// errors; a document that has expired (etagstore.Expiry) matches
+	// ErrNotFound, and a listing skips it.
 	DecodeItem(it driver.Item) (D, error)
 	// Observe starts observing op (Query, QueryPage or GetIf) with the
 	// Store's tracer, meter, logger and RecordKeys; subject is the key or a

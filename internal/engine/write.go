@@ -9,7 +9,8 @@ import (
 // delivery's fencing token (the others are package request's).
 
 // Over is the write of data over b with the delivery's fencing token:
-// create-only when b is missing, otherwise If-Match b's ETag, continuing
+// create-only when b is missing, If-Match the ETag of an expired b (a new
+// history, as a create's), otherwise If-Match b's ETag, continuing
 // b's history with a new write id and the higher token (starting a new
 // history when b's bookkeeping is not at hand).
 func (d *Delivery) Over(b Version, data []byte) KeyWrite {
@@ -18,9 +19,9 @@ func (d *Delivery) Over(b Version, data []byte) KeyWrite {
 		fence = d.fence
 	}
 	switch {
-	case !b.Exists:
+	case !b.Stored():
 		return Fresh(b.Key, driver.Cond{Kind: driver.CondCreate}, data, fence).Replacing(b)
-	case !b.MetaKnown:
+	case !b.Exists || !b.MetaKnown:
 		return Fresh(b.Key, driver.IfMatch(b.ETag), data, fence).Replacing(b)
 	}
 	m := b.Meta.Then("", d.env.KeepIDs, fence)

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/etagstore/etagstore/driver"
 )
@@ -14,6 +16,7 @@ import (
 //
 //	u.<index>.<value>            a unique index: one entry per value
 //	l.<index>.<value>.<doc>      a lookup index: one per value and document
+//	x.<index>.<stamp>.<doc>      an expiry index: one per document
 //
 // where <value> and <doc> (the document's key after its scope) are
 // base64 without padding in an alphabet in ASCII order ("-", digits,
@@ -23,7 +26,10 @@ import (
 // letter of the alphabet) and the hex SHA-256 of the text. Neither
 // alphabet holds ".", so "l.<index>.<value>." is the prefix of exactly
 // the lookup entries of one value. The entry keeps the whole value and
-// key, so that a shared hash is never taken for the same value.
+// key, so that a shared hash is never taken for the same value. An
+// expiry's <stamp> is its instant in milliseconds since 1970 in 13
+// decimal digits (Stamp), so that a scope's expiry entries list in time
+// order and those due by an instant are one range of names (Due).
 
 // MaxName bounds an index's name: letters, digits, "_" and "-".
 const MaxName = 32
@@ -75,12 +81,44 @@ func lookupName(idx, value, rest string) string {
 	return lookupPrefix(idx, value) + encode(rest, lookupRoom)
 }
 
+// expiryName is the name of doc's entry of stamp in expiry index idx
+// (rest: doc's key after its scope).
+func expiryName(idx, stamp, rest string) string {
+	return "x." + idx + "." + stamp + "." + encode(rest, lookupRoom)
+}
+
 // indexPrefix starts the names of every entry of index d.
 func indexPrefix(d Def) string {
-	if d.Unique {
+	switch {
+	case d.Unique:
 		return "u." + d.Name + "."
+	case d.Expiry:
+		return "x." + d.Name + "."
 	}
 	return "l." + d.Name + "."
+}
+
+// stampDigits is a stamp's width: milliseconds up to the year 2286.
+const stampDigits = 13
+
+// Stamp is t as an expiry index's value: milliseconds since 1970 in
+// stampDigits digits, clamped to the width (so that stamps compare as
+// the instants do); "" for the zero time (never).
+func Stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	ms := min(max(t.UnixMilli(), 0), 9_999_999_999_999)
+	return fmt.Sprintf("%0*d", stampDigits, ms)
+}
+
+// Unstamp is the instant of a stamp (false: not one).
+func Unstamp(stamp string) (time.Time, bool) {
+	ms, err := strconv.ParseInt(stamp, 10, 64)
+	if err != nil || len(stamp) != stampDigits {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
 }
 
 func init() { // the rooms fit the backend's bound

@@ -266,7 +266,21 @@ func (s *Set) repair(ctx context.Context, entries []driver.Item) error {
 
 // readDocs reads keys (of one scope): the data of each that exists.
 func (s *Set) readDocs(ctx context.Context, keys []string) (map[string][]byte, error) {
-	out := make(map[string][]byte, len(keys))
+	items, err := s.readItems(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(items))
+	for k, it := range items {
+		out[k] = it.Data
+	}
+	return out, nil
+}
+
+// readItems reads keys (of one scope) together where the backend can
+// (ReadMany), one by one otherwise: each that exists, by key.
+func (s *Set) readItems(ctx context.Context, keys []string) (map[string]driver.Item, error) {
+	out := make(map[string]driver.Item, len(keys))
 	if many := s.Backend.Abilities().ReadMany; many != nil && len(keys) > 1 {
 		items, err := many(ctx, keys)
 		if err != nil {
@@ -274,7 +288,7 @@ func (s *Set) readDocs(ctx context.Context, keys []string) (map[string][]byte, e
 		}
 		for _, it := range items {
 			if it.ETag != "" {
-				out[it.Key] = it.Data
+				out[it.Key] = it
 			}
 		}
 		return out, nil
@@ -286,7 +300,7 @@ func (s *Set) readDocs(ctx context.Context, keys []string) (map[string][]byte, e
 		case err != nil:
 			return nil, err
 		default:
-			out[k] = it.Data
+			out[k] = it
 		}
 	}
 	return out, nil

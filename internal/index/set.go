@@ -19,6 +19,10 @@ import (
 type Def struct {
 	Name   string
 	Unique bool // one document per value (else several: a lookup index)
+	// Expiry: the document's one value is the instant it expires (Stamp),
+	// and its entry is named to list in time order (expiryName). Its
+	// entries are kept as a lookup index's are.
+	Expiry bool
 }
 
 // Set is a Store's indexes over its backend.
@@ -51,13 +55,24 @@ func New(b driver.Backend, defs []Def, values func(key string, data []byte) ([][
 }
 
 // Usable refuses writes when the backend keeps no entries or cannot
-// commit them with a document (errors.ErrUnsupported).
+// commit them with a document (errors.ErrUnsupported). An expiry index
+// alone needs none: over such a backend it keeps no entries (Entryless),
+// and the sweeper lists the documents instead.
 func (s *Set) Usable() error {
 	a := s.Backend.Abilities()
+	if s.Entryless() {
+		return nil
+	}
 	if s.space == nil || a.Commit == nil {
 		return fmt.Errorf("%w: a Store with indexes needs a backend that commits index entries with documents (blobs cannot)", errors.ErrUnsupported)
 	}
 	return nil
+}
+
+// Entryless reports whether the Set keeps no entries: its backend keeps
+// none (driver.Abilities.Entries) and its one index is an expiry index.
+func (s *Set) Entryless() bool {
+	return s.space == nil && len(s.Defs) == 1 && s.Defs[0].Expiry
 }
 
 // memo is what a delivery learnt of entries from refusals: a key's
@@ -78,7 +93,7 @@ type planned struct {
 // entries first, together (precheck): every value held elsewhere is
 // found before anything is sent, not one refusal at a time.
 func (s *Set) Imply(ctx context.Context, req engine.Request, m any) ([]driver.Action, any, error) {
-	if err := s.Usable(); err != nil {
+	if err := s.Usable(); err != nil || s.Entryless() {
 		return nil, m, err
 	}
 	known, _ := m.(memo)
@@ -273,8 +288,13 @@ func (s *Set) steps(w engine.KeyWrite) ([]*planned, error) {
 
 // step is the action on e's entry: its delete (release), or its write.
 func (s *Set) step(d Def, scope, rest string, e Entry, release bool) *planned {
-	name := uniqueName(d.Name, e.Value)
-	if !d.Unique {
+	var name string
+	switch {
+	case d.Unique:
+		name = uniqueName(d.Name, e.Value)
+	case d.Expiry:
+		name = expiryName(d.Name, e.Value, rest)
+	default:
 		name = lookupName(d.Name, e.Value, rest)
 	}
 	p := &planned{entry: e, def: d, release: release}

@@ -28,6 +28,11 @@ type Version struct {
 	Canonical bool // Data is exactly what the caller's codec makes of its value
 }
 
+// Stored reports whether the key holds a version: one that exists, or
+// one its Store reads as missing because it has expired (Missing set,
+// ETag and Data kept), which a write replaces on its ETag.
+func (v Version) Stored() bool { return v.Exists || v.ETag != "" }
+
 // KeyWrite is one key's part of a request: a write, delete or check as
 // sent, with the bookkeeping its Write.Meta holds (its last id is this
 // write's).
@@ -49,7 +54,7 @@ type KeyWrite struct {
 // (KeyWrite.Was).
 func (w KeyWrite) Replacing(b Version) KeyWrite {
 	w.Was, w.WasKnown = b.Item, true
-	if !b.Exists {
+	if !b.Stored() {
 		w.Was = driver.Item{Key: b.Key}
 	}
 	return w

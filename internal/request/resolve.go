@@ -25,7 +25,7 @@ func Resolve(req Request, base []Version) outcome.Verdict {
 			sent.IfMatch = string(w.Write.Cond.ETag)
 		}
 		var o outcome.Observed
-		if b := base[i]; b.Exists {
+		if b := base[i]; b.Stored() {
 			o = outcome.Observed{Found: true, ETag: string(b.ETag), Meta: b.Meta}
 		}
 		verdicts[outcome.Resolve(sent, o)] = true
@@ -54,11 +54,11 @@ func landable(req Request, base []Version) bool {
 	for i, w := range req {
 		switch b, c := base[i], w.Write.Cond; c.Kind {
 		case driver.CondIfMatch:
-			if c.ETag != driver.ETagAny && (!b.Exists || b.ETag != c.ETag) {
+			if c.ETag != driver.ETagAny && (!b.Stored() || b.ETag != c.ETag) {
 				return false
 			}
 		case driver.CondCreate:
-			if b.Exists {
+			if b.Stored() {
 				return false
 			}
 		}

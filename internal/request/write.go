@@ -29,10 +29,10 @@ func DeleteOf(key string, etag driver.ETag) KeyWrite {
 }
 
 // Check is the check that b is still the version of its key (create-only
-// when it was missing).
+// when it was missing, If-Match when it had expired).
 func Check(b Version) KeyWrite {
 	c := driver.Cond{Kind: driver.CondCreate}
-	if b.Exists {
+	if b.Stored() { // an expired version is still the key's, read as missing
 		c = driver.IfMatch(b.ETag)
 	}
 	return KeyWrite{Action: driver.Action{Key: b.Key, Check: true, Write: driver.Write{Cond: c}}}

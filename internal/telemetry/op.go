@@ -24,6 +24,7 @@ const (
 	OpGetBy       // the document holding an index's value
 	OpListBy      // the documents holding a lookup index's value
 	OpReindex     // entries built for documents written before the index
+	OpSweep       // one pass deleting expired documents
 	OpTransact
 	OpAcquireLease // blobstore's leases
 	OpRenewLease
@@ -38,7 +39,7 @@ const (
 )
 
 var opNames = [NumOps]string{"Get", "Create", "Replace", "Upsert", "Update", "Delete", "List", "Save", "Page",
-	"Merge", "UpsertMerge", "Batch", "Query", "QueryPage", "GetIf", "GetBy", "ListBy", "Reindex", "Transact",
+	"Merge", "UpsertMerge", "Batch", "Query", "QueryPage", "GetIf", "GetBy", "ListBy", "Reindex", "Sweep", "Transact",
 	"AcquireLease", "RenewLease", "ChangeLease", "ReleaseLease", "BreakLease", "Lock", "TryLock", "Unlock", "LockLost"}
 
 // String is the operation's name: the etagstore.operation attribute, the

@@ -54,6 +54,7 @@ type Recorder struct {
 	cache     metric.Int64Counter
 	fenced    metric.Int64Counter
 	requests  metric.Int64Counter
+	sweeps    *sweeps // Sweep's (sweep.go)
 
 	opOutcome        [NumOps][NumOutcomes]attrSet
 	counters         [NumOps]requestCounter
@@ -109,6 +110,7 @@ func NewRecorder(scope, backend string, p Providers) *Recorder {
 		metric.WithDescription("Writes refused because the document holds a newer fencing token (ErrFenced)."))
 	r.requests, _ = m.Int64Counter("etagstore.requests", metric.WithUnit("{request}"),
 		metric.WithDescription("Storage requests sent, by the operation that sent them and how each ended (a request the Azure SDK retried on its own counts once)."))
+	r.sweeps = newSweeps(m, r.backend)
 	for op := range NumOps {
 		r.counters[op] = requestCounter{r: r, op: op}
 		for oc := range NumOutcomes {

@@ -75,7 +75,7 @@ func (st *State) verify(only map[string]bool) (engine.Request, error) {
 		if err != nil && !errors.Is(err, driver.ErrNotFound) {
 			return nil, err
 		}
-		if b := tc.view.reads[tc.key]; b.Exists != (err == nil) || b.ETag != it.ETag {
+		if b := tc.view.reads[tc.key]; b.Stored() != (err == nil) || b.ETag != it.ETag {
 			return nil, engine.ErrStale
 		}
 	}

@@ -1,0 +1,136 @@
+package etagstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/etagstore/etagstore/internal/index"
+	"github.com/etagstore/etagstore/internal/telemetry"
+)
+
+// This file deletes expired documents (Expiry): one pass (Sweep), or a
+// pass every period in the background, one process at a time under an
+// optional lock (SweepEvery).
+
+// Sweep deletes the documents that have expired, by the Store's clock
+// less Options.ExpirySkew, and returns how many it deleted. It never
+// reads every document: it lists only the expiry entries due (on tables
+// one query of the table filtered by RowKey, which the service pages),
+// reads the documents they name (a partition's together, up to 14 a
+// query) and deletes each in one request with every entry it holds,
+// conditioned on the version read and on its expiry entry, so that a
+// document written since (refreshed) stays, and so does its new entry.
+// An entry whose document is gone or no longer expires then is removed.
+// Several sweepers at once are safe: a document is deleted once. Over a
+// backend that keeps no entries (blobs), Sweep lists every document (a
+// listing page per 5,000 blobs and a read of each) and deletes each
+// expired one with If-Match.
+//
+// A Store without an Expiry index matches ErrInvalidInput. A failed
+// request ends the pass with its error (what it deleted stays deleted);
+// the next pass takes up the rest.
+func (s *Store[T]) Sweep(ctx context.Context) (int, error) {
+	ctx, sp := s.obs.Begin(ctx, telemetry.OpSweep, "")
+	n, err := s.sweep(ctx)
+	sp.End(err)
+	return n, err
+}
+
+func (s *Store[T]) sweep(ctx context.Context) (int, error) {
+	d, ok := s.idx.expiry()
+	switch {
+	case s.idx != nil && s.idx.err != nil:
+		return 0, s.idx.err
+	case !ok:
+		return 0, errorf(ErrInvalidInput, "Sweep: the Store has no Expiry index (pass etagstore.Expiry to New)")
+	}
+	start := s.clock.Now()
+	var out index.Swept
+	err := s.idx.set.Sweep(ctx, d.def(), start.Add(-s.life.skew), start, &out)
+	s.obs.Swept(ctx, telemetry.SweepPass{Swept: out.Swept, Refreshed: out.Refreshed, Cleaned: out.Cleaned,
+		Listed: out.Listed, Lag: out.Lag, Took: s.clock.Now().Sub(start), Err: err})
+	return out.Swept, err
+}
+
+// SweepLock is a lock SweepEvery takes so that one process sweeps a Store
+// at a time while the others stand by: blobstore's Locker is one (a
+// lease, with a fencing token).
+type SweepLock interface {
+	// TryHold takes the lock named name if it is free, or fails at once
+	// with an error matching ErrLocked.
+	TryHold(ctx context.Context, name string) (Held, error)
+}
+
+// Held is a lock SweepLock took.
+type Held interface {
+	// Context is done when the lock is lost.
+	Context() context.Context
+	// Unlock releases it.
+	Unlock(ctx context.Context) error
+}
+
+// SweepEvery runs Sweep every period until ctx is done, then returns nil.
+// A pass that fails is logged (Options.Logger) and the next one runs on
+// time. With lock, a pass runs only while this process holds the lock
+// named "etagstore-sweep-" and the Expiry index's name: the first to take
+// it sweeps, every period, until it loses it or ctx is done; the others
+// try again every period. Without one, every process sweeps, which is
+// safe and only repeats work. A period under a millisecond, or a Store
+// without an Expiry index, matches ErrInvalidInput at once.
+func (s *Store[T]) SweepEvery(ctx context.Context, period time.Duration, lock SweepLock) error {
+	d, ok := s.idx.expiry()
+	switch {
+	case period < time.Millisecond:
+		return errorf(ErrInvalidInput, "SweepEvery: period %v is under a millisecond", period)
+	case s.idx != nil && s.idx.err != nil:
+		return s.idx.err
+	case !ok:
+		return errorf(ErrInvalidInput, "SweepEvery: the Store has no Expiry index (pass etagstore.Expiry to New)")
+	}
+	name := "etagstore-sweep-" + d.name
+	for ctx.Err() == nil {
+		if lock == nil {
+			_, _ = s.Sweep(ctx) // logged by Sweep
+		} else if err := s.sweepHolding(ctx, lock, name, period); err != nil && !errors.Is(err, ErrLocked) && ctx.Err() == nil {
+			s.obs.Logger().WarnContext(ctx, "etagstore: sweep lock", "error", s.obs.Describe(err))
+		}
+		if s.clock.Sleep(ctx, period) != nil {
+			break
+		}
+	}
+	return nil
+}
+
+// sweepHolding takes lock and, while it holds it, sweeps every period;
+// it releases it when ctx is done.
+func (s *Store[T]) sweepHolding(ctx context.Context, lock SweepLock, name string, period time.Duration) error {
+	h, err := lock.TryHold(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = h.Unlock(uctx)
+	}()
+	held := h.Context()
+	for {
+		pctx, cancel := mergeDone(ctx, held)
+		_, _ = s.Sweep(pctx)
+		cancel()
+		if held.Err() != nil {
+			return nil // lost: stand by, and try again
+		}
+		if s.clock.Sleep(ctx, period) != nil || held.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// mergeDone is ctx, also done when other is.
+func mergeDone(ctx, other context.Context) (context.Context, context.CancelFunc) {
+	m, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(other, cancel)
+	return m, func() { stop(); cancel() }
+}
