@@ -186,4 +186,3 @@ func (s *Store[T]) stamped(d Doc[T]) (Doc[T], error) {
 	}
 	return d, nil
 }
-
