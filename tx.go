@@ -1,6 +1,7 @@
 package etagstore
 
 import (
+	"errors"
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/txn"
 )
@@ -103,7 +104,9 @@ func (tx *Tx[T]) Put(key string, v T) error {
 // key the transaction read, or wrote, is known: Create of one that exists
 // returns that error now (fn decides), of one missing or deleted in the
 // transaction is Put. An invalid key or a value that cannot be stored is
-// returned now.
+// returned now. In a Store whose documents expire (Expiry), Create reads
+// the key first, as Get does, so that an expired document is replaced
+// (Put over it) and a live one returns ErrExists now.
 //
 // In a batch of transactions (group commit), the keys its members create
 // are looked up together in one request before the commit where the
@@ -111,6 +114,15 @@ func (tx *Tx[T]) Put(key string, v T) error {
 // does not cost the others a round trip.
 func (tx *Tx[T]) Create(key string, v T) error {
 	h, s := tx.txn.h, tx.store()
+	if tx.s.life != nil { // an expired document is replaced: it must be read
+		switch _, err := tx.Get(key); {
+		case err == nil:
+			return errorf(ErrExists, "Transact: %q exists", key)
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		return tx.Put(key, v)
+	}
 	if put, err := h.BeforeCreate(s, key); err != nil || put {
 		if err != nil {
 			return err
