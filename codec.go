@@ -149,10 +149,10 @@ func encodeError(key string, err error) error {
 	return fmt.Errorf("%w: encode %q: %v", ErrInvalidInput, key, err)
 }
 
-// decode is the Doc of it, a stored document. With a codec that merges,
+// decodeDoc is the Doc of it, a stored document. With a codec that merges,
 // its Extra holds the document when T does not encode it exactly as
 // stored, so that a Replace of the Doc applies its change to it.
-func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
+func (s *Store[T]) decodeDoc(it driver.Item) (Doc[T], error) {
 	if s.merger == nil {
 		var v T
 		if err := s.codec.Unmarshal(it.Data, &v); err != nil {
@@ -167,14 +167,15 @@ func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
 	return Doc[T]{Key: it.Key, Value: *v, ETag: it.ETag, Extra: s.extraOf(it, baseline)}, nil
 }
 
-// live is decode's Doc of it with its expiry (Doc.Expires); a document
-// that has expired by the Store's clock is an *expiredError (ErrNotFound).
-func (s *Store[T]) live(it driver.Item) (Doc[T], error) {
-	d, err := s.decode(it)
+// decode is decodeDoc's Doc of it, a stored document, with its expiry
+// (Doc.Expires): one that has expired by the Store's clock is an
+// *expiredError (ErrNotFound), which a listing skips (isExpired).
+func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
+	d, err := s.decodeDoc(it)
 	if err != nil || s.life == nil {
 		return d, err
 	}
-	return s.stamped(d)
+	return s.idx.stamped(d, s.life)
 }
 
 // decodeError reports a stored document the codec cannot decode into T.

@@ -160,7 +160,7 @@ func (c *core) readVersion(key string, it driver.Item, err error) version {
 // canonical says its Data is exactly T's encoding of its value.
 // An expired document's version reads as missing (core.judged).
 func (c *core) stored(it driver.Item, verified, canonical bool) version {
-	return c.judged(version{Item: it, Exists: true, Verified: verified, MetaKnown: true, Canonical: canonical, Meta: meta.Parse(it.Meta)})
+	return c.life.judged(version{Item: it, Exists: true, Verified: verified, MetaKnown: true, Canonical: canonical, Meta: meta.Parse(it.Meta)})
 }
 
 // over is d's write of a over b.

@@ -3,8 +3,6 @@ package etagstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 	"time"
@@ -63,77 +61,20 @@ func expiryName(t reflect.Type) string {
 	return b.String() + "-" + hex.EncodeToString(sum[:4])
 }
 
-// lifetimes is what the core (which knows no T) knows of expiry: when a
-// stored document expires, and the clock it is judged by.
-type lifetimes struct {
-	at    func(key string, data []byte) (time.Time, error) // decodes data as T
-	clock Clock
-	skew  time.Duration // Options.ExpirySkew
-}
-
-// defaultSkew is Options.ExpirySkew's default.
-const defaultSkew = 5 * time.Second
-
-// newLifetimes is the lifetimes of s's documents (nil: they never expire).
-func newLifetimes[T any](s *Store[T], skew time.Duration) *lifetimes {
-	d, ok := s.idx.expiry()
+// lifetimes is the lifetimes of the documents of x's Expiry index, which
+// decode reads from their data (nil without one).
+func (x *indexes[T]) lifetimes(decode func(key string, data []byte) (T, error), clock Clock, skew time.Duration) *lifetimes {
+	d, ok := x.expiry()
 	if !ok {
 		return nil
 	}
-	switch {
-	case skew == 0:
-		skew = defaultSkew
-	case skew < 0:
-		skew = 0
-	}
-	return &lifetimes{clock: s.clock, skew: skew, at: func(key string, data []byte) (time.Time, error) {
-		var v T
-		if err := s.codec.Unmarshal(data, &v); err != nil {
-			return time.Time{}, decodeError(key, err)
+	return newLifetimes(func(key string, data []byte) (time.Time, error) {
+		v, err := decode(key, data)
+		if err != nil {
+			return time.Time{}, err
 		}
 		return d.expires(key, v)
-	}}
-}
-
-// passed reports whether at, a document's expiry, has passed.
-func (l *lifetimes) passed(at time.Time) bool {
-	return l != nil && !at.IsZero() && !l.clock.Now().Before(at)
-}
-
-// judged is v as its Store reads it: an existing version that has
-// expired reads as missing (ErrNotFound), its ETag and data kept for the
-// write that replaces it (Version.Stored). A document T cannot decode is
-// left as it is: the read that decodes it reports that.
-func (c *core) judged(v version) version {
-	if c.life == nil || !v.Exists || v.Data == nil {
-		return v
-	}
-	at, err := c.life.at(v.Key, v.Data)
-	if err != nil || !c.life.passed(at) {
-		return v
-	}
-	v.Exists, v.Missing = false, &expiredError{v.Key, at}
-	return v
-}
-
-// expiredError is the error of a read of Key, which expired at At: it
-// matches ErrNotFound, and a listing skips the document (isExpired).
-type expiredError struct {
-	Key string
-	At  time.Time
-}
-
-func (e *expiredError) Error() string {
-	return fmt.Sprintf("%v: %q expired at %s", ErrNotFound, e.Key, e.At.UTC().Format(time.RFC3339Nano))
-}
-
-func (e *expiredError) Unwrap() error { return ErrNotFound }
-
-// isExpired reports whether err is a read's refusal of an expired
-// document.
-func isExpired(err error) bool {
-	var e *expiredError
-	return errors.As(err, &e)
+	}, clock, skew)
 }
 
 // expires is when v, the document of key, expires (Doc.Expires), by its
@@ -150,8 +91,8 @@ func (d Index[T]) expires(key string, v T) (at time.Time, err error) {
 
 // dated is d, which a write returns, with Expires set from its value
 // (left zero when the Expiry function fails on it).
-func (s *Store[T]) dated(d Doc[T]) Doc[T] {
-	if e, ok := s.idx.expiry(); ok {
+func (x *indexes[T]) dated(d Doc[T]) Doc[T] {
+	if e, ok := x.expiry(); ok {
 		d.Expires, _ = e.expires(d.Key, d.Value)
 	}
 	return d
@@ -172,8 +113,8 @@ func (x *indexes[T]) expiry() (Index[T], bool) {
 
 // stamped is d with Expires set from its value; an *expiredError
 // (ErrNotFound) when it has expired by the Store's clock.
-func (s *Store[T]) stamped(d Doc[T]) (Doc[T], error) {
-	e, ok := s.idx.expiry()
+func (x *indexes[T]) stamped(d Doc[T], l *lifetimes) (Doc[T], error) {
+	e, ok := x.expiry()
 	if !ok {
 		return d, nil
 	}
@@ -181,7 +122,7 @@ func (s *Store[T]) stamped(d Doc[T]) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	if d.Expires = at; s.life.passed(at) {
+	if d.Expires = at; l.passed(at) {
 		return Doc[T]{}, &expiredError{d.Key, at}
 	}
 	return d, nil

@@ -33,7 +33,7 @@ func (s *Store[T]) getBy(ctx context.Context, idx Index[T], value string, st *te
 		return Doc[T]{}, err
 	}
 	if !d.unique {
-		return Doc[T]{}, errorf(ErrInvalidInput, "GetBy %q: %s is not Unique (use ListBy for a Lookup; an Expiry is read by Sweep)", value, d)
+		return Doc[T]{}, errorf(ErrInvalidInput, "GetBy %q: %s is not Unique (use ListBy for a Lookup; an expiry index is read by Sweep)", value, d)
 	}
 	e, err := s.idx.set.Holder(ctx, d.def(), value)
 	if err != nil {
@@ -81,7 +81,7 @@ func (s *Store[T]) holdingAll(ctx context.Context, d Index[T], es []index.Entry)
 			if errs[i] = err; err != nil || items[i].ETag == "" {
 				continue
 			}
-			doc, err := s.live(items[i])
+			doc, err := s.decode(items[i])
 			if isExpired(err) {
 				continue
 			}
@@ -131,7 +131,7 @@ func (s *Store[T]) listBy(ctx context.Context, idx Index[T], value string, st *t
 		return err
 	}
 	if d.at != nil {
-		err := errorf(ErrInvalidInput, "ListBy %q: %s is an Expiry, read by Sweep", value, d)
+		err := errorf(ErrInvalidInput, "ListBy %q: %s is an expiry index, read by Sweep", value, d)
 		yield(Doc[T]{}, err)
 		return err
 	}

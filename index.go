@@ -19,12 +19,12 @@ type Index[T any] struct {
 	name   string
 	unique bool
 	of     func(T) []string
-	at     func(T) time.Time // an expiry index's (Expiry): when v expires
+	at     func(T) time.Time // an expiry index's: when v expires
 }
 
 // def is d as package index knows it.
 func (d Index[T]) def() index.Def {
-	return index.Def{Name: d.name, Unique: d.unique, Expiry: d.at != nil}
+	return index.Def{Name: d.name, Unique: d.unique, Expires: d.at != nil}
 }
 
 // Unique is an index in which at most one document holds each value:
@@ -75,7 +75,7 @@ func newIndexes[T any](b driver.Backend, codec Codec, defs []Index[T]) *indexes[
 			return x
 		}
 		if d.at != nil && slices.ContainsFunc(defs[:i], func(e Index[T]) bool { return e.at != nil }) {
-			x.err = errorf(ErrInvalidInput, "a Store has one Expiry index, not two")
+			x.err = errorf(ErrInvalidInput, "a Store has one expiry index, not two")
 			return x
 		}
 		ds[i] = d.def()

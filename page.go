@@ -102,7 +102,7 @@ func (s *Store[T]) page(ctx context.Context, scope string, limit int, token stri
 	}
 	p := Page[T]{Docs: make([]Doc[T], 0, len(items))}
 	for _, it := range items {
-		d, err := s.live(it)
+		d, err := s.decode(it)
 		switch {
 		case isExpired(err):
 			continue

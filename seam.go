@@ -27,7 +27,7 @@ func (x extras[T]) PageWith(ctx context.Context, scope string, limit int, token 
 	return x.s.page(ctx, scope, limit, token, list)
 }
 
-func (x extras[T]) DecodeItem(it driver.Item) (Doc[T], error) { return x.s.live(it) }
+func (x extras[T]) DecodeItem(it driver.Item) (Doc[T], error) { return x.s.decode(it) }
 
 func (x extras[T]) Observe(ctx context.Context, op access.Op, subject string) (context.Context, func(error)) {
 	if op != access.Query && op != access.QueryPage && op != access.GetIf {

@@ -149,7 +149,13 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	if s.idx = newIndexes(b, s.codec, idx); s.idx != nil {
 		s.env.Implier = s.idx.implier()
 	}
-	s.life = newLifetimes(s, o.ExpirySkew)
+	s.life = s.idx.lifetimes(func(key string, data []byte) (T, error) {
+		var v T
+		if err := s.codec.Unmarshal(data, &v); err != nil {
+			return v, decodeError(key, err)
+		}
+		return v, nil
+	}, s.clock, o.ExpirySkew)
 	if !o.DisableGroupCommit {
 		s.reads = readshare.New(s.fetch)
 	}
@@ -214,7 +220,7 @@ func (s *Store[T]) get(ctx context.Context, key string, st *telemetry.Stats) (Do
 		st.CacheHit = true
 		s.obs.CacheLookup(ctx, true, true)
 	}
-	return s.live(it)
+	return s.decode(it)
 }
 
 // List yields the documents whose key starts with prefix, in the order
@@ -235,7 +241,7 @@ func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], er
 				yield(Doc[T]{}, err)
 				return
 			}
-			d, err := s.live(it)
+			d, err := s.decode(it)
 			if isExpired(err) {
 				continue
 			}

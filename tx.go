@@ -43,7 +43,7 @@ func valuesOf[T any](v *txn.View) map[string]T {
 func (tx *Tx[T]) docs() []Doc[T] {
 	var docs []Doc[T]
 	tx.txn.h.Written(tx.store(), func(v *txn.View, key string, data []byte, it driver.Item) {
-		docs = append(docs, tx.s.dated(Doc[T]{Key: key, Value: valuesOf[T](v)[key], ETag: it.ETag, Extra: tx.s.extraOf(it, data)}))
+		docs = append(docs, tx.s.idx.dated(Doc[T]{Key: key, Value: valuesOf[T](v)[key], ETag: it.ETag, Extra: tx.s.extraOf(it, data)}))
 	})
 	return docs
 }
@@ -69,7 +69,7 @@ func (tx *Tx[T]) Get(key string) (T, error) {
 		}
 		return val, nil
 	}
-	d, err := tx.s.live(got.Item)
+	d, err := tx.s.decode(got.Item)
 	if err == nil && d.Extra.doc == "" {
 		v.Canonical(key) // T encodes it as stored: a Put over it need not work that out again
 	}

@@ -116,7 +116,7 @@ func (s *Store[T]) updateUngrouped(ctx context.Context, key string, create bool,
 	if len(res.Sent) > 0 {
 		s.obs.Committed(ctx, 1)
 	}
-	return s.dated(Doc[T]{Key: key, Value: mut.mine, ETag: res.Out[0].ETag, Extra: extra}), nil
+	return s.idx.dated(Doc[T]{Key: key, Value: mut.mine, ETag: res.Out[0].ETag, Extra: extra}), nil
 }
 
 // changer computes a read-modify-write's new encoding from the version b
@@ -191,7 +191,7 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 	if v.Meta = en.ParsedMeta; !en.Parsed {
 		v.Meta = meta.Parse(en.Item.Meta)
 	}
-	return []version{s.judged(v)}
+	return []version{s.life.judged(v)}
 }
 
 // modify delivers a read-modify-write of key — an Update, a Save, a

@@ -44,7 +44,7 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return s.dated(Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}), nil
+	return s.idx.dated(Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}), nil
 }
 
 // Replace writes d.Value under d.Key only if the stored ETag is still d.ETag
@@ -107,7 +107,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 		fresh := engine.Fresh(d.Key, driver.IfMatch(d.ETag), w.data, 0)
 		fresh.Write.Changes = w.changes
 		if d.Extra.at(d.ETag) { // the version it replaces is the Doc's read (an index's base)
-			b := s.judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.stored()), ETag: d.ETag}, Exists: true})
+			b := s.life.judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.stored()), ETag: d.ETag}, Exists: true})
 			if !b.Exists {
 				return Doc[T]{}, b.Missing // expired since it was read
 			}
@@ -121,7 +121,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return s.dated(Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: d.Key, Data: w.data, ETag: it.ETag, Meta: it.Meta}, mine)}), nil
+	return s.idx.dated(Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: d.Key, Data: w.data, ETag: it.ETag, Meta: it.Meta}, mine)}), nil
 }
 
 // onto is the write of mine, T's encoding of a Doc's value, over the
@@ -241,7 +241,7 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return s.dated(Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}), nil
+	return s.idx.dated(Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}), nil
 }
 
 // Delete removes key only if its stored ETag is still etag (If-Match);
@@ -324,7 +324,7 @@ func (s *Store[T]) conflictNow(ctx context.Context, key string, held ETag, mine 
 // conflictWith builds the *ConflictError for a write holding ETag held that
 // found it, the current version.
 func (s *Store[T]) conflictWith(it driver.Item, held ETag, mine T, attempts int) error {
-	theirs, err := s.live(it)
+	theirs, err := s.decode(it)
 	if err != nil {
 		return err // an expired version: ErrNotFound
 	}

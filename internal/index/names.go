@@ -92,7 +92,7 @@ func indexPrefix(d Def) string {
 	switch {
 	case d.Unique:
 		return "u." + d.Name + "."
-	case d.Expiry:
+	case d.Expires:
 		return "x." + d.Name + "."
 	}
 	return "l." + d.Name + "."

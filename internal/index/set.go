@@ -19,10 +19,10 @@ import (
 type Def struct {
 	Name   string
 	Unique bool // one document per value (else several: a lookup index)
-	// Expiry: the document's one value is the instant it expires (Stamp),
+	// Expires: the document's one value is the instant it expires (Stamp),
 	// and its entry is named to list in time order (expiryName). Its
 	// entries are kept as a lookup index's are.
-	Expiry bool
+	Expires bool
 }
 
 // Set is a Store's indexes over its backend.
@@ -72,7 +72,7 @@ func (s *Set) Usable() error {
 // Entryless reports whether the Set keeps no entries: its backend keeps
 // none (driver.Abilities.Entries) and its one index is an expiry index.
 func (s *Set) Entryless() bool {
-	return s.space == nil && len(s.Defs) == 1 && s.Defs[0].Expiry
+	return s.space == nil && len(s.Defs) == 1 && s.Defs[0].Expires
 }
 
 // memo is what a delivery learnt of entries from refusals: a key's
@@ -292,7 +292,7 @@ func (s *Set) step(d Def, scope, rest string, e Entry, release bool) *planned {
 	switch {
 	case d.Unique:
 		name = uniqueName(d.Name, e.Value)
-	case d.Expiry:
+	case d.Expires:
 		name = expiryName(d.Name, e.Value, rest)
 	default:
 		name = lookupName(d.Name, e.Value, rest)
