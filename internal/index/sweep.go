@@ -32,8 +32,12 @@ type Swept struct {
 }
 
 // sendAttempts bounds how often a sweep sends one commit whose answer
-// was lost or refused as unavailable.
-const sendAttempts = 4
+// was lost or refused as unavailable; maxSends, how often it sends one
+// at all (an entry refused is learnt, and the commit sent again).
+const (
+	sendAttempts = 4
+	maxSends     = 16
+)
 
 // Sweep deletes the documents that d, an expiry index, says expired at
 // or before cutoff, as the file's comment says; now is the clock's
@@ -113,55 +117,68 @@ func (s *Set) sweepChunk(ctx context.Context, d Def, entries []driver.Item, now 
 		switch {
 		case err != nil:
 			return err
-		case swept:
+		case swept == deleted:
 			out.Swept++
 			if at, ok := Unstamp(e.Value); ok {
 				out.Lag = max(out.Lag, now.Sub(at))
 			}
-		default:
+		case swept == written:
 			out.Refreshed++
 		}
 	}
 	return nil
 }
 
+// fate is what became of a document a sweep meant to delete.
+type fate int
+
+const (
+	deleted fate = iota // by this sweep
+	written             // since it was read: left alone (refreshed)
+	gone                // by another sweeper or writer first
+)
+
 // sweepDoc deletes doc, as read, with every entry it holds, conditioned
-// on doc's ETag and on entry's (the listed expiry entry): false when a
-// write since has changed either, and nothing was deleted.
-func (s *Set) sweepDoc(ctx context.Context, doc, entry driver.Item) (bool, error) {
+// on doc's ETag and on entry's (the listed expiry entry). When a write
+// since has changed either, nothing is deleted: the document was written
+// since, or is gone, as a read then finds.
+func (s *Set) sweepDoc(ctx context.Context, doc, entry driver.Item) (fate, error) {
 	del := driver.Action{Key: doc.Key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(doc.ETag)}}
 	req := engine.Request{{Action: del, Was: doc, WasKnown: true}}
 	var m any = memo{entry.Key: entry.ETag}
 	lost := false
 	for attempt := 0; ; attempt++ {
+		if attempt == maxSends {
+			return written, nil // its entries keep changing: the next pass tries again
+		}
 		implied, known, err := s.Imply(ctx, req, m)
 		if m = known; err != nil {
-			return false, err
+			return written, err
 		}
 		_, err = s.commit(ctx, append([]driver.Action{del}, implied...))
 		var ae *driver.ActionError
 		switch {
 		case err == nil:
-			return true, nil
+			return deleted, nil
 		case errors.As(err, &ae) && ae.Index > 0 && !lost:
 			// An entry it holds was not as assumed (one the document's
 			// writer left missing): learn it and send again.
 			if m, err = s.Refused(ctx, req, implied, ae.Index-1, ae.Err, m); err != nil {
-				return false, err
+				return written, err
 			}
 		case errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound):
-			if lost { // an earlier send whose answer was lost may have deleted it
-				_, rerr := s.Backend.Read(ctx, doc.Key)
-				return errors.Is(rerr, driver.ErrNotFound), nil
+			_, rerr := s.Backend.Read(ctx, doc.Key)
+			switch {
+			case errors.Is(rerr, driver.ErrNotFound) && lost:
+				return deleted, nil // an earlier send whose answer was lost deleted it
+			case errors.Is(rerr, driver.ErrNotFound):
+				return gone, nil
 			}
-			return false, nil // written or deleted since: left alone
+			return written, nil
 		case attempt+1 < sendAttempts && ctx.Err() == nil && (errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrAmbiguous) || errors.Is(err, driver.ErrOutcomeUnknown)):
 			lost = lost || !errors.Is(err, driver.ErrNotApplied)
 		default:
-			return false, err
-		}
-		if attempt+1 >= sendAttempts {
-			return false, err
+			return written, err
 		}
 	}
 }
