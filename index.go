@@ -114,6 +114,13 @@ func (d Index[T]) call(key string, v T) (vals []string, err error) {
 	return slices.Compact(vals), nil
 }
 
+// keepsEntries reports whether x keeps entries a write changes, which
+// need the version it replaces (or refuses every write): false without
+// indexes, and for an Expiry alone over a backend that keeps no entries.
+func (x *indexes[T]) keepsEntries() bool {
+	return x != nil && (x.set == nil || !x.set.Entryless())
+}
+
 // find is the index of s named as idx, or the error of a read by it.
 func (x *indexes[T]) find(idx Index[T]) (Index[T], error) {
 	if x == nil {

@@ -147,7 +147,7 @@ func (tx *Tx[T]) Create(key string, v T) error {
 // need the version the write replaces.
 func (tx *Tx[T]) Upsert(key string, v T) error {
 	h, s := tx.txn.h, tx.store()
-	if put, err := h.BeforeUpsert(s, key); err != nil || put || tx.s.idx != nil {
+	if put, err := h.BeforeUpsert(s, key); err != nil || put || tx.s.idx.keepsEntries() {
 		if err != nil {
 			return err
 		}

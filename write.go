@@ -233,7 +233,7 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 		return Doc[T]{}, err
 	}
 	var it driver.Item
-	if s.idx != nil {
+	if s.idx.keepsEntries() {
 		it, err = s.upsertOver(ctx, key, data)
 	} else {
 		it, err = s.blind(ctx, telemetry.OpUpsert, engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, data, 0))
