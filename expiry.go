@@ -20,9 +20,10 @@ import (
 // instant by the Store's clock (Options.Clock), every read treats the
 // document as missing: Get and GetBy match ErrNotFound, List, Page,
 // ListBy and tablestore's Query skip it, a transaction reads it as
-// missing; Create over it succeeds, replacing it on its ETag; Update
-// runs mutate on a zero T as for a missing key; Replace and Delete with
-// its ETag match ErrNotFound. Sweep deletes expired documents.
+// missing; Create over it succeeds, replacing it on its ETag, and so
+// does Upsert; Update matches ErrNotFound, as for a missing key; Replace
+// and Delete with its ETag match ErrNotFound. Sweep deletes expired
+// documents.
 //
 // Its entries (tables, memstore) commit with each document, as a Lookup
 // index's do: a write that does not change the instant sends nothing
@@ -32,10 +33,15 @@ import (
 // backend that keeps no entries (blobs) an Expiry keeps none, and Sweep
 // lists the documents. See docs/expiry.md.
 func Expiry[T any](at func(T) time.Time) Index[T] {
+	return expiryIndex(expiryName(reflect.TypeFor[T]()), at)
+}
+
+// expiryIndex is the Expiry index named name of at.
+func expiryIndex[T any](name string, at func(T) time.Time) Index[T] {
 	if at == nil {
-		return Index[T]{name: expiryName(reflect.TypeFor[T]())} // refused by New: no function
+		return Index[T]{name: name} // refused by New: no function
 	}
-	return Index[T]{name: expiryName(reflect.TypeFor[T]()), at: at, of: func(v T) []string {
+	return Index[T]{name: name, at: at, of: func(v T) []string {
 		if s := index.Stamp(at(v)); s != "" {
 			return []string{s}
 		}

@@ -2,7 +2,6 @@ package etagstore
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/etagstore/etagstore/internal/index"
@@ -53,23 +52,6 @@ func (s *Store[T]) sweep(ctx context.Context) (int, error) {
 	return out.Swept, err
 }
 
-// SweepLock is a lock SweepEvery takes so that one process sweeps a Store
-// at a time while the others stand by: blobstore's Locker is one (a
-// lease, with a fencing token).
-type SweepLock interface {
-	// TryHold takes the lock named name if it is free, or fails at once
-	// with an error matching ErrLocked.
-	TryHold(ctx context.Context, name string) (Held, error)
-}
-
-// Held is a lock SweepLock took.
-type Held interface {
-	// Context is done when the lock is lost.
-	Context() context.Context
-	// Unlock releases it.
-	Unlock(ctx context.Context) error
-}
-
 // SweepEvery runs Sweep every period until ctx is done, then returns nil.
 // A pass that fails is logged (Options.Logger) and the next one runs on
 // time. With lock, a pass runs only while this process holds the lock
@@ -78,7 +60,7 @@ type Held interface {
 // try again every period. Without one, every process sweeps, which is
 // safe and only repeats work. A period under a millisecond, or a Store
 // without an Expiry index, matches ErrInvalidInput at once.
-func (s *Store[T]) SweepEvery(ctx context.Context, period time.Duration, lock SweepLock) error {
+func (s *Store[T]) SweepEvery(ctx context.Context, period time.Duration, lock Locker) error {
 	d, ok := s.idx.expiry()
 	switch {
 	case period < time.Millisecond:
@@ -88,49 +70,6 @@ func (s *Store[T]) SweepEvery(ctx context.Context, period time.Duration, lock Sw
 	case !ok:
 		return errorf(ErrInvalidInput, "SweepEvery: the Store has no Expiry index (pass etagstore.Expiry to New)")
 	}
-	name := "etagstore-sweep-" + d.name
-	for ctx.Err() == nil {
-		if lock == nil {
-			_, _ = s.Sweep(ctx) // logged by Sweep
-		} else if err := s.sweepHolding(ctx, lock, name, period); err != nil && !errors.Is(err, ErrLocked) && ctx.Err() == nil {
-			s.obs.Logger().WarnContext(ctx, "etagstore: sweep lock", "error", s.obs.Describe(err))
-		}
-		if s.clock.Sleep(ctx, period) != nil {
-			break
-		}
-	}
+	s.every(ctx, period, lock, "etagstore-sweep-"+d.name, func(ctx context.Context) { _, _ = s.Sweep(ctx) })
 	return nil
-}
-
-// sweepHolding takes lock and, while it holds it, sweeps every period;
-// it releases it when ctx is done.
-func (s *Store[T]) sweepHolding(ctx context.Context, lock SweepLock, name string, period time.Duration) error {
-	h, err := lock.TryHold(ctx, name)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = h.Unlock(uctx)
-	}()
-	held := h.Context()
-	for {
-		pctx, cancel := mergeDone(ctx, held)
-		_, _ = s.Sweep(pctx)
-		cancel()
-		if held.Err() != nil {
-			return nil // lost: stand by, and try again
-		}
-		if s.clock.Sleep(ctx, period) != nil || held.Err() != nil {
-			return nil
-		}
-	}
-}
-
-// mergeDone is ctx, also done when other is.
-func mergeDone(ctx, other context.Context) (context.Context, context.CancelFunc) {
-	m, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(other, cancel)
-	return m, func() { stop(); cancel() }
 }

@@ -113,7 +113,6 @@ func (tx *Tx[T]) Put(key string, v T) error {
 // backend can (driver.Abilities.ReadMany), so that one member's taken key
 // does not cost the others a round trip.
 func (tx *Tx[T]) Create(key string, v T) error {
-	h, s := tx.txn.h, tx.store()
 	if tx.s.life != nil { // an expired document is replaced: it must be read
 		switch _, err := tx.Get(key); {
 		case err == nil:
@@ -123,6 +122,13 @@ func (tx *Tx[T]) Create(key string, v T) error {
 		}
 		return tx.Put(key, v)
 	}
+	return tx.createUnread(key, v)
+}
+
+// createUnread is Create reading nothing: conditioned on the key's
+// absence (an outbox's event, whose key no expired record holds).
+func (tx *Tx[T]) createUnread(key string, v T) error {
+	h, s := tx.txn.h, tx.store()
 	if put, err := h.BeforeCreate(s, key); err != nil || put {
 		if err != nil {
 			return err

@@ -576,8 +576,8 @@ func (lk *Lock) unlock(ctx context.Context) error {
 	return nil
 }
 
-// TryHold is TryLock as an etagstore.SweepLock takes a lock, so that a
-// Locker keeps Store.SweepEvery to one process at a time.
+// TryHold is TryLock as an etagstore.Locker takes a lock, so that a
+// Locker keeps Store.SweepEvery and Outbox.Relay to one process at a time.
 func (l *Locker) TryHold(ctx context.Context, name string) (etagstore.Held, error) {
 	lk, err := l.TryLock(ctx, name)
 	if err != nil {
@@ -586,4 +586,4 @@ func (l *Locker) TryHold(ctx context.Context, name string) (etagstore.Held, erro
 	return lk, nil
 }
 
-var _ etagstore.SweepLock = (*Locker)(nil)
+var _ etagstore.Locker = (*Locker)(nil)

@@ -152,10 +152,11 @@ func groupOf(c *Call) any {
 	if s := lead.Abilities().CommitScope; s != "" {
 		return s
 	}
-	if !reflect.ValueOf(lead.Backend()).Comparable() {
+	b := unwrapped(lead.Backend())
+	if !reflect.ValueOf(b).Comparable() {
 		return nil
 	}
-	return lead.Backend()
+	return b
 }
 
 // arrive makes c a transaction of key's group: its first caller (nil

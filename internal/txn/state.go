@@ -132,6 +132,22 @@ func commitTogether(a, b Store) bool {
 	if a == b || a.Abilities().CommitScope != "" && a.Abilities().CommitScope == b.Abilities().CommitScope {
 		return true
 	}
-	x, y := reflect.ValueOf(a.Backend()), reflect.ValueOf(b.Backend()) // one backend: equal values (a wrapper's too)
+	x, y := reflect.ValueOf(unwrapped(a.Backend())), reflect.ValueOf(unwrapped(b.Backend())) // one backend: equal values (a wrapper's too)
 	return x.Type() == y.Type() && x.Comparable() && y.Comparable() && x.Equal(y)
 }
+
+// unwrapped is the backend b wraps, if it says so (Unwrap: an outbox's
+// Backend, internal/outbox), else b.
+func unwrapped(b driver.Backend) driver.Backend {
+	for {
+		w, ok := b.(interface{ Unwrap() driver.Backend })
+		if !ok {
+			return b
+		}
+		b = w.Unwrap()
+	}
+}
+
+// Touched are the keys the run has touched, in order (a batch member's:
+// its own).
+func (h *Handle) Touched() []string { return h.st.ownKeys() }
