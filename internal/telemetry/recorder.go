@@ -55,6 +55,7 @@ type Recorder struct {
 	fenced    metric.Int64Counter
 	requests  metric.Int64Counter
 	sweeps    *sweeps // Sweep's (sweep.go)
+	relays    *relays // an outbox's Relay's (relay.go)
 
 	opOutcome        [NumOps][NumOutcomes]attrSet
 	counters         [NumOps]requestCounter
@@ -111,6 +112,7 @@ func NewRecorder(scope, backend string, p Providers) *Recorder {
 	r.requests, _ = m.Int64Counter("etagstore.requests", metric.WithUnit("{request}"),
 		metric.WithDescription("Storage requests sent, by the operation that sent them and how each ended (a request the Azure SDK retried on its own counts once)."))
 	r.sweeps = newSweeps(m, r.backend)
+	r.relays = newRelays(m, r.backend)
 	for op := range NumOps {
 		r.counters[op] = requestCounter{r: r, op: op}
 		for oc := range NumOutcomes {

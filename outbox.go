@@ -1,0 +1,294 @@
+package etagstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/index"
+	"github.com/etagstore/etagstore/internal/outbox"
+)
+
+// This file keeps a transactional outbox: events a transaction emits
+// commit in the same atomic request as its documents, in their partition,
+// numbered in commit order (Seq); Relay publishes them (relay.go). The
+// records' layout is internal/outbox's; see docs/outbox.md.
+
+// Event is an event an Outbox holds: emitted in a transaction, relayed,
+// or read back.
+type Event[E any] struct {
+	// ID is the event's own, made when it was emitted: the same on every
+	// delivery of it, for a consumer to drop repeats.
+	ID string
+	// Partition is the commit scope of the documents of the transaction
+	// that emitted it, as a key prefix: on tables "pk/" (with
+	// tablestore's Options.Partition, ""); on memstore "".
+	Partition string
+	// Seq is its place among the partition's events: 1, 2, 3… in the
+	// order their transactions committed.
+	Seq int64
+	// Time is when it was emitted, by the outbox's clock.
+	Time  time.Time
+	Value E
+}
+
+// OutboxOptions configure an Outbox. Nil means the defaults.
+type OutboxOptions struct {
+	// Options are those of the Store that keeps the outbox's records:
+	// Clock, Retry, the telemetry providers, Logger.
+	Options
+	// Name tells outboxes of one table apart: 1 to 32 letters, digits,
+	// "_" or "-". Default: from E's type, as an Expiry index is named.
+	Name string
+	// Retention is how long an event is kept once relayed, for Read;
+	// then Relay's passes delete it. Default: 7 days.
+	Retention time.Duration
+	// Poll is how long Relay waits between passes. Default: 1 second.
+	Poll time.Duration
+}
+
+// MaxEventSize bounds an event as a queue message carries it: the JSON
+// of its Event, at most 48 KiB, which Azure Queue storage's 64 KiB
+// message holds in base64.
+const MaxEventSize = 48 << 10
+
+// Outbox is a transactional outbox of events of type E: Emit adds an
+// event to a transaction (In), committed with its documents or not at
+// all; Relay publishes the committed ones in order, and Read reads them
+// back. It is safe for concurrent use.
+type Outbox[E any] struct {
+	layout outbox.Layout
+	store  *Store[record] // its records, over an outbox.Backend
+	err    error          // NewOutbox's refusal: every call fails with it
+	clock  Clock
+	poll   time.Duration
+}
+
+// record is one record of an outbox (internal/outbox): an event (ID, Seq,
+// Time, Value; Sent once relayed), or a head or cursor (Seq alone).
+type record struct {
+	ID    string          `json:"id,omitempty"`
+	Seq   int64           `json:"seq"`
+	Time  time.Time       `json:"time,omitzero"`
+	Value json.RawMessage `json:"value,omitempty"`
+	Sent  time.Time       `json:"sent,omitzero"`
+}
+
+// NewOutbox returns the outbox of events of type E kept beside the
+// documents of b. Over a backend that keeps no entries (blobs) every
+// call fails with errors.ErrUnsupported; an invalid Name, with
+// ErrInvalidInput.
+func NewOutbox[E any](b driver.Backend, opts *OutboxOptions) *Outbox[E] {
+	var o OutboxOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Name == "" {
+		o.Name = "o" + expiryName(reflect.TypeFor[E]())[1:]
+	}
+	if o.Retention <= 0 {
+		o.Retention = 7 * 24 * time.Hour
+	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	x := &Outbox[E]{clock: o.Clock, poll: o.Poll}
+	if x.err = index.CheckName(o.Name); x.err != nil {
+		return x
+	}
+	if x.err = outbox.Usable(b); x.err != nil {
+		return x
+	}
+	x.layout = outbox.Layout{Name: o.Name, Space: b.Abilities().Entries}
+	so := o.Options
+	so.Codec = JSON
+	retention := o.Retention
+	x.store = New(driver.Backend(outbox.Backend{Backend: b, Layout: x.layout}), &so,
+		expiryIndex("xo-"+o.Name, func(r record) time.Time {
+			if r.Sent.IsZero() {
+				return time.Time{}
+			}
+			return r.Sent.Add(retention)
+		}))
+	return x
+}
+
+// Emitter is an Outbox's view of a transaction (Outbox.In).
+type Emitter[E any] struct {
+	o  *Outbox[E]
+	tx *Txn
+}
+
+// In returns the outbox's view of tx, through which fn emits events.
+func (o *Outbox[E]) In(tx *Txn) *Emitter[E] { return &Emitter[E]{o: o, tx: tx} }
+
+// Emit adds v to the transaction as the next event of its partition (the
+// commit scope of the documents it has used so far): committed in the
+// same atomic request as its documents, or not at all. A run of fn that
+// fails, panics or runs again leaves no event. It reads the partition's
+// head (the last Seq assigned), as a transactional read, and writes it
+// with the event: two transactions that emit in one partition commit one
+// after the other, in the order of their Seqs. Emit before fn has used
+// a document, or outside a transaction, matches ErrInvalidInput; an
+// event whose Event is over MaxEventSize as JSON, ErrTooLarge; on a
+// backend that keeps no entries (blobs), errors.ErrUnsupported.
+func (e *Emitter[E]) Emit(v E) error {
+	o := e.o
+	switch {
+	case o.err != nil:
+		return o.err
+	case e.tx == nil || e.tx.h == nil:
+		return errorf(ErrInvalidInput, "Emit outside a transaction: call it in Transact's fn, through outbox.In(tx)")
+	}
+	touched := e.tx.h.Touched()
+	if len(touched) == 0 {
+		return errorf(ErrInvalidInput, "Emit before the transaction used a document: its partition is not known yet")
+	}
+	scope, err := o.layout.Space.Scope(touched[0])
+	if err != nil {
+		return err
+	}
+	value, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%w: Emit: encode %T: %v", ErrInvalidInput, v, err)
+	}
+	ev := Event[json.RawMessage]{ID: newEventID(), Partition: scope, Seq: 1e15, Time: o.clock.Now().UTC(), Value: value}
+	if msg, _ := json.Marshal(ev); len(msg) > MaxEventSize {
+		return errorf(ErrTooLarge, "Emit: the event is %d bytes as JSON, over MaxEventSize (%d)", len(msg), MaxEventSize)
+	}
+	rs := o.store.In(e.tx)
+	head, err := rs.Get(o.layout.Head(scope))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	seq := head.Seq + 1
+	if err := rs.Put(o.layout.Head(scope), record{Seq: seq}); err != nil {
+		return err
+	}
+	return rs.createUnread(o.layout.Pending(scope, seq), record{ID: ev.ID, Seq: seq, Time: ev.Time, Value: value})
+}
+
+// newEventID is a new event's ID: 128 random bits in hex.
+func newEventID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// Read yields partition's events after Seq after, in order: those not
+// relayed yet and those relayed within the retention. It reads the
+// partition's head first and yields no event past it, so that a reader
+// that has passed Seq n never later meets a committed event below n: an
+// event below the head committed before the head was read, and every
+// event above it is left for a later Read. An error is yielded once and
+// ends the sequence; a partition that is not one (see Event.Partition)
+// matches ErrInvalidInput.
+func (o *Outbox[E]) Read(ctx context.Context, partition string, after int64) iter.Seq2[Event[E], error] {
+	return func(yield func(Event[E], error) bool) {
+		evs, err := o.read(ctx, partition, after)
+		if err != nil {
+			yield(Event[E]{}, err)
+			return
+		}
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (o *Outbox[E]) read(ctx context.Context, partition string, after int64) ([]Event[E], error) {
+	if o.err != nil {
+		return nil, o.err
+	}
+	if scope, err := o.layout.Space.Scope(partition + "k"); err != nil || scope != partition {
+		return nil, errorf(ErrInvalidInput, "Read: %q is not a partition of this backend (a key prefix such as \"pk/\" on tables, \"\" on memstore)", partition)
+	}
+	head, err := o.store.Get(ctx, o.layout.Head(partition))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	var out []Event[E]
+	seen := map[int64]bool{}
+	// Pending first, then sent: an event relayed meanwhile moves from the
+	// one to the other, and is met in one of them.
+	for _, prefix := range []string{o.layout.PendingPrefix(partition), o.layout.SentPrefix(partition)} {
+		start := prefix + fmt.Sprintf("%0*d", outbox.SeqDigits, after)
+		for it, err := range o.listFrom(ctx, prefix, start) {
+			if err != nil {
+				return nil, err
+			}
+			seq, ok := o.layout.Seq(it.Key)
+			if !ok || seq <= after || seen[seq] {
+				continue
+			}
+			if seq > head.Value.Seq {
+				break
+			}
+			ev, err := o.event(partition, it)
+			switch {
+			case isExpired(err):
+				continue // past its retention
+			case err != nil:
+				return nil, err
+			}
+			seen[seq] = true
+			out = append(out, ev)
+		}
+	}
+	slices.SortFunc(out, func(a, b Event[E]) int { return int(a.Seq - b.Seq) })
+	return out, nil
+}
+
+// listFrom yields the records under prefix after the key after, a page
+// of the backend's at a time.
+func (o *Outbox[E]) listFrom(ctx context.Context, prefix, after string) iter.Seq2[driver.Item, error] {
+	return func(yield func(driver.Item, error) bool) {
+		for {
+			items, more, err := o.store.b.ListPage(ctx, prefix, after, 1000)
+			if err != nil {
+				yield(driver.Item{}, err)
+				return
+			}
+			for _, it := range items {
+				if !yield(it, nil) {
+					return
+				}
+			}
+			if !more || len(items) == 0 {
+				return
+			}
+			after = items[len(items)-1].Key
+		}
+	}
+}
+
+// event is it, a record of partition, as an Event (an *expiredError when
+// past its retention).
+func (o *Outbox[E]) event(partition string, it driver.Item) (Event[E], error) {
+	d, err := o.store.decode(it)
+	if err != nil {
+		return Event[E]{}, err
+	}
+	r := d.Value
+	ev := Event[E]{ID: r.ID, Partition: partition, Seq: r.Seq, Time: r.Time}
+	if err := json.Unmarshal(r.Value, &ev.Value); err != nil {
+		return Event[E]{}, fmt.Errorf("%w: decode event %d of %q: %v", ErrInvalidInput, r.Seq, partition, err)
+	}
+	return ev, nil
+}
