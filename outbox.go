@@ -43,7 +43,8 @@ type Event[E any] struct {
 // OutboxOptions configure an Outbox. Nil means the defaults.
 type OutboxOptions struct {
 	// Options are those of the Store that keeps the outbox's records:
-	// Clock, Retry, the telemetry providers, Logger.
+	// Clock, Retry, the telemetry providers, Logger (its Codec is the
+	// backend's own).
 	Options
 	// Name tells outboxes of one table apart: 1 to 32 letters, digits,
 	// "_" or "-". Default: from E's type, as an Expiry index is named.
@@ -112,7 +113,7 @@ func NewOutbox[E any](b driver.Backend, opts *OutboxOptions) *Outbox[E] {
 	}
 	x.layout = outbox.Layout{Name: o.Name, Space: b.Abilities().Entries}
 	so := o.Options
-	so.Codec = JSON
+	so.Codec = nil // the backend's: a table's entity of properties
 	retention := o.Retention
 	x.store = New(driver.Backend(outbox.Backend{Backend: b, Layout: x.layout}), &so,
 		expiryIndex("xo-"+o.Name, func(r record) time.Time {
