@@ -71,7 +71,7 @@ func newIndexes[T any](b driver.Backend, codec Codec, defs []Index[T]) *indexes[
 	ds := make([]index.Def, len(defs))
 	for i, d := range defs {
 		if d.of == nil {
-			x.err = errorf(ErrInvalidInput, "index %q has no function (use Unique or Lookup)", d.name)
+			x.err = errorf(ErrInvalidInput, "index %q has no function (use Unique, Lookup or Expiry)", d.name)
 			return x
 		}
 		if d.at != nil && slices.ContainsFunc(defs[:i], func(e Index[T]) bool { return e.at != nil }) {

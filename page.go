@@ -14,8 +14,9 @@ import (
 // that fetches the page after it.
 type Page[T any] struct {
 	// Docs holds the page's documents in key order: exactly the limit
-	// asked for, unless the listing ended first (or documents were deleted
-	// while the page was read).
+	// asked for, unless the listing ended first, documents were deleted
+	// while the page was read, or (a Store with an Expiry) some had
+	// expired: a page may then be short, or empty, and still have a Next.
 	Docs []Doc[T]
 	// Next is the token of the next page, or "" when this page is the last
 	// one. A non-empty Next can still lead to an empty page, when the

@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -48,6 +49,9 @@ func (s *Set) Sweep(ctx context.Context, d Def, cutoff, now time.Time, out *Swep
 	}
 	if err := s.Usable(); err != nil {
 		return err
+	}
+	if s.space.Range == nil {
+		return fmt.Errorf("%w: the backend lists no range of entries (driver.Entries.Range), which Sweep reads", errors.ErrUnsupported)
 	}
 	prefix := indexPrefix(d)
 	below := prefix + Stamp(cutoff.Add(time.Millisecond).Truncate(time.Millisecond))
