@@ -52,7 +52,7 @@ type OutboxOptions struct {
 	// Retention is how long an event is kept once relayed, for Read;
 	// then Relay's passes delete it. Default: 7 days.
 	Retention time.Duration
-	// Poll is how long Relay waits between passes. Default: 1 second.
+	// Poll is how long Relay waits between passes. Default: 250 ms.
 	Poll time.Duration
 }
 
@@ -99,7 +99,7 @@ func NewOutbox[E any](b driver.Backend, opts *OutboxOptions) *Outbox[E] {
 		o.Retention = 7 * 24 * time.Hour
 	}
 	if o.Poll <= 0 {
-		o.Poll = time.Second
+		o.Poll = 250 * time.Millisecond
 	}
 	if o.Clock == nil {
 		o.Clock = systemClock{}

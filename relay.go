@@ -110,7 +110,13 @@ func (o *Outbox[E]) pass(ctx context.Context, publish func(context.Context, Even
 	return st.Published, first
 }
 
-// relayPartition relays scope's pending events (as listed, in order).
+// markBatch is how many published events one request marks sent at most:
+// each moves (a delete and a create) beside the cursor, within a table's
+// 100 actions.
+const markBatch = 32
+
+// relayPartition relays scope's pending events (as listed, in order): it
+// publishes them one by one, and marks them sent markBatch at a time.
 func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []driver.Item, publish func(context.Context, Event[E]) error, waits map[string]*partitionWait, st *telemetry.RelayPass) (int, error) {
 	now := o.clock.Now()
 	if w := waits[scope]; w != nil && now.Before(w.next) {
@@ -121,33 +127,46 @@ func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []
 		return 0, err
 	}
 	next := cursor.Value.Seq + 1
+	var published []driver.Item // not marked yet
 	n := 0
+	mark := func() error {
+		if len(published) == 0 {
+			return nil
+		}
+		err := o.markSent(ctx, scope, published)
+		if err == nil {
+			n += len(published)
+		}
+		published = published[:0]
+		return err
+	}
 	for _, it := range pending {
 		seq, ok := o.layout.Seq(it.Key)
 		if !ok || seq < next {
 			continue // marked sent since the listing
 		}
 		if seq > next {
-			return n, nil // a gap: an earlier event not visible yet; the next pass
+			break // a gap: an earlier event not visible yet; the next pass
 		}
 		ev, err := o.event(scope, it)
 		if err != nil {
-			return n, err
+			return n, errors.Join(err, mark())
 		}
 		st.Lag = max(st.Lag, now.Sub(ev.Time))
 		if err := callPublish(ctx, publish, ev); err != nil {
 			st.Failed++
 			o.wait(waits, scope, now)
-			return n, fmt.Errorf("relay of event %d of %q: %w", seq, scope, err)
+			return n, errors.Join(fmt.Errorf("relay of event %d of %q: %w", seq, scope, err), mark())
 		}
 		delete(waits, scope)
-		if err := o.markSent(ctx, scope, it.Key, seq); err != nil {
-			return n, err
+		if published = append(published, it); len(published) == markBatch {
+			if err := mark(); err != nil {
+				return n, err
+			}
 		}
-		n++
 		next++
 	}
-	return n, nil
+	return n, mark()
 }
 
 // wait backs scope off after a failed publish at now.
@@ -166,30 +185,42 @@ func (o *Outbox[E]) wait(waits map[string]*partitionWait, scope string, now time
 	w.next = now.Add(w.b.NextBackOff())
 }
 
-// markSent moves event seq of scope (at key) from pending to sent and
-// advances the cursor to it, in one request conditioned on both: an
-// event another relay marked first is left as it is.
-func (o *Outbox[E]) markSent(ctx context.Context, scope, key string, seq int64) error {
+// markSent moves events, published in order from the cursor on, from
+// pending to sent and advances scope's cursor past them, in one request
+// conditioned on all of them: events another relay marked first are left
+// as they are.
+func (o *Outbox[E]) markSent(ctx context.Context, scope string, events []driver.Item) error {
+	last, _ := o.layout.Seq(events[len(events)-1].Key)
+	for _, it := range events {
+		o.store.cache.Note(it.Key, it, nil) // the versions listed: the first run reads none of them again
+	}
 	_, err := o.store.Transact(ctx, func(tx *Tx[record]) error {
 		cur, err := tx.Get(o.layout.Cursor(scope))
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if cur.Seq >= seq {
-			return nil // another relay marked it
+		sent := o.clock.Now().UTC()
+		for _, it := range events {
+			seq, _ := o.layout.Seq(it.Key)
+			if seq <= cur.Seq {
+				continue // another relay marked it
+			}
+			r, err := tx.Get(it.Key)
+			if err != nil {
+				return err
+			}
+			r.Sent = sent
+			if err := tx.Delete(it.Key); err != nil {
+				return err
+			}
+			if err := tx.createUnread(o.layout.Sent(scope, seq), r); err != nil {
+				return err
+			}
 		}
-		r, err := tx.Get(key)
-		if err != nil {
-			return err
+		if cur.Seq >= last {
+			return nil
 		}
-		r.Sent = o.clock.Now().UTC()
-		if err := tx.Put(o.layout.Cursor(scope), record{Seq: seq}); err != nil {
-			return err
-		}
-		if err := tx.Delete(key); err != nil {
-			return err
-		}
-		return tx.createUnread(o.layout.Sent(scope, seq), r)
+		return tx.Put(o.layout.Cursor(scope), record{Seq: last})
 	})
 	return err
 }
