@@ -865,7 +865,7 @@ func testExpiryTransactCreate(t *testing.T, x *ex) {
 	}
 	docs, err := x.s.Transact(ctx, func(tx *etagstore.Tx[ExpCard]) error { return tx.Create(k2, n2) })
 	if err != nil {
-		// FAILS: an unread Tx.Create is sent create-only (internal/txn/view.go:72); the refusal, as the key holds the expired version, is taken as the key existing (internal/txn/request.go:116 unreadRefused, engine/send.go:120; in a batch also txn/lookup.go:45, which counts any stored item) and ends the transaction with ErrExists instead of reading the key and writing over the expired version.
+		// FAILS: an unread Tx.Create is sent create-only (internal/txn/view.go:72); the refusal, as the key holds the expired version, is taken as the key existing (internal/txn/request.go:116 unreadRefused, engine/send.go:120; in a batch also internal/txn/lookup.go:39, which counts any stored item as existing) and ends the transaction with ErrExists instead of reading the key and writing over the expired version.
 		t.Errorf("Transact: Create over an expired key not read = %v, want it to commit", err)
 	} else {
 		if len(docs) != 1 {
