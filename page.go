@@ -14,9 +14,9 @@ import (
 // that fetches the page after it.
 type Page[T any] struct {
 	// Docs holds the page's documents in key order: exactly the limit
-	// asked for, unless the listing ended first, documents were deleted
-	// while the page was read, or (a Store with an Expiry) some had
-	// expired: a page may then be short, or empty, and still have a Next.
+	// asked for, unless the listing ended first (or documents were deleted
+	// while the page was read). Expired documents (Expiry) are skipped,
+	// and the page is filled from the documents after them.
 	Docs []Doc[T]
 	// Next is the token of the next page, or "" when this page is the last
 	// one. A non-empty Next can still lead to an empty page, when the
@@ -94,29 +94,39 @@ func (s *Store[T]) page(ctx context.Context, scope string, limit int, token stri
 	if err := ctx.Err(); err != nil {
 		return Page[T]{}, err
 	}
-	items, more, err := list(ctx, after, limit)
-	if err != nil {
-		return Page[T]{}, err
-	}
-	if len(items) > limit {
-		return Page[T]{}, fmt.Errorf("etagstore: backend %T returned %d items for a page of %d", s.b, len(items), limit)
-	}
-	p := Page[T]{Docs: make([]Doc[T], 0, len(items))}
-	for _, it := range items {
-		d, err := s.decode(it)
-		switch {
-		case isExpired(err):
-			continue
-		case err != nil:
+	p := Page[T]{Docs: make([]Doc[T], 0, limit)}
+	for {
+		// Expired documents (Expiry) are skipped: the page is filled from
+		// the listing's next items.
+		want, skipped := limit-len(p.Docs), false
+		items, more, err := list(ctx, after, want)
+		if err != nil {
 			return Page[T]{}, err
 		}
-		p.Docs = append(p.Docs, d)
-	}
-	if more {
+		if len(items) > want {
+			return Page[T]{}, fmt.Errorf("etagstore: backend %T returned %d items for a page of %d", s.b, len(items), want)
+		}
+		for _, it := range items {
+			d, err := s.decode(it)
+			switch {
+			case isExpired(err):
+				skipped = true
+				continue
+			case err != nil:
+				return Page[T]{}, err
+			}
+			p.Docs = append(p.Docs, d)
+		}
+		if !more {
+			return p, nil
+		}
 		if len(items) == 0 {
 			return Page[T]{}, fmt.Errorf("etagstore: backend %T reported more items after an empty page", s.b)
 		}
-		p.Next = pagetoken.Encode(scope, items[len(items)-1].Key)
+		after = items[len(items)-1].Key
+		if !skipped || len(p.Docs) == limit || ctx.Err() != nil {
+			p.Next = pagetoken.Encode(scope, after)
+			return p, nil
+		}
 	}
-	return p, nil
 }

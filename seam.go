@@ -29,6 +29,8 @@ func (x extras[T]) PageWith(ctx context.Context, scope string, limit int, token 
 
 func (x extras[T]) DecodeItem(it driver.Item) (Doc[T], error) { return x.s.decode(it) }
 
+func (x extras[T]) Expires() bool { return x.s.life != nil }
+
 func (x extras[T]) Observe(ctx context.Context, op access.Op, subject string) (context.Context, func(error)) {
 	if op != access.Query && op != access.QueryPage && op != access.GetIf {
 		return ctx, func(error) {} // not a backend package's operation: observed by nothing

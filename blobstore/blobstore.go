@@ -317,9 +317,11 @@ func (c ReadConditions) azure() *blob.ModifiedAccessConditions {
 // downloaded), and so does any existing blob with IfNoneMatch
 // etagstore.ETagAny; a failed If-Match or If-Unmodified-Since gives
 // etagstore.ErrConflict; a missing blob etagstore.ErrNotFound; a Store on
-// another backend errors.ErrUnsupported, and nothing is sent. The call is
-// one span (etagstore.GetIf) of s's telemetry; a 304 is the outcome
-// not_modified.
+// another backend errors.ErrUnsupported, and nothing is sent. On a Store
+// whose documents expire (etagstore.Expiry), an expired document matches
+// ErrNotFound: a 304 is then checked by reading the blob (one more
+// request). The call is one span (etagstore.GetIf) of s's telemetry; a
+// 304 is the outcome not_modified.
 func GetIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond ReadConditions) (etagstore.Doc[T], error) {
 	ctx, end := s.Observe(ctx, access.GetIf, key)
 	d, err := getIf(ctx, s, key, cond)
@@ -342,14 +344,34 @@ func getIf[T any](ctx context.Context, s *etagstore.Store[T], key string, cond R
 	if err := b.ValidateKey(key); err != nil {
 		return etagstore.Doc[T]{}, err
 	}
+	var err error
 	if cond.IfNoneMatch == etagstore.ETagAny {
-		return etagstore.Doc[T]{}, b.notModifiedIfExists(ctx, key, cond)
+		err = b.notModifiedIfExists(ctx, key, cond)
+	} else {
+		var it driver.Item
+		if it, err = b.read(ctx, key, cond.azure()); err == nil {
+			return s.DecodeItem(it) // as s decodes its own documents
+		}
+		err = b.buriedOr(ctx, key, cond, err)
 	}
-	it, err := b.read(ctx, key, cond.azure())
+	if errors.Is(err, ErrNotModified) && s.Expires() {
+		return etagstore.Doc[T]{}, expiredOr(ctx, b, s, key, err)
+	}
+	return etagstore.Doc[T]{}, err
+}
+
+// expiredOr is notModified, GetIf's answer that the document is current,
+// unless it has expired (s's Expiry), which only its data tells: then
+// ErrNotFound, as for a missing blob. It reads the blob to learn it.
+func expiredOr[T any](ctx context.Context, b *Backend, s *etagstore.Store[T], key string, notModified error) error {
+	it, err := b.read(ctx, key, ReadConditions{}.azure())
 	if err != nil {
-		return etagstore.Doc[T]{}, b.buriedOr(ctx, key, cond, err)
+		return b.buriedOr(ctx, key, ReadConditions{}, err)
 	}
-	return s.DecodeItem(it) // as s decodes its own documents
+	if _, err := s.DecodeItem(it); errors.Is(err, etagstore.ErrNotFound) {
+		return err
+	}
+	return notModified
 }
 
 // buriedOr is GetIf's failure err, or what a missing blob would have

@@ -34,6 +34,10 @@ type Seam[T, D, P any] interface {
 	// errors; a document that has expired (etagstore.Expiry) matches
 	// ErrNotFound, and a listing skips it.
 	DecodeItem(it driver.Item) (D, error)
+	// Expires reports whether the Store's documents expire (an Expiry
+	// index): an answer that says a document is current without its data
+	// (a 304) must then read it, to learn whether it has expired.
+	Expires() bool
 	// Observe starts observing op (Query, QueryPage or GetIf) with the
 	// Store's tracer, meter, logger and RecordKeys; subject is the key or a
 	// query's filter, recorded only with RecordKeys. The context carries

@@ -75,6 +75,20 @@ func (s *Set) Entryless() bool {
 	return s.space == nil && len(s.Defs) == 1 && s.Defs[0].Expires
 }
 
+// validate runs the index functions on the documents req writes, as plan
+// does, when no entries are kept: a function that fails (or panics)
+// refuses the write all the same.
+func (s *Set) validate(req engine.Request) error {
+	for _, w := range req {
+		if !w.Check && !w.Delete && w.Write.Mode != driver.ModeMerge {
+			if _, err := s.Values(w.Key, w.Write.Data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // memo is what a delivery learnt of entries from refusals: a key's
 // current ETag ("" : missing).
 type memo map[string]driver.ETag
@@ -93,8 +107,11 @@ type planned struct {
 // entries first, together (precheck): every value held elsewhere is
 // found before anything is sent, not one refusal at a time.
 func (s *Set) Imply(ctx context.Context, req engine.Request, m any) ([]driver.Action, any, error) {
-	if err := s.Usable(); err != nil || s.Entryless() {
+	if err := s.Usable(); err != nil {
 		return nil, m, err
+	}
+	if s.Entryless() {
+		return nil, m, s.validate(req)
 	}
 	known, _ := m.(memo)
 	plan, taken, err := s.plan(req)
