@@ -101,14 +101,20 @@ func indexPrefix(d Def) string {
 // stampDigits is a stamp's width: milliseconds up to the year 2286.
 const stampDigits = 13
 
-// Stamp is t as an expiry index's value: milliseconds since 1970 in
-// stampDigits digits, clamped to the width (so that stamps compare as
-// the instants do); "" for the zero time (never).
+// Stamp is t as an expiry index's value: milliseconds since 1970, rounded
+// up (a stamp is never before its instant, so that a sweep of the stamps
+// due never deletes a document before it has expired), in stampDigits
+// digits, clamped to the width (so that stamps compare as the instants
+// do); "" for the zero time (never).
 func Stamp(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	ms := min(max(t.UnixMilli(), 0), 9_999_999_999_999)
+	ms := t.UnixMilli()
+	if t.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	ms = min(max(ms, 0), 9_999_999_999_999)
 	return fmt.Sprintf("%0*d", stampDigits, ms)
 }
 

@@ -199,7 +199,7 @@ func (s *Set) dropEntry(ctx context.Context, entry driver.Item) bool {
 // as the backend lists them) and deletes each one expired by cutoff with
 // If-Match on the version listed.
 func (s *Set) sweepDocs(ctx context.Context, d Def, cutoff, now time.Time, out *Swept) error {
-	due := Stamp(cutoff)
+	due := Stamp(cutoff.Truncate(time.Millisecond))
 	for it, err := range s.Backend.List(ctx, "") {
 		if err != nil {
 			return err
