@@ -1,0 +1,36 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/memstore"
+	"github.com/etagstore/etagstore/storetest"
+)
+
+// The sweeper of expired documents (etagstore.Expiry, Store.Sweep and
+// SweepEvery) on memstore: 10,000 refresh-versus-sweep races, each over
+// a memstore of its own; two and four sweepers at once; sweeps through
+// lost answers and 503s (storetest.FaultyBackend); SweepEvery with and
+// without a lock. See storetest.SweepRig.
+func sweepRig(t *testing.T) storetest.SweepRig {
+	r := storetest.SweepRig{
+		New:   func(*testing.T) driver.Backend { return memstore.New(nil) },
+		Pairs: 10_000, Workers: 8, Docs: 2_000,
+		Faulty: func(_ *testing.T, f storetest.Faults) (driver.Backend, driver.Backend, func() map[string]int) {
+			b := memstore.New(nil)
+			fb := storetest.NewFaultyBackend(b, f)
+			return fb, b, fb.Counts
+		},
+	}
+	if testing.Short() {
+		r.Pairs, r.Docs = 1_000, 400
+	}
+	return r
+}
+
+func TestSweepRaces(t *testing.T)    { sweepRig(t).Races(t) }
+func TestSweepSweepers(t *testing.T) { r := sweepRig(t); r.Sweepers(t, 2); r.Sweepers(t, 4) }
+func TestSweepFaults(t *testing.T)   { sweepRig(t).Faults(t) }
+func TestSweepEvery(t *testing.T)    { sweepRig(t).Every(t) }
+func TestSweepBadInput(t *testing.T) { sweepRig(t).BadInput(t) }
