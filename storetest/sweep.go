@@ -973,6 +973,9 @@ func (r SweepRig) Faults(t *testing.T) {
 			if p.err != nil {
 				failed++
 				errTally.add(errClass(p.err))
+				if failed <= 3 {
+					t.Logf("a failed pass: %v", p.err)
+				}
 				line = append(line, fmt.Sprintf("%d!", p.n))
 			} else {
 				line = append(line, fmt.Sprint(p.n))
