@@ -373,7 +373,11 @@ func swParallel(n, workers int, fn func(i int) error) error {
 // clock agrees with the sweeper's (it reads the document as expired), an
 // Upsert, a Create, or an Update with CreateIfMissing, each of which
 // writes over the expired version (If-Match) or creates the key again.
-var swKinds = []string{"update", "replace", "upsert", "create", "update-create"}
+// Two more writes race the sweep through the Store whose clock is
+// behind: an Update that keeps the expiry (touch: the document stays
+// expired, and the next sweep deletes it), and a Delete of the version
+// read.
+var swKinds = []string{"update", "replace", "upsert", "create", "update-create", "touch", "delete"}
 
 // The refresh races' orders: both started at once; the sweeper's delete
 // held until the refresh has returned (the sweeper read the document
@@ -388,9 +392,13 @@ var swModes = []string{"free", "sweep-read-first", "refresh-write-held"}
 // commits, and R survives with its refreshed value, or fails with
 // ErrNotFound because the sweep deleted R first; one through a Store
 // that reads R as expired (Upsert, Create, Update with CreateIfMissing)
-// always commits, over R or over its absence. The sweep's count is
-// exactly what it deleted (E, and R when it won), and no other sweep
-// finds anything due; a last sweep, past the refreshed expiry, deletes
+// always commits, over R or over its absence. A touch (an Update that
+// keeps the expiry) that commits leaves R expired: the sweep deletes it
+// if it read it after the touch, and the next sweep does otherwise. A
+// Delete of the version read either commits or fails with ErrNotFound
+// because the sweep deleted R first. The sweep's count is exactly what
+// it deleted (E, and R when it won), and a second sweep finds nothing
+// due but a touched R; a last sweep, past the refreshed expiry, deletes
 // R if it survived and nothing else. After each step every document
 // holds exactly its entries.
 func (r SweepRig) Races(t *testing.T) {
@@ -533,10 +541,19 @@ func (e *swPairEnv) race(t *testing.T, i int, tally *swTally) (problems []string
 			_, err = ahead.Create(ctx, keyR, fresh)
 		case 4:
 			_, err = ahead.Update(ctx, keyR, func(v *sweepDoc) error { *v = fresh; return nil }, etagstore.CreateIfMissing())
+		case 5:
+			_, err = behind.Update(ctx, keyR, func(v *sweepDoc) error { v.N++; return nil })
+		case 6:
+			err = behind.Delete(ctx, keyR, read.ETag)
 		}
 		return err
 	}
-	recreates := kind >= 2 // the refresher read R as expired: it writes over it or creates it again
+	recreates := kind >= 2 && kind <= 4 // the refresher read R as expired: it writes over it or creates it again
+	touched, wantR := kind == 5, fresh  // R's value when the refresh committed
+	if touched {
+		wantR = rv
+		wantR.N++
+	}
 
 	var deleted sync.Map // doc key → *atomic.Int32: the sweeper's deletes that committed
 	counter := func(k string) *atomic.Int32 {
@@ -603,9 +620,9 @@ func (e *swPairEnv) race(t *testing.T, i int, tally *swTally) (problems []string
 	hs.onBefore(func([]driver.Action) {})
 	hr.onBefore(func([]driver.Action) {})
 	sweptR, sweptE, sweptL := int(counter(keyR).Load()), int(counter(keyE).Load()), int(counter(keyL).Load())
-	won := "refresh-first"
+	won := "R-kept"
 	if sweptR > 0 {
-		won = "sweep-first"
+		won = "R-swept"
 	}
 	tally.add(fmt.Sprintf("%s/%s/%s/%s", swKinds[kind], swModes[mode], won, swOutcome(refreshErr)))
 	if sweepErr != nil {
@@ -616,7 +633,9 @@ func (e *swPairEnv) race(t *testing.T, i int, tally *swTally) (problems []string
 		fail("%s of an expired R: %v; want it to write over R or create it again", swKinds[kind], refreshErr)
 	case !recreates && refreshErr != nil && !errors.Is(refreshErr, etagstore.ErrNotFound):
 		fail("%s of R: %v; want nil, or ErrNotFound after the sweep deleted it", swKinds[kind], refreshErr)
-	case !recreates && (refreshErr == nil) == (sweptR > 0):
+	case touched && refreshErr != nil && sweptR == 0:
+		fail("touch of R returned %v, yet the sweep did not delete R", refreshErr)
+	case !recreates && !touched && (refreshErr == nil) == (sweptR > 0): // the refresh read R as live
 		fail("%s of R returned %v and the sweep deleted R %d times: exactly one of them must win", swKinds[kind], refreshErr, sweptR)
 	}
 	if sweptR > 1 || sweptE != 1 || sweptL != 0 {
@@ -635,7 +654,9 @@ func (e *swPairEnv) race(t *testing.T, i int, tally *swTally) (problems []string
 			fail("the sweep ran while the refresh was held: it must delete R (deleted %d)", sweptR)
 		}
 	}
-	survives := recreates || refreshErr == nil
+	// A touched R stays expired: a sweep that read it after the touch
+	// deletes it.
+	survives := recreates || refreshErr == nil && kind != 6 && !(touched && sweptR > 0)
 	check := func(when string, want map[string]sweepDoc) {
 		docs, ps, err := swStateOf(ctx, e.raw, scopes)
 		if err != nil {
@@ -658,16 +679,23 @@ func (e *swPairEnv) race(t *testing.T, i int, tally *swTally) (problems []string
 	}
 	want := map[string]sweepDoc{keyL: lv}
 	if survives {
-		want[keyR] = fresh
+		want[keyR] = wantR
 	}
 	check("after the race", want)
-	// No expired version survives a completed sweep: another finds nothing due.
-	if n, err := sweeper.Sweep(ctx); n != 0 || err != nil {
-		fail("a second Sweep = %d, %v; want 0, nil", n, err)
-	}
-	sweepClock.Set(swLast)
+	// No expired version survives a completed sweep: another finds nothing
+	// due but a touched R, which is still expired.
 	wantN := 0
-	if survives {
+	if survives && touched {
+		wantN = 1
+		delete(want, keyR)
+	}
+	if n, err := sweeper.Sweep(ctx); n != wantN || err != nil {
+		fail("a second Sweep = %d, %v; want %d, nil", n, err, wantN)
+	}
+	check("after a second sweep", want)
+	sweepClock.Set(swLast)
+	wantN = 0
+	if survives && !touched {
 		wantN = 1
 	}
 	if n, err := sweeper.Sweep(ctx); n != wantN || err != nil {
