@@ -74,3 +74,4 @@ func sweepFaulty(t *testing.T, f storetest.Faults) (driver.Backend, driver.Backe
 	opts := &blobstore.Options{Prefix: "docs/"}
 	return blobstore.New(via, opts), blobstore.New(direct, opts), proxy.Counts
 }
+func TestSweepCutoff(t *testing.T) { sweepRig(t).Cutoff(t) }

@@ -34,3 +34,4 @@ func TestSweepSweepers(t *testing.T) { r := sweepRig(t); r.Sweepers(t, 2); r.Swe
 func TestSweepFaults(t *testing.T)   { sweepRig(t).Faults(t) }
 func TestSweepEvery(t *testing.T)    { sweepRig(t).Every(t) }
 func TestSweepBadInput(t *testing.T) { sweepRig(t).BadInput(t) }
+func TestSweepCutoff(t *testing.T)   { sweepRig(t).Cutoff(t) }

@@ -76,3 +76,4 @@ func sweepFaulty(t *testing.T, f storetest.Faults) (driver.Backend, driver.Backe
 	})
 	return tablestore.New(via.NewClient(name), nil), tablestore.New(direct.NewClient(name), nil), proxy.Counts
 }
+func TestSweepCutoff(t *testing.T) { sweepRig(t).Cutoff(t) }
