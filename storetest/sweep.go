@@ -754,6 +754,58 @@ func swPopulate(t *testing.T, b driver.Backend, docs int) ([]string, []sweepDoc,
 	return keys, vals, scopes
 }
 
+// swWaves starts the refreshes of the sweepers' and the faults' cases in
+// three waves, by the document's index: with the sweepers, when the
+// sweepers send their first request, and when they have deleted half
+// the documents due; so that refreshes meet sweeps before, during and
+// after their reads. sent and deleted are called by the sweepers' hooks.
+type swWaves struct {
+	start, first, half  chan struct{}
+	firstOnce, halfOnce sync.Once
+	deletes             atomic.Int32
+	due                 int32
+}
+
+func newSwWaves(due int) *swWaves {
+	return &swWaves{start: make(chan struct{}), first: make(chan struct{}), half: make(chan struct{}), due: int32(due)}
+}
+
+func (w *swWaves) sent() { w.firstOnce.Do(func() { close(w.first) }) }
+func (w *swWaves) deleted() {
+	if w.deletes.Add(1) >= w.due/2 {
+		w.halfOnce.Do(func() { close(w.half) })
+	}
+}
+
+// wait waits for the wave of the i-th refresh. A wave that never comes
+// (the sweepers ended first) lets it go when done is closed.
+func (w *swWaves) wait(i int, done <-chan struct{}) {
+	<-w.start
+	switch i % 3 {
+	case 1:
+		select {
+		case <-w.first:
+		case <-done:
+		}
+	case 2:
+		select {
+		case <-w.half:
+		case <-done:
+		}
+	}
+}
+
+// swDue is how many of docs documents (swClasses) are due.
+func swDue(docs int) int {
+	due := 0
+	for i := range docs {
+		if i%5 >= swRefreshed {
+			due++
+		}
+	}
+	return due
+}
+
 // swRefresh is the refresh of a document of class swRefreshed: its
 // expiry an hour on, through a Store whose clock is behind.
 func swRefresh(ctx context.Context, s *etagstore.Store[sweepDoc], key string) (sweepDoc, error) {
@@ -804,7 +856,7 @@ func swWantState(t *testing.T, b driver.Backend, scopes, keys []string, vals []s
 
 // Sweepers runs k sweepers at once, each a Store of its own with one
 // Sweep, over Docs documents (swClasses), while each expired document of
-// class swRefreshed is refreshed. Every sweeper lists and reads before
+// class swRefreshed is refreshed (in three waves: swWaves). Every sweeper lists and reads before
 // any of them sends a request (a gate at their first), so that all of
 // them meet the same expired documents. Each document is deleted at
 // most once, the sweepers' counts add up to the documents deleted,
@@ -827,6 +879,7 @@ func (r SweepRig) Sweepers(t *testing.T, k int) {
 	}
 	first := make(chan struct{}) // closed when every sweeper has come to its first request
 	var arrived atomic.Int32
+	waves := newSwWaves(swDue(docs))
 	sweepers := make([]*etagstore.Store[sweepDoc], k)
 	for j := range sweepers {
 		h := &swHook{Backend: b}
@@ -835,6 +888,7 @@ func (r SweepRig) Sweepers(t *testing.T, k int) {
 			once.Do(func() {
 				if arrived.Add(1) == int32(k) {
 					close(first)
+					waves.sent()
 				}
 				if err := swWait(first, "every sweeper's first request"); err != nil {
 					t.Error(err)
@@ -850,6 +904,7 @@ func (r SweepRig) Sweepers(t *testing.T, k int) {
 			for _, a := range acts {
 				if a.Delete && isDoc[a.Key] {
 					deleted[a.Key]++
+					waves.deleted()
 				}
 			}
 		})
@@ -859,23 +914,24 @@ func (r SweepRig) Sweepers(t *testing.T, k int) {
 	}
 	refresher := swStore(b, etagstore.Options{Clock: newSwClock(swT0)})
 
-	start := make(chan struct{})
 	ns, errs := make([]int, k), make([]error, k)
 	var refreshMu sync.Mutex
 	refreshed := map[string]sweepDoc{}
 	refreshTally := &swTally{}
-	var wg sync.WaitGroup
+	var wg, swept sync.WaitGroup
+	done := make(chan struct{})
 	for j, s := range sweepers {
-		wg.Go(func() { <-start; ns[j], errs[j] = s.Sweep(ctx) })
+		swept.Go(func() { <-waves.start; ns[j], errs[j] = s.Sweep(ctx) })
 	}
+	go func() { swept.Wait(); close(done) }()
 	for i, key := range keys {
 		if i%5 != swRefreshed {
 			continue
 		}
 		wg.Go(func() {
-			<-start
+			waves.wait(i/5, done)
 			v, err := swRefresh(ctx, refresher, key)
-			refreshTally.add(swOutcome(err))
+			refreshTally.add(fmt.Sprintf("wave%d-%s", i/5%3, swOutcome(err)))
 			switch {
 			case err == nil:
 				refreshMu.Lock()
@@ -886,8 +942,9 @@ func (r SweepRig) Sweepers(t *testing.T, k int) {
 			}
 		})
 	}
-	close(start)
+	close(waves.start)
 	wg.Wait()
+	<-done
 	t.Logf("sweepers' counts %v; refreshes: %v", ns, refreshTally)
 
 	total, expired := 0, 0
@@ -933,7 +990,7 @@ const swFaultPasses = 200
 // request was applied, 5% answered 503; reads too): two sweepers, each a
 // Store of its own, sweep again until a pass returns 0 without an
 // error, while each document of class swRefreshed is refreshed past the
-// faults. A pass may fail; at the end, read past the faults, exactly the
+// faults, in three waves (swWaves). A pass may fail; at the end, read past the faults, exactly the
 // expired documents not refreshed are gone, every refreshed one holds
 // its refresh, the entries match the documents, and a sweep finds
 // nothing due. The passes' counts never add up to more than the
@@ -948,7 +1005,6 @@ func (r SweepRig) Faults(t *testing.T) {
 	keys, vals, scopes := swPopulate(t, direct, docs)
 	refresher := swStore(direct, etagstore.Options{Clock: newSwClock(swT0)})
 
-	start := make(chan struct{})
 	type pass struct {
 		n   int
 		err error
@@ -956,13 +1012,23 @@ func (r SweepRig) Faults(t *testing.T) {
 	passes := make([][]pass, 2)
 	var mu sync.Mutex
 	refreshed := map[string]sweepDoc{}
-	var wg sync.WaitGroup
+	refreshTally := &swTally{}
+	waves := newSwWaves(swDue(docs))
+	var wg, swept sync.WaitGroup
+	done := make(chan struct{})
 	for j := range passes {
 		o := swOptions[j]
 		o.Clock = newSwClock(swSweepAt)
-		s := swStore(faulty, o)
-		wg.Go(func() {
-			<-start
+		h := &swHook{Backend: faulty}
+		h.onBefore(func([]driver.Action) { waves.sent() })
+		h.onAfter(func(acts []driver.Action, err error) {
+			if err == nil && slices.ContainsFunc(acts, func(a driver.Action) bool { return a.Delete }) {
+				waves.deleted()
+			}
+		})
+		s := swStore(h, o)
+		swept.Go(func() {
+			<-waves.start
 			for range swFaultPasses {
 				n, err := s.Sweep(ctx)
 				passes[j] = append(passes[j], pass{n, err})
@@ -972,13 +1038,15 @@ func (r SweepRig) Faults(t *testing.T) {
 			}
 		})
 	}
+	go func() { swept.Wait(); close(done) }()
 	for i, key := range keys {
 		if i%5 != swRefreshed {
 			continue
 		}
 		wg.Go(func() {
-			<-start
+			waves.wait(i/5, done)
 			v, err := swRefresh(ctx, refresher, key)
+			refreshTally.add(fmt.Sprintf("wave%d-%s", i/5%3, swOutcome(err)))
 			switch {
 			case err == nil:
 				mu.Lock()
@@ -989,9 +1057,10 @@ func (r SweepRig) Faults(t *testing.T) {
 			}
 		})
 	}
-	close(start)
+	close(waves.start)
 	wg.Wait()
-	t.Logf("faults: %v", counts())
+	<-done
+	t.Logf("faults: %v; refreshes: %v", counts(), refreshTally)
 
 	total, failed := 0, 0
 	errTally := &swTally{}
