@@ -35,3 +35,27 @@ func TestSweepFaults(t *testing.T)   { sweepRig(t).Faults(t) }
 func TestSweepEvery(t *testing.T)    { sweepRig(t).Every(t) }
 func TestSweepBadInput(t *testing.T) { sweepRig(t).BadInput(t) }
 func TestSweepCutoff(t *testing.T)   { sweepRig(t).Cutoff(t) }
+
+// The fault case again over a memstore shaped as blobs are (no entries,
+// no Commit: Sweep lists the documents and deletes each one with
+// Backend.Delete), through storetest.FaultyBackend, whose lost answers
+// come back as a transport error or, as after an SDK's retry, as the
+// retry's answer marked driver.ErrAmbiguous.
+func TestSweepFaultsEntryless(t *testing.T) {
+	r := sweepRig(t)
+	r.Faulty = func(_ *testing.T, f storetest.Faults) (driver.Backend, driver.Backend, func() map[string]int) {
+		b := memstore.New(nil)
+		fb := storetest.NewFaultyBackend(b, f)
+		return entryless{fb}, entryless{b}, fb.Counts
+	}
+	r.Faults(t)
+}
+
+// entryless is a backend that keeps no entries and commits nothing.
+type entryless struct{ driver.Backend }
+
+func (e entryless) Abilities() driver.Abilities {
+	a := e.Backend.Abilities()
+	a.Entries, a.Commit, a.CheckCommit = nil, nil, nil
+	return a
+}

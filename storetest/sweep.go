@@ -990,11 +990,12 @@ const swFaultPasses = 200
 // request was applied, 5% answered 503; reads too): two sweepers, each a
 // Store of its own, sweep again until a pass returns 0 without an
 // error, while each document of class swRefreshed is refreshed past the
-// faults, in three waves (swWaves). A pass may fail; at the end, read past the faults, exactly the
-// expired documents not refreshed are gone, every refreshed one holds
-// its refresh, the entries match the documents, and a sweep finds
-// nothing due. The passes' counts never add up to more than the
-// documents deleted, nor to less than that less the failed passes.
+// faults, in three waves (swWaves). A pass may fail; at the end, read
+// past the faults, exactly the expired documents not refreshed are gone,
+// every refreshed one holds its refresh, the entries match the
+// documents, and a sweep finds nothing due. The passes' counts never add up to more than the
+// documents deleted, nor to less than that less the passes that failed
+// on a request that may have been applied.
 func (r SweepRig) Faults(t *testing.T) {
 	ctx := t.Context()
 	docs := r.Docs
@@ -1062,7 +1063,7 @@ func (r SweepRig) Faults(t *testing.T) {
 	<-done
 	t.Logf("faults: %v; refreshes: %v", counts(), refreshTally)
 
-	total, failed := 0, 0
+	total, failed, applied := 0, 0, 0
 	errTally := &swTally{}
 	for j, ps := range passes {
 		var line []string
@@ -1070,6 +1071,9 @@ func (r SweepRig) Faults(t *testing.T) {
 			total += p.n
 			if p.err != nil {
 				failed++
+				if !errors.Is(p.err, driver.ErrNotApplied) {
+					applied++ // its failed request may have deleted a document
+				}
 				errTally.add(errClass(p.err))
 				if failed <= 3 {
 					t.Logf("a failed pass: %v", p.err)
@@ -1084,7 +1088,7 @@ func (r SweepRig) Faults(t *testing.T) {
 			t.Errorf("sweeper %d: still sweeping after %d passes: the last = %d, %v", j, len(ps), last.n, last.err)
 		}
 	}
-	t.Logf("failed passes: %d (%v)", failed, errTally)
+	t.Logf("failed passes: %d (%v), %d of them on a request that may have been applied", failed, errTally, applied)
 	expired := 0
 	for i, key := range keys {
 		if i%5 == swRefreshed {
@@ -1101,13 +1105,14 @@ func (r SweepRig) Faults(t *testing.T) {
 		t.Errorf("a sweep past the faults = %d, %v; want 0, nil", n, err)
 	}
 	// A pass stops at its first failed request: the document that
-	// request deleted, if it did, is the only one the pass leaves out of
-	// its count.
-	switch {
-	case total > expired:
+	// request deleted, if it did (not when the service refused it:
+	// ErrNotApplied), is the only one the pass leaves out of its count.
+	if total > expired {
 		t.Errorf("the passes counted %d documents swept; only %d were deleted (one counted twice)", total, expired)
-	case total < expired-failed:
-		t.Errorf("the passes counted %d documents swept, %d failed; %d were deleted: a pass left out of its count more than the document of its failed request", total, failed, expired)
+	}
+	// FAILS (memstore TestSweepFaultsEntryless): internal/index/sweep.go sweepDocs counts a Delete answered ErrAmbiguous|ErrNotFound (its own lost success, retried) as refreshed, not swept, and goes on
+	if total < expired-applied {
+		t.Errorf("the passes counted %d documents swept, %d failed on a request that may have been applied; %d were deleted: a pass left out of its count more than the document of its failed request", total, applied, expired)
 	}
 }
 
