@@ -20,7 +20,8 @@ import (
 // worker's pairs under a prefix of one container of their own; two and
 // four sweepers at once; sweeps through the fault proxy (10% of the
 // answers lost after the request was applied, 5% 503s, reads too);
-// SweepEvery with and without blobstore's Locker. See storetest.SweepRig.
+// SweepEvery with and without blobstore's Locker; the sweep's cutoff, to
+// the instant. -short runs 60 pairs. See storetest.SweepRig.
 func sweepRig(t *testing.T) storetest.SweepRig {
 	r := storetest.SweepRig{
 		New: func(t *testing.T) driver.Backend {
@@ -56,7 +57,11 @@ func TestSweepRaces(t *testing.T) {
 	r.Races(t)
 }
 
-func TestSweepSweepers(t *testing.T) { r := sweepRig(t); r.Sweepers(t, 2); r.Sweepers(t, 4) }
+func TestSweepSweepers(t *testing.T) {
+	r := sweepRig(t)
+	t.Run("Two", func(t *testing.T) { r.Sweepers(t, 2) })
+	t.Run("Four", func(t *testing.T) { r.Sweepers(t, 4) })
+}
 func TestSweepFaults(t *testing.T)   { sweepRig(t).Faults(t) }
 func TestSweepEvery(t *testing.T)    { sweepRig(t).Every(t) }
 func TestSweepBadInput(t *testing.T) { sweepRig(t).BadInput(t) }

@@ -9,10 +9,12 @@ import (
 )
 
 // The sweeper of expired documents (etagstore.Expiry, Store.Sweep and
-// SweepEvery) on memstore: 10,000 refresh-versus-sweep races, each over
-// a memstore of its own; two and four sweepers at once; sweeps through
-// lost answers and 503s (storetest.FaultyBackend); SweepEvery with and
-// without a lock. See storetest.SweepRig.
+// SweepEvery) on memstore: 10,000 refresh-versus-sweep races, each
+// worker's pairs over a memstore of its own (a fresh one every 100
+// pairs); two and four sweepers at once; sweeps through lost answers and
+// 503s (storetest.FaultyBackend); SweepEvery with and without a lock;
+// the sweep's cutoff, to the instant. -short runs 1,000 pairs. See
+// storetest.SweepRig.
 func sweepRig(t *testing.T) storetest.SweepRig {
 	r := storetest.SweepRig{
 		New:   func(*testing.T) driver.Backend { return memstore.New(nil) },
@@ -30,7 +32,11 @@ func sweepRig(t *testing.T) storetest.SweepRig {
 }
 
 func TestSweepRaces(t *testing.T)    { sweepRig(t).Races(t) }
-func TestSweepSweepers(t *testing.T) { r := sweepRig(t); r.Sweepers(t, 2); r.Sweepers(t, 4) }
+func TestSweepSweepers(t *testing.T) {
+	r := sweepRig(t)
+	t.Run("Two", func(t *testing.T) { r.Sweepers(t, 2) })
+	t.Run("Four", func(t *testing.T) { r.Sweepers(t, 4) })
+}
 func TestSweepFaults(t *testing.T)   { sweepRig(t).Faults(t) }
 func TestSweepEvery(t *testing.T)    { sweepRig(t).Every(t) }
 func TestSweepBadInput(t *testing.T) { sweepRig(t).BadInput(t) }

@@ -22,7 +22,8 @@ import (
 // the fault proxy (10% of the answers lost after the commit, 5% 503s,
 // reads too), over a table whose partitions are scopes of their own (no
 // Options.Partition: Sweep lists due entries across them); SweepEvery
-// with and without a lock. See storetest.SweepRig.
+// with and without a lock; the sweep's cutoff, to the instant. -short
+// runs 60 pairs. See storetest.SweepRig.
 func sweepRig(t *testing.T) storetest.SweepRig {
 	r := storetest.SweepRig{
 		New:   func(t *testing.T) driver.Backend { return tablestore.New(azuritetest.NewTable(t), nil) },
@@ -44,7 +45,11 @@ func TestSweepRaces(t *testing.T) {
 	r.Races(t)
 }
 
-func TestSweepSweepers(t *testing.T) { r := sweepRig(t); r.Sweepers(t, 2); r.Sweepers(t, 4) }
+func TestSweepSweepers(t *testing.T) {
+	r := sweepRig(t)
+	t.Run("Two", func(t *testing.T) { r.Sweepers(t, 2) })
+	t.Run("Four", func(t *testing.T) { r.Sweepers(t, 4) })
+}
 func TestSweepFaults(t *testing.T)   { sweepRig(t).Faults(t) }
 func TestSweepEvery(t *testing.T)    { sweepRig(t).Every(t) }
 func TestSweepBadInput(t *testing.T) { sweepRig(t).BadInput(t) }
