@@ -31,7 +31,7 @@ func sweepRig(t *testing.T) storetest.SweepRig {
 	return r
 }
 
-func TestSweepRaces(t *testing.T)    { sweepRig(t).Races(t) }
+func TestSweepRaces(t *testing.T) { sweepRig(t).Races(t) }
 func TestSweepSweepers(t *testing.T) {
 	r := sweepRig(t)
 	t.Run("Two", func(t *testing.T) { r.Sweepers(t, 2) })
