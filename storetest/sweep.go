@@ -29,9 +29,11 @@ import (
 type SweepRig struct {
 	// New returns an empty backend of its own.
 	New NewBackend
-	// Pair returns the backend of pair i of the refresh races, apart from
-	// every other pair's (its own memstore, a partition of one table, a
-	// prefix of one container). Nil: New.
+	// Pair returns the i-th backend of the refresh races, apart from every
+	// other (its own memstore, a partition of one table, a prefix of one
+	// container): each worker runs its pairs one after another over one,
+	// and takes a fresh one every swEnvPairs pairs and after a pair that
+	// failed. Nil: New.
 	Pair func(t *testing.T, i int) driver.Backend
 	// Faulty returns a backend whose requests meet f, and one over the
 	// same storage that meets none, and the faults' counts. Nil skips the
@@ -51,8 +53,8 @@ type SweepRig struct {
 // RunSweep runs every case of the sweeper.
 func RunSweep(t *testing.T, r SweepRig) {
 	t.Run("Races", r.Races)
-	t.Run("Sweepers2", func(t *testing.T) { r.Sweepers(t, 2) })
-	t.Run("Sweepers4", func(t *testing.T) { r.Sweepers(t, 4) })
+	t.Run("Sweepers/Two", func(t *testing.T) { r.Sweepers(t, 2) })
+	t.Run("Sweepers/Four", func(t *testing.T) { r.Sweepers(t, 4) })
 	if r.Faulty != nil {
 		t.Run("Faults", r.Faults)
 	}
