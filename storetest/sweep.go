@@ -131,11 +131,13 @@ func (c *swClock) Sleep(ctx context.Context, d time.Duration) error {
 }
 
 // swHook is a backend whose writes, deletes and commits call before (it
-// may block: a gate) and after, when set.
+// may block: a gate) and after, when set; the next one fails with fail,
+// unsent, when that is set.
 type swHook struct {
 	driver.Backend
 	before atomic.Pointer[func(acts []driver.Action)]
 	after  atomic.Pointer[func(acts []driver.Action, err error)]
+	fail   atomic.Pointer[error]
 }
 
 func (h *swHook) onBefore(f func(acts []driver.Action))           { h.before.Store(&f) }
@@ -145,7 +147,12 @@ func (h *swHook) send(acts []driver.Action, do func() error) error {
 	if f := h.before.Load(); f != nil {
 		(*f)(acts)
 	}
-	err := do()
+	var err error
+	if e := h.fail.Swap(nil); e != nil {
+		err = *e
+	} else {
+		err = do()
+	}
 	if f := h.after.Load(); f != nil {
 		(*f)(acts, err)
 	}
@@ -1176,7 +1183,7 @@ func (c *swTicker) asleep(t *testing.T, n int) {
 // swPasses counts a Store's sweep passes from its log lines
 // ("etagstore: sweep pass") and the documents they swept.
 type swPasses struct {
-	passes, failed, swept atomic.Int64
+	passes, failed, swept, lockWarnings atomic.Int64
 }
 
 func (p *swPasses) Enabled(context.Context, slog.Level) bool { return true }
@@ -1188,6 +1195,9 @@ func (p *swPasses) Handle(_ context.Context, r slog.Record) error {
 		p.passes.Add(1)
 	case "etagstore: sweep pass failed":
 		p.failed.Add(1)
+	case "etagstore: sweep lock":
+		p.lockWarnings.Add(1)
+		return nil
 	default:
 		return nil
 	}
@@ -1302,6 +1312,82 @@ func (r SweepRig) Every(t *testing.T) {
 		l := &swLocks{}
 		r.every(t, l, l, true)
 	})
+	t.Run("Failures", r.everyFailures)
+}
+
+// swFlakyLock is a SweepLock whose next TryHold fails with err (not
+// ErrLocked), when set.
+type swFlakyLock struct {
+	swLocks
+	err atomic.Pointer[error]
+}
+
+func (l *swFlakyLock) TryHold(ctx context.Context, name string) (etagstore.Held, error) {
+	if e := l.err.Swap(nil); e != nil {
+		return nil, *e
+	}
+	return l.swLocks.TryHold(ctx, name)
+}
+
+// everyFailures: a SweepEvery whose lock fails to answer logs it and
+// tries again the next period; one whose pass fails logs it, keeps the
+// lock and sweeps again the next period.
+func (r SweepRig) everyFailures(t *testing.T) {
+	ctx := t.Context()
+	b := r.New(t)
+	ticker := newSwTicker(swSweepAt, swEveryPeriod)
+	writer := swStore(b, etagstore.Options{Clock: newSwClock(swT0)})
+	var keys []string
+	for i := range 6 {
+		key := swKey(b, "f", fmt.Sprintf("k%02d", i))
+		keys = append(keys, key)
+		if _, err := writer.Create(ctx, key, sweepDoc{Name: "n" + key, Owner: "o", Until: swExpires.UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock := &swFlakyLock{}
+	lockErr := errors.New("storetest: the lock service did not answer")
+	lock.err.Store(&lockErr)
+	h := &swHook{Backend: b}
+	sendErr := errors.New("storetest: the sweep's request failed")
+	h.fail.Store(&sendErr)
+	log := &swPasses{}
+	s := swStore(h, etagstore.Options{Clock: ticker, Logger: slog.New(log)})
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var everyErr error
+	go func() {
+		defer close(done)
+		everyErr = s.SweepEvery(lctx, swEveryPeriod, lock)
+	}()
+	defer func() { cancel(); <-done }()
+	want := func(when string, warnings, failed, passes, swept int) {
+		t.Helper()
+		if int(log.lockWarnings.Load()) != warnings || int(log.failed.Load()) != failed || int(log.passes.Load()) != passes || int(log.swept.Load()) != swept {
+			t.Fatalf("%s: %v, %d lock warnings; want %d passes (%d failed), %d swept, %d lock warnings", when, log, log.lockWarnings.Load(), passes, failed, swept, warnings)
+		}
+	}
+	ticker.asleep(t, 1)
+	want("the first period, the lock failing", 1, 0, 0, 0)
+	ticker.Advance()
+	ticker.asleep(t, 1)
+	want("the second period, the sweep's first request failing", 1, 1, 0, 0)
+	ticker.Advance()
+	ticker.asleep(t, 1)
+	want("the third period", 1, 1, 1, 6)
+	if _, holds, _ := lock.free(); holds != 1 {
+		t.Errorf("the lock was taken %d times, want once: a failed pass keeps it", holds)
+	}
+	cancel()
+	if err := swWait(done, "SweepEvery's return after its context was cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	if everyErr != nil {
+		t.Errorf("SweepEvery after its context was cancelled = %v, want nil", everyErr)
+	}
+	if free, holds, unlocks := lock.free(); !free {
+		t.Errorf("after SweepEvery returned the lock is still held: %d holds, %d unlocks", holds, unlocks)
+	}
 }
 
 func (r SweepRig) every(t *testing.T, lockA, lockB etagstore.SweepLock, revoke bool) {
