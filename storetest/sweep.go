@@ -135,17 +135,17 @@ func (c *swClock) Sleep(ctx context.Context, d time.Duration) error {
 // unsent, when that is set.
 type swHook struct {
 	driver.Backend
-	before atomic.Pointer[func(acts []driver.Action)]
+	before atomic.Pointer[func(ctx context.Context, acts []driver.Action)]
 	after  atomic.Pointer[func(acts []driver.Action, err error)]
 	fail   atomic.Pointer[error]
 }
 
-func (h *swHook) onBefore(f func(acts []driver.Action))           { h.before.Store(&f) }
-func (h *swHook) onAfter(f func(acts []driver.Action, err error)) { h.after.Store(&f) }
+func (h *swHook) onBefore(f func(ctx context.Context, acts []driver.Action)) { h.before.Store(&f) }
+func (h *swHook) onAfter(f func(acts []driver.Action, err error))            { h.after.Store(&f) }
 
-func (h *swHook) send(acts []driver.Action, do func() error) error {
+func (h *swHook) send(ctx context.Context, acts []driver.Action, do func() error) error {
 	if f := h.before.Load(); f != nil {
-		(*f)(acts)
+		(*f)(ctx, acts)
 	}
 	var err error
 	if e := h.fail.Swap(nil); e != nil {
@@ -160,7 +160,7 @@ func (h *swHook) send(acts []driver.Action, do func() error) error {
 }
 
 func (h *swHook) Write(ctx context.Context, key string, w driver.Write) (etag driver.ETag, err error) {
-	err = h.send([]driver.Action{{Key: key, Write: w}}, func() error {
+	err = h.send(ctx, []driver.Action{{Key: key, Write: w}}, func() error {
 		etag, err = h.Backend.Write(ctx, key, w)
 		return err
 	})
@@ -168,7 +168,7 @@ func (h *swHook) Write(ctx context.Context, key string, w driver.Write) (etag dr
 }
 
 func (h *swHook) Delete(ctx context.Context, key string, etag driver.ETag) error {
-	return h.send([]driver.Action{{Key: key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(etag)}}}, func() error {
+	return h.send(ctx, []driver.Action{{Key: key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(etag)}}}, func() error {
 		return h.Backend.Delete(ctx, key, etag)
 	})
 }
@@ -177,7 +177,7 @@ func (h *swHook) Abilities() driver.Abilities {
 	a := h.Backend.Abilities()
 	if commit := a.Commit; commit != nil {
 		a.Commit = func(ctx context.Context, acts []driver.Action) (etags []driver.ETag, err error) {
-			err = h.send(acts, func() error {
+			err = h.send(ctx, acts, func() error {
 				etags, err = commit(ctx, acts)
 				return err
 			})
@@ -506,8 +506,8 @@ func (e *swPairEnv) race(t *testing.T, i int, tally *swTally) (problems []string
 	b, hr, hs, sweeper, sweepClock := e.b, e.hr, e.hs, e.sweeper, e.sweepClock
 	behind, ahead := e.behind[opt], e.ahead[opt]
 	sweepClock.Set(swSweepAt)
-	hr.onBefore(func([]driver.Action) {})
-	hs.onBefore(func([]driver.Action) {})
+	hr.onBefore(func(context.Context, []driver.Action) {})
+	hs.onBefore(func(context.Context, []driver.Action) {})
 	hs.onAfter(func([]driver.Action, error) {})
 
 	pair := fmt.Sprintf("%05d", i)
@@ -593,7 +593,7 @@ func (e *swPairEnv) race(t *testing.T, i int, tally *swTally) (problems []string
 	case 1: // the sweeper's delete of R waits for the refresh
 		atGate, refreshed := make(chan struct{}), make(chan struct{})
 		var once sync.Once
-		hs.onBefore(func(acts []driver.Action) {
+		hs.onBefore(func(_ context.Context, acts []driver.Action) {
 			if deletes(acts, keyR) {
 				once.Do(func() {
 					close(atGate)
@@ -614,7 +614,7 @@ func (e *swPairEnv) race(t *testing.T, i int, tally *swTally) (problems []string
 	case 2: // the refresh's first write of R waits for the sweep
 		swept := make(chan struct{})
 		var once sync.Once
-		hr.onBefore(func(acts []driver.Action) {
+		hr.onBefore(func(_ context.Context, acts []driver.Action) {
 			if touches(acts, keyR) {
 				once.Do(func() {
 					if err := swWait(swept, "the sweep's return"); err != nil {
@@ -627,8 +627,8 @@ func (e *swPairEnv) race(t *testing.T, i int, tally *swTally) (problems []string
 		wg.Go(func() { refreshErr = refresh() })
 	}
 	wg.Wait()
-	hs.onBefore(func([]driver.Action) {})
-	hr.onBefore(func([]driver.Action) {})
+	hs.onBefore(func(context.Context, []driver.Action) {})
+	hr.onBefore(func(context.Context, []driver.Action) {})
 	sweptR, sweptE, sweptL := int(counter(keyR).Load()), int(counter(keyE).Load()), int(counter(keyL).Load())
 	won := "R-kept"
 	if sweptR > 0 {
@@ -893,7 +893,7 @@ func (r SweepRig) Sweepers(t *testing.T, k int) {
 	for j := range sweepers {
 		h := &swHook{Backend: b}
 		var once sync.Once
-		h.onBefore(func([]driver.Action) {
+		h.onBefore(func(context.Context, []driver.Action) {
 			once.Do(func() {
 				if arrived.Add(1) == int32(k) {
 					close(first)
@@ -1030,7 +1030,7 @@ func (r SweepRig) Faults(t *testing.T) {
 		o := swOptions[j]
 		o.Clock = newSwClock(swSweepAt)
 		h := &swHook{Backend: faulty}
-		h.onBefore(func([]driver.Action) { waves.sent() })
+		h.onBefore(func(context.Context, []driver.Action) { waves.sent() })
 		h.onAfter(func(acts []driver.Action, err error) {
 			if err == nil && slices.ContainsFunc(acts, func(a driver.Action) bool { return a.Delete }) {
 				waves.deleted()
@@ -1184,12 +1184,19 @@ func (c *swTicker) asleep(t *testing.T, n int) {
 // ("etagstore: sweep pass") and the documents they swept.
 type swPasses struct {
 	passes, failed, swept, lockWarnings atomic.Int64
+	mu                                  sync.Mutex
+	lines                               []string // every line, for a failure's message
 }
 
 func (p *swPasses) Enabled(context.Context, slog.Level) bool { return true }
 func (p *swPasses) WithAttrs([]slog.Attr) slog.Handler       { return p }
 func (p *swPasses) WithGroup(string) slog.Handler            { return p }
 func (p *swPasses) Handle(_ context.Context, r slog.Record) error {
+	line := r.Message
+	r.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
+	p.mu.Lock()
+	p.lines = append(p.lines, line)
+	p.mu.Unlock()
 	switch r.Message {
 	case "etagstore: sweep pass":
 		p.passes.Add(1)
@@ -1211,7 +1218,9 @@ func (p *swPasses) Handle(_ context.Context, r slog.Record) error {
 }
 
 func (p *swPasses) String() string {
-	return fmt.Sprintf("%d passes (%d failed), %d swept", p.passes.Load(), p.failed.Load(), p.swept.Load())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return fmt.Sprintf("%d passes (%d failed), %d swept [%s]", p.passes.Load(), p.failed.Load(), p.swept.Load(), strings.Join(p.lines, "; "))
 }
 
 // swLocks is the harness's SweepLock: locks in memory, which the case
@@ -1313,6 +1322,104 @@ func (r SweepRig) Every(t *testing.T) {
 		r.every(t, l, l, true)
 	})
 	t.Run("Failures", r.everyFailures)
+	t.Run("LockLostMidPass", r.everyLockLost)
+}
+
+// everyLockLost: the lock is taken from the loop sweeping while its pass
+// is under way (held at its first request): the pass ends, failed, and
+// deletes nothing; the loop stands by; at the next period both try the
+// lock, and the one that takes it sweeps what is left.
+func (r SweepRig) everyLockLost(t *testing.T) {
+	ctx := t.Context()
+	b := r.New(t)
+	ticker := newSwTicker(swSweepAt, swEveryPeriod)
+	writer := swStore(b, etagstore.Options{Clock: newSwClock(swT0)})
+	n := 0
+	add := func(count int, until time.Time) {
+		t.Helper()
+		for range count {
+			key := swKey(b, string(rune('a'+n%2)), fmt.Sprintf("m%03d", n))
+			n++
+			if _, err := writer.Create(ctx, key, sweepDoc{Name: "n" + key, Owner: "o", Until: until.UnixMilli()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	add(4, swExpires)
+	lock := &swLocks{}
+	loops := make([]*swEvery, 2)
+	hooks := make([]*swHook, 2)
+	for j := range loops {
+		e := &swEvery{log: &swPasses{}, done: make(chan struct{})}
+		loops[j], hooks[j] = e, &swHook{Backend: b}
+		o := swOptions[j]
+		o.Clock, o.Logger = ticker, slog.New(e.log)
+		s := swStore(hooks[j], o)
+		lctx, cancel := context.WithCancel(ctx)
+		e.cancel = cancel
+		go func() {
+			defer close(e.done)
+			e.err = s.SweepEvery(lctx, swEveryPeriod, lock)
+		}()
+	}
+	t.Cleanup(func() {
+		for _, e := range loops {
+			e.cancel()
+			<-e.done
+		}
+	})
+	ticker.asleep(t, 2)
+	win, lose := 0, 1
+	if loops[1].log.passes.Load() > 0 {
+		win, lose = 1, 0
+	}
+	w, l := loops[win].log, loops[lose].log
+	if w.passes.Load() != 1 || w.swept.Load() != 4 || l.passes.Load()+l.failed.Load() != 0 {
+		t.Fatalf("the first period: the holder %v, the other %v; want one pass sweeping 4, and none", w, l)
+	}
+	add(5, ticker.Now().Add(swEveryPeriod/2))
+	atGate, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hooks[win].onBefore(func(ctx context.Context, _ []driver.Action) {
+		once.Do(func() {
+			close(atGate)
+			<-release
+			// The lock is lost: the pass's request must see it, as its
+			// context done (the lock's loss reaches it by a goroutine of
+			// its own, a moment later).
+			if err := swWait(ctx.Done(), "the end of the pass's context after the lock was lost"); err != nil {
+				t.Error(err)
+			}
+		})
+	})
+	ticker.Advance()
+	if err := swWait(atGate, "the holder's pass's first request"); err != nil {
+		t.Fatal(err)
+	}
+	ticker.asleep(t, 1) // the other one, refused the lock
+	lock.Revoke()
+	close(release)
+	ticker.asleep(t, 1) // the holder that was, its pass ended
+	if w.passes.Load() != 1 || w.failed.Load() != 1 || w.swept.Load() != 4 || l.passes.Load()+l.failed.Load() != 0 {
+		t.Fatalf("the period the lock was lost in: the holder %v, the other %v; want its pass ended, failed, deleting nothing, and the other standing by", w, l)
+	}
+	ticker.Advance()
+	ticker.asleep(t, 2)
+	if w.passes.Load()+l.passes.Load() != 2 || w.failed.Load()+l.failed.Load() != 1 || w.swept.Load()+l.swept.Load() != 9 {
+		t.Fatalf("the next period: the holder that was %v, the other %v; want one of them to sweep the 5 left", w, l)
+	}
+	for _, e := range loops {
+		e.cancel()
+		if err := swWait(e.done, "SweepEvery's return after its context was cancelled"); err != nil {
+			t.Fatal(err)
+		}
+		if e.err != nil {
+			t.Errorf("SweepEvery after its context was cancelled = %v, want nil", e.err)
+		}
+	}
+	if free, holds, unlocks := lock.free(); !free || holds != 2 {
+		t.Errorf("after both loops returned: lock free %v, %d holds, %d unlocks; want it free, taken twice", free, holds, unlocks)
+	}
 }
 
 // swFlakyLock is a SweepLock whose next TryHold fails with err (not
