@@ -1302,9 +1302,10 @@ type swEvery struct {
 // backend, on one fake clock whose Advance ends their sleeps: without a
 // lock, with the rig's locks (one loop sweeps each period, the other
 // stands by, and takes over when the first one's context is cancelled),
-// and with the harness's locks taken from their holder (the other one
-// takes over at the next period). Passes are counted from the Stores'
-// log lines; a cancelled loop returns nil.
+// with the harness's locks taken from their holder while it sleeps (the
+// other one takes over at the next period) and while its pass is under
+// way (LockLostMidPass); and with failures (Failures). Passes are
+// counted from the Stores' log lines; a cancelled loop returns nil.
 func (r SweepRig) Every(t *testing.T) {
 	t.Run("NoLock", func(t *testing.T) { r.every(t, nil, nil, false) })
 	t.Run("Lock", func(t *testing.T) {
