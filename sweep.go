@@ -46,7 +46,7 @@ func (s *Store[T]) sweep(ctx context.Context) (int, error) {
 	}
 	start := s.clock.Now()
 	var out index.Swept
-	err := s.idx.set.Sweep(ctx, d.def(), start.Add(-s.life.skew), start, &out)
+	err := s.idx.set.Sweep(ctx, d.def(), index.Due{Cutoff: start.Add(-s.life.skew), Now: start, At: s.life.at}, &out)
 	s.obs.Swept(ctx, telemetry.SweepPass{Swept: out.Swept, Refreshed: out.Refreshed, Cleaned: out.Cleaned,
 		Listed: out.Listed, Lag: out.Lag, Took: s.clock.Now().Sub(start), Err: err})
 	return out.Swept, err

@@ -29,7 +29,7 @@ func sweepRig(t *testing.T) storetest.SweepRig {
 		},
 		Pairs: 300, Workers: 16, Docs: 100,
 		Faulty: sweepFaulty,
-		Locks: func(t *testing.T) (etagstore.SweepLock, etagstore.SweepLock) {
+		Locks: func(t *testing.T) (etagstore.Locker, etagstore.Locker) {
 			c := azuritetest.NewContainer(t)
 			a, err := blobstore.NewLocker(c, nil)
 			if err != nil {

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/request"
 )
 
 // This file sweeps an expiry index: it deletes the documents whose entry
@@ -32,20 +32,35 @@ type Swept struct {
 	Listed    int           // entries (documents, when Entryless) the pass read
 }
 
-// sendAttempts bounds how often a sweep sends one commit whose answer
-// was lost or refused as unavailable; maxSends, how often it sends one
-// at all (an entry refused is learnt, and the commit sent again).
+// sendAttempts bounds how often a sweep sends one commit the service
+// refused unapplied (throttled); maxSends, how often it sends one at all
+// (an entry refused is learnt, and the commit sent again).
 const (
 	sendAttempts = 4
 	maxSends     = 16
 )
 
-// Sweep deletes the documents that d, an expiry index, says expired at
-// or before cutoff, as the file's comment says; now is the clock's
-// instant, for Lag. An error stops the pass, leaving what it did in out.
-func (s *Set) Sweep(ctx context.Context, d Def, cutoff, now time.Time, out *Swept) error {
+// Due is what a sweep deletes: the documents that expired at or before
+// Cutoff (At gives a document's instant exactly: its stamp is rounded up
+// to the millisecond); Now is the clock's instant, for Lag.
+type Due struct {
+	Cutoff, Now time.Time
+	At          func(key string, data []byte) (time.Time, error)
+}
+
+// due reports whether doc, whose stamp is due, has expired by the cutoff
+// (false when At fails on it: a document T cannot read is left alone).
+func (d Due) due(doc driver.Item) (time.Time, bool) {
+	at, err := d.At(doc.Key, doc.Data)
+	return at, err == nil && !at.IsZero() && !at.After(d.Cutoff)
+}
+
+// Sweep deletes the documents that d, an expiry index, says are due, as
+// the file's comment says. An error stops the pass, leaving what it did
+// in out.
+func (s *Set) Sweep(ctx context.Context, d Def, due Due, out *Swept) error {
 	if s.Entryless() {
-		return s.sweepDocs(ctx, d, cutoff, now, out)
+		return s.sweepDocs(ctx, due, out)
 	}
 	if err := s.Usable(); err != nil {
 		return err
@@ -54,7 +69,8 @@ func (s *Set) Sweep(ctx context.Context, d Def, cutoff, now time.Time, out *Swep
 		return fmt.Errorf("%w: the backend lists no range of entries (driver.Entries.Range), which Sweep reads", errors.ErrUnsupported)
 	}
 	prefix := indexPrefix(d)
-	below := prefix + Stamp(cutoff.Add(time.Millisecond).Truncate(time.Millisecond))
+	last, _ := Unstamp(Stamp(due.Cutoff)) // the last millisecond a due stamp may name
+	below := prefix + Stamp(last.Add(time.Millisecond))
 	var chunk []driver.Item
 	var scope string
 	for it, err := range s.space.Range(ctx, prefix, below) {
@@ -67,7 +83,7 @@ func (s *Set) Sweep(ctx context.Context, d Def, cutoff, now time.Time, out *Swep
 			continue // not an entry of this Set's scopes
 		}
 		if len(chunk) == batchSize || len(chunk) > 0 && sc != scope {
-			if err := s.sweepChunk(ctx, d, chunk, now, out); err != nil {
+			if err := s.sweepChunk(ctx, d, chunk, due, out); err != nil {
 				return err
 			}
 			chunk = chunk[:0]
@@ -75,12 +91,12 @@ func (s *Set) Sweep(ctx context.Context, d Def, cutoff, now time.Time, out *Swep
 		scope = sc
 		chunk = append(chunk, it)
 	}
-	return s.sweepChunk(ctx, d, chunk, now, out)
+	return s.sweepChunk(ctx, d, chunk, due, out)
 }
 
 // sweepChunk sweeps the documents of entries, due expiry entries of one
 // scope.
-func (s *Set) sweepChunk(ctx context.Context, d Def, entries []driver.Item, now time.Time, out *Swept) error {
+func (s *Set) sweepChunk(ctx context.Context, d Def, entries []driver.Item, due Due, out *Swept) error {
 	es := make([]Entry, len(entries))
 	keys := make([]string, 0, len(entries))
 	for i, it := range entries {
@@ -117,15 +133,17 @@ func (s *Set) sweepChunk(ctx context.Context, d Def, entries []driver.Item, now 
 			}
 			continue
 		}
+		at, ok := due.due(doc)
+		if !ok {
+			continue // due within the cutoff's millisecond, after the cutoff: the next pass
+		}
 		swept, err := s.sweepDoc(ctx, doc, it)
 		switch {
 		case err != nil:
 			return err
 		case swept == deleted:
 			out.Swept++
-			if at, ok := Unstamp(e.Value); ok {
-				out.Lag = max(out.Lag, now.Sub(at))
-			}
+			out.Lag = max(out.Lag, due.Now.Sub(at))
 		case swept == written:
 			out.Refreshed++
 		}
@@ -150,7 +168,6 @@ func (s *Set) sweepDoc(ctx context.Context, doc, entry driver.Item) (fate, error
 	del := driver.Action{Key: doc.Key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(doc.ETag)}}
 	req := engine.Request{{Action: del, Was: doc, WasKnown: true}}
 	var m any = memo{entry.Key: entry.ETag}
-	lost := false
 	for attempt := 0; ; attempt++ {
 		if attempt == maxSends {
 			return written, nil // its entries keep changing: the next pass tries again
@@ -164,27 +181,38 @@ func (s *Set) sweepDoc(ctx context.Context, doc, entry driver.Item) (fate, error
 		switch {
 		case err == nil:
 			return deleted, nil
-		case errors.As(err, &ae) && ae.Index > 0 && !lost:
+		case ambiguous(err):
+			// It may have been applied, and whether this sweep deleted it
+			// (or another did, meanwhile) no read can tell: the pass ends
+			// here, without counting it, and the next one sees.
+			return written, err
+		case errors.As(err, &ae) && ae.Index > 0:
 			// An entry it holds was not as assumed (one the document's
 			// writer left missing): learn it and send again.
 			if m, err = s.Refused(ctx, req, implied, ae.Index-1, ae.Err, m); err != nil {
 				return written, err
 			}
 		case errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound):
-			_, rerr := s.Backend.Read(ctx, doc.Key)
-			switch {
-			case errors.Is(rerr, driver.ErrNotFound) && lost:
-				return deleted, nil // an earlier send whose answer was lost deleted it
-			case errors.Is(rerr, driver.ErrNotFound):
-				return gone, nil
-			}
-			return written, nil
-		case attempt+1 < sendAttempts && ctx.Err() == nil && (errors.Is(err, driver.ErrUnavailable) || errors.Is(err, driver.ErrAmbiguous) || errors.Is(err, driver.ErrOutcomeUnknown)):
-			lost = lost || !errors.Is(err, driver.ErrNotApplied)
+			return s.fateOf(ctx, doc.Key)
+		case errors.Is(err, driver.ErrNotApplied) && attempt+1 < sendAttempts && ctx.Err() == nil:
+			// refused unapplied (throttled): sent again
 		default:
 			return written, err
 		}
 	}
+}
+
+// fateOf is what became of key, a document whose delete was refused:
+// written since, or gone (another sweeper or writer deleted it first).
+func (s *Set) fateOf(ctx context.Context, key string) (fate, error) {
+	_, err := s.Backend.Read(ctx, key)
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
+		return gone, nil
+	case err != nil:
+		return written, err
+	}
+	return written, nil
 }
 
 // dropEntry deletes entry, as listed, conditioned on its ETag: true when
@@ -196,31 +224,49 @@ func (s *Set) dropEntry(ctx context.Context, entry driver.Item) bool {
 
 // sweepDocs is Sweep over a backend that keeps no entries: it lists
 // every document (a listing page per 5,000 blobs, and the blobs' reads
-// as the backend lists them) and deletes each one expired by cutoff with
-// If-Match on the version listed.
-func (s *Set) sweepDocs(ctx context.Context, d Def, cutoff, now time.Time, out *Swept) error {
-	due := Stamp(cutoff.Truncate(time.Millisecond))
+// as the backend lists them) and deletes each one due with If-Match on
+// the version listed.
+func (s *Set) sweepDocs(ctx context.Context, due Due, out *Swept) error {
 	for it, err := range s.Backend.List(ctx, "") {
 		if err != nil {
 			return err
 		}
 		out.Listed++
-		vals, err := s.Values(it.Key, it.Data)
-		if err != nil || len(vals[0]) == 0 || strings.Compare(vals[0][0], due) > 0 {
+		at, ok := due.due(it)
+		if !ok {
 			continue
 		}
-		err = s.Backend.Delete(ctx, it.Key, it.ETag)
-		switch {
-		case err == nil:
-			out.Swept++
-			if at, ok := Unstamp(vals[0][0]); ok {
-				out.Lag = max(out.Lag, now.Sub(at))
-			}
-		case errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound):
-			out.Refreshed++
-		default:
+		switch f, err := s.deleteDoc(ctx, it); {
+		case err != nil:
 			return err
+		case f == deleted:
+			out.Swept++
+			out.Lag = max(out.Lag, due.Now.Sub(at))
+		case f == written:
+			out.Refreshed++
 		}
 	}
 	return nil
 }
+
+// deleteDoc deletes doc, as listed, with If-Match on its version (a
+// backend that keeps no entries), as sweepDoc does.
+func (s *Set) deleteDoc(ctx context.Context, doc driver.Item) (fate, error) {
+	for attempt := 0; ; attempt++ {
+		err := s.Backend.Delete(ctx, doc.Key, doc.ETag)
+		switch {
+		case err == nil:
+			return deleted, nil
+		case ambiguous(err):
+			return written, err // as in sweepDoc: the pass ends here
+		case errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound):
+			return s.fateOf(ctx, doc.Key)
+		case !errors.Is(err, driver.ErrNotApplied) || attempt+1 == sendAttempts || ctx.Err() != nil:
+			return written, err
+		}
+	}
+}
+
+// ambiguous reports whether a request that failed with err may have been
+// applied (request.Ambiguous): its answer lost.
+func ambiguous(err error) bool { return request.Ambiguous(err) }
