@@ -1,0 +1,215 @@
+package azqueuepub_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/azqueuepub"
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/azuritetest"
+	"github.com/etagstore/etagstore/memstore"
+	"github.com/etagstore/etagstore/storetest"
+	"github.com/etagstore/etagstore/tablestore"
+)
+
+type Order struct {
+	Customer string
+	Total    int64
+}
+
+// backends are the two an outbox lives on, with the keys of orders in
+// two partitions (one on memstore, which has one scope).
+var backends = []struct {
+	name  string
+	new   func(t *testing.T) driver.Backend
+	parts []string // an order key's prefix per partition
+}{
+	{"memstore", func(*testing.T) driver.Backend { return memstore.New(nil) }, []string{"a-", "b-"}},
+	{"tables", func(t *testing.T) driver.Backend { return tablestore.New(azuritetest.NewTable(t), nil) }, []string{"east/", "west/"}},
+}
+
+// consumer dequeues events and keeps each ID's first delivery: what a
+// deduplicating consumer handles, in the order it handled them.
+type consumer struct {
+	seen    map[string]bool
+	handled []etagstore.Event[OrderPlaced]
+	repeats int
+}
+
+func (c *consumer) take(t *testing.T, q *azqueue.QueueClient) {
+	t.Helper()
+	if c.seen == nil {
+		c.seen = map[string]bool{}
+	}
+	for _, m := range drain(t, q) {
+		ev, err := azqueuepub.Decode[OrderPlaced](*m.MessageText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.seen[ev.ID] {
+			c.repeats++
+			continue
+		}
+		c.seen[ev.ID] = true
+		c.handled = append(c.handled, ev)
+	}
+}
+
+// check fails unless the consumer handled each order's event once and,
+// within a partition, in Seq order from 1 with no gap.
+func (c *consumer) check(t *testing.T, orders map[string]int64) {
+	t.Helper()
+	if len(c.handled) != len(orders) {
+		t.Errorf("handled %d events, want one per order (%d)", len(c.handled), len(orders))
+	}
+	last := map[string]int64{}
+	for _, ev := range c.handled {
+		if total, ok := orders[ev.Value.Order]; !ok || total != ev.Value.Total {
+			t.Errorf("event %+v: no such order", ev)
+		}
+		if ev.Seq != last[ev.Partition]+1 {
+			t.Errorf("partition %q: event %d after %d", ev.Partition, ev.Seq, last[ev.Partition])
+		}
+		last[ev.Partition] = ev.Seq
+	}
+}
+
+// placeOrders places n orders in each partition, each in a transaction
+// that emits its OrderPlaced, and returns them by key.
+func placeOrders(t *testing.T, b driver.Backend, outbox *etagstore.Outbox[OrderPlaced], parts []string, n int) map[string]int64 {
+	t.Helper()
+	orders := etagstore.New[Order](b, nil)
+	placed := map[string]int64{}
+	for i := range n {
+		for _, p := range parts {
+			key, total := fmt.Sprintf("%s%03d", p, i), int64(100+i)
+			err := etagstore.Transact(t.Context(), func(tx *etagstore.Txn) error {
+				if err := orders.In(tx).Create(key, Order{Customer: "c", Total: total}); err != nil {
+					return err
+				}
+				return outbox.In(tx).Emit(OrderPlaced{Order: key, Total: total})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			placed[key] = total
+		}
+	}
+	return placed
+}
+
+// Orders placed with their events, relayed to a queue by RelayOnce with
+// azqueuepub's publisher: each event reaches the queue once, in order per
+// partition, and a second pass publishes nothing.
+func TestRelayToQueue(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			b := be.new(t)
+			outbox := etagstore.NewOutbox[OrderPlaced](b, nil)
+			orders := placeOrders(t, b, outbox, be.parts, 5)
+			q := azuritetest.NewQueue(t)
+			pub := azqueuepub.New[OrderPlaced](q, nil)
+			n, err := outbox.RelayOnce(t.Context(), pub)
+			if err != nil || n != len(orders) {
+				t.Fatalf("RelayOnce published %d (%v), want %d", n, err, len(orders))
+			}
+			var c consumer
+			c.take(t, q)
+			c.check(t, orders)
+			if c.repeats != 0 {
+				t.Errorf("%d repeats without a fault", c.repeats)
+			}
+			if n, err := outbox.RelayOnce(t.Context(), pub); n != 0 || err != nil {
+				t.Errorf("a second RelayOnce published %d (%v), want 0", n, err)
+			}
+			if msgs := drain(t, q); len(msgs) != 0 {
+				t.Errorf("%d messages after a pass with nothing pending", len(msgs))
+			}
+		})
+	}
+}
+
+// A missing queue stops the relay at each partition's first event with
+// ErrStorageNotFound; once the queue exists, the next pass publishes them
+// all.
+func TestRelayToMissingQueue(t *testing.T) {
+	b := memstore.New(nil)
+	outbox := etagstore.NewOutbox[OrderPlaced](b, nil)
+	orders := placeOrders(t, b, outbox, []string{"a-"}, 3)
+	missing := azuritetest.MissingQueue(t)
+	n, err := outbox.RelayOnce(t.Context(), azqueuepub.New[OrderPlaced](missing, nil))
+	if n != 0 {
+		t.Errorf("published %d to a missing queue", n)
+	}
+	// Relay's own prefix names the event it stopped at (relay.go).
+	wantSentinel(t, "RelayOnce to a missing queue", err, etagstore.ErrStorageNotFound, "relay of event 1 ")
+
+	q := azuritetest.NewQueue(t)
+	if n, err := outbox.RelayOnce(t.Context(), azqueuepub.New[OrderPlaced](q, nil)); n != 3 || err != nil {
+		t.Fatalf("RelayOnce to the queue: %d, %v; want 3", n, err)
+	}
+	var c consumer
+	c.take(t, q)
+	c.check(t, orders)
+}
+
+// Through a proxy that drops a third of the enqueues' answers after the
+// queue took them, and fails a tenth with 500, with no retry in the SDK
+// (the relay's passes retry): passes of RelayOnce publish every event at
+// least once; the queue holds repeats, each with its event's ID, and the
+// deduplicating consumer handles each event once, in Seq order per
+// partition (an event is published again until it is enqueued for sure,
+// and only then does the next one go).
+func TestRelayThroughFaults(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			b := be.new(t)
+			outbox := etagstore.NewOutbox[OrderPlaced](b, nil)
+			orders := placeOrders(t, b, outbox, be.parts, 8)
+			proxy := storetest.StartFaultProxy(t, azuritetest.Host(t, "Queue"), storetest.Faults{Seed: 46, DropAfterCommit: 0.3, ServerError: 0.1})
+			q := azuritetest.NewQueueWith(t, proxy.URL(), azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}, Transport: azuritetest.Transport})
+			pub := azqueuepub.New[OrderPlaced](q, nil)
+			published, passes, failed := 0, 0, 0
+			for ; published < len(orders) && passes < 100; passes++ {
+				n, err := outbox.RelayOnce(t.Context(), pub)
+				published += n
+				switch {
+				case errors.Is(err, etagstore.ErrUnavailable):
+					failed++
+				case err != nil:
+					t.Fatalf("pass %d: %v, want nil or ErrUnavailable", passes, err)
+				}
+			}
+			if published != len(orders) {
+				t.Fatalf("after %d passes, %d of %d events published", passes, published, len(orders))
+			}
+			var c consumer
+			c.take(t, directQueue(t, q))
+			c.check(t, orders)
+			t.Logf("%d passes, %d of them stopped by a failed publish; the proxy's faults: %v; %d repeats dropped by ID", passes, failed, proxy.Counts(), c.repeats)
+			if proxy.Counts()["drop-after-commit"] > 0 && c.repeats == 0 {
+				t.Error("answers were dropped after the enqueue, yet no event came twice")
+			}
+		})
+	}
+}
+
+// directQueue is a client of via's queue that talks to Azurite itself.
+func directQueue(t *testing.T, via *azqueue.QueueClient) *azqueue.QueueClient {
+	t.Helper()
+	u, err := azqueue.ParseURL(via.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := azqueue.NewServiceClientFromConnectionString(azuritetest.ConnectionString(t), &azqueue.ClientOptions{ClientOptions: azuritetest.Options})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc.NewQueueClient(u.QueueName)
+}
