@@ -1,9 +1,13 @@
 package azqueuepub_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -26,12 +30,13 @@ type Order struct {
 // backends are the two an outbox lives on, with the keys of orders in
 // two partitions (one on memstore, which has one scope).
 var backends = []struct {
-	name  string
-	new   func(t *testing.T) driver.Backend
-	parts []string // an order key's prefix per partition
+	name   string
+	new    func(t *testing.T) driver.Backend
+	parts  []string // an order key's prefix per partition
+	scopes []string // their Event.Partition
 }{
-	{"memstore", func(*testing.T) driver.Backend { return memstore.New(nil) }, []string{"a-", "b-"}},
-	{"tables", func(t *testing.T) driver.Backend { return tablestore.New(azuritetest.NewTable(t), nil) }, []string{"east/", "west/"}},
+	{"memstore", func(*testing.T) driver.Backend { return memstore.New(nil) }, []string{"a-", "b-"}, []string{"", ""}},
+	{"tables", func(t *testing.T) driver.Backend { return tablestore.New(azuritetest.NewTable(t), nil) }, []string{"east/", "west/"}, []string{"east/", "west/"}},
 }
 
 // consumer dequeues events and keeps each ID's first delivery: what a
@@ -61,9 +66,10 @@ func (c *consumer) take(t *testing.T, q *azqueue.QueueClient) {
 	}
 }
 
-// check fails unless the consumer handled each order's event once and,
+// check fails unless the consumer handled each order's event once, in
+// its partition (the scope of the order's prefix among parts) and,
 // within a partition, in Seq order from 1 with no gap.
-func (c *consumer) check(t *testing.T, orders map[string]int64) {
+func (c *consumer) check(t *testing.T, orders map[string]int64, parts, scopes []string) {
 	t.Helper()
 	if len(c.handled) != len(orders) {
 		t.Errorf("handled %d events, want one per order (%d)", len(c.handled), len(orders))
@@ -72,6 +78,11 @@ func (c *consumer) check(t *testing.T, orders map[string]int64) {
 	for _, ev := range c.handled {
 		if total, ok := orders[ev.Value.Order]; !ok || total != ev.Value.Total {
 			t.Errorf("event %+v: no such order", ev)
+		}
+		for i, p := range parts {
+			if strings.HasPrefix(ev.Value.Order, p) && ev.Partition != scopes[i] {
+				t.Errorf("event %+v: in partition %q, want %q", ev, ev.Partition, scopes[i])
+			}
 		}
 		if ev.Seq != last[ev.Partition]+1 {
 			t.Errorf("partition %q: event %d after %d", ev.Partition, ev.Seq, last[ev.Partition])
@@ -121,7 +132,7 @@ func TestRelayToQueue(t *testing.T) {
 			}
 			var c consumer
 			c.take(t, q)
-			c.check(t, orders)
+			c.check(t, orders, be.parts, be.scopes)
 			if c.repeats != 0 {
 				t.Errorf("%d repeats without a fault", c.repeats)
 			}
@@ -156,7 +167,7 @@ func TestRelayToMissingQueue(t *testing.T) {
 	}
 	var c consumer
 	c.take(t, q)
-	c.check(t, orders)
+	c.check(t, orders, []string{"a-"}, []string{""})
 }
 
 // Through a proxy that drops a third of the enqueues' answers after the
@@ -191,7 +202,7 @@ func TestRelayThroughFaults(t *testing.T) {
 			}
 			var c consumer
 			c.take(t, directQueue(t, q))
-			c.check(t, orders)
+			c.check(t, orders, be.parts, be.scopes)
 			t.Logf("%d passes, %d of them stopped by a failed publish; the proxy's faults: %v; %d repeats dropped by ID", passes, failed, proxy.Counts(), c.repeats)
 			if proxy.Counts()["drop-after-commit"] > 0 && c.repeats == 0 {
 				t.Error("answers were dropped after the enqueue, yet no event came twice")
@@ -212,4 +223,68 @@ func directQueue(t *testing.T, via *azqueue.QueueClient) *azqueue.QueueClient {
 		t.Fatal(err)
 	}
 	return svc.NewQueueClient(u.QueueName)
+}
+
+// fixedClock tells one time (an event's Time, and so its size, is
+// known); it sleeps as the system's does.
+type fixedClock struct{ now time.Time }
+
+func (c fixedClock) Now() time.Time { return c.now }
+func (c fixedClock) Sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// The largest event Emit takes (its Event is etagstore.MaxEventSize bytes
+// of JSON as Emit measures it) commits, relays and arrives whole; one
+// byte more is ErrTooLarge at Emit.
+func TestLargestEventRelays(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			b := be.new(t)
+			clock := fixedClock{time.Date(2026, 11, 27, 17, 28, 9, 123456789, time.UTC)}
+			outbox := etagstore.NewOutbox[OrderPlaced](b, &etagstore.OutboxOptions{Options: etagstore.Options{Clock: clock}})
+			orders := etagstore.New[Order](b, nil)
+			key := be.parts[0] + "big"
+			// The size Emit measures: an ID of 32 hex digits, a Seq of 16.
+			scope := be.scopes[0]
+			measure := func(v OrderPlaced) int {
+				value, _ := json.Marshal(v)
+				b, _ := json.Marshal(etagstore.Event[json.RawMessage]{ID: strings.Repeat("f", 32), Partition: scope, Seq: 1e15, Time: clock.now, Value: value})
+				return len(b)
+			}
+			v := OrderPlaced{Order: key, Total: 1}
+			v.Order += strings.Repeat("x", etagstore.MaxEventSize-measure(v))
+			if n := measure(v); n != etagstore.MaxEventSize {
+				t.Fatalf("measured %d bytes, want %d", n, etagstore.MaxEventSize)
+			}
+			emit := func(v OrderPlaced) error {
+				return etagstore.Transact(t.Context(), func(tx *etagstore.Txn) error {
+					if err := orders.In(tx).Put(key, Order{Total: v.Total}); err != nil {
+						return err
+					}
+					return outbox.In(tx).Emit(v)
+				})
+			}
+			over := v
+			over.Order += "x"
+			wantSentinel(t, "Emit one byte over MaxEventSize", emit(over), etagstore.ErrTooLarge)
+			if err := emit(v); err != nil {
+				t.Fatalf("Emit of MaxEventSize: %v", err)
+			}
+			q := azuritetest.NewQueue(t)
+			if n, err := outbox.RelayOnce(t.Context(), azqueuepub.New[OrderPlaced](q, nil)); n != 1 || err != nil {
+				t.Fatalf("RelayOnce: %d, %v; want the one event", n, err)
+			}
+			var c consumer
+			c.take(t, q)
+			if len(c.handled) != 1 || c.handled[0].Value != v {
+				t.Fatalf("the queue held %d events, want the one emitted, whole", len(c.handled))
+			}
+		})
+	}
 }
