@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -135,6 +137,27 @@ func TestRelayToQueue(t *testing.T) {
 			c.check(t, orders, be.parts, be.scopes)
 			if c.repeats != 0 {
 				t.Errorf("%d repeats without a fault", c.repeats)
+			}
+			// Read, after the relay, yields the events the queue got:
+			// the same IDs, Seqs and values.
+			got := map[string]etagstore.Event[OrderPlaced]{}
+			for _, ev := range c.handled {
+				got[ev.ID] = ev
+			}
+			read := 0
+			for _, scope := range slices.Compact(slices.Clone(be.scopes)) { // memstore: one scope
+				for ev, err := range outbox.Read(t.Context(), scope, 0) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					read++
+					if m, ok := got[ev.ID]; !ok || m.Seq != ev.Seq || m.Partition != ev.Partition || m.Value != ev.Value || !m.Time.Equal(ev.Time) {
+						t.Errorf("Read yields %+v; the queue got %+v", ev, m)
+					}
+				}
+			}
+			if read != len(orders) {
+				t.Errorf("Read yields %d events, want %d", read, len(orders))
 			}
 			if n, err := outbox.RelayOnce(t.Context(), pub); n != 0 || err != nil {
 				t.Errorf("a second RelayOnce published %d (%v), want 0", n, err)
@@ -287,4 +310,67 @@ func TestLargestEventRelays(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Two relays race over one partition while orders keep coming: the queue
+// may hold repeats, but the deduplicating consumer meets every event, and
+// meets each partition's events first in Seq order with no gap (a relay
+// publishes an event only after the one before it was published by it or
+// marked sent by the other).
+func TestRacingRelays(t *testing.T) {
+	b := tablestore.New(azuritetest.NewTable(t), nil)
+	outbox := etagstore.NewOutbox[OrderPlaced](b, nil)
+	orders := etagstore.New[Order](b, nil)
+	q := azuritetest.NewQueue(t)
+	pub := azqueuepub.New[OrderPlaced](q, nil)
+	const emitters, each = 4, 5
+	var placing, relaying sync.WaitGroup
+	placed := make(chan struct{})
+	for e := range emitters {
+		placing.Go(func() {
+			for i := range each {
+				key := fmt.Sprintf("shop/%d-%d", e, i)
+				err := etagstore.Transact(t.Context(), func(tx *etagstore.Txn) error {
+					if err := orders.In(tx).Create(key, Order{Total: 1}); err != nil {
+						return err
+					}
+					return outbox.In(tx).Emit(OrderPlaced{Order: key, Total: 1})
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for range 2 {
+		relaying.Go(func() {
+			for done := false; !done; {
+				select {
+				case <-placed:
+					done = true // one more pass after the last commit
+				default:
+				}
+				if _, err := outbox.RelayOnce(t.Context(), pub); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	placing.Wait()
+	close(placed)
+	relaying.Wait()
+	if n, err := outbox.RelayOnce(t.Context(), pub); n != 0 || err != nil {
+		t.Errorf("a pass after both relays ended published %d (%v), want nothing left", n, err)
+	}
+	var c consumer
+	c.take(t, q)
+	want := map[string]int64{}
+	for e := range emitters {
+		for i := range each {
+			want[fmt.Sprintf("shop/%d-%d", e, i)] = 1
+		}
+	}
+	c.check(t, want, []string{"shop/"}, []string{"shop/"})
+	t.Logf("%d events, %d repeats dropped", len(c.handled), c.repeats)
 }
