@@ -64,6 +64,19 @@ func TestMainSmoke(t *testing.T) {
 	}
 }
 
+// The package documentation's other form, `go run ./examples/orders -conn
+// "$CONNECTION_STRING"`: the connection string from the flag alone
+// (ETAGSTORE_AZURITE emptied), with fewer orders.
+func TestMainConnFlag(t *testing.T) {
+	conn := azuritetest.ConnectionString(t)
+	bin := smoke.Build(t)
+	t.Setenv(azuritetest.EnvVar, "")
+	out, errOut := smoke.Run(t, 60*time.Second, bin, "-conn", conn, "-orders", "3", "-lost", "1")
+	if !regexp.MustCompile(`(?m)^worker: received 4 deliveries, emailed 3, dropped 1 repeats by event ID$`).MatchString(out) || errOut != "" {
+		t.Errorf("want 3 orders emailed and 1 repeat dropped; stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
+	}
+}
+
 // rig is an env of the test's own (a fresh table and queue), with a
 // worker whose emails are counted per order.
 type rig struct {
