@@ -26,14 +26,15 @@
 // it was emitted (RFC 3339), and value is the event's value as
 // encoding/json writes it.
 //
-// Base64, because it is what Azure's other SDKs and Azure Functions' queue
-// trigger read by default (the .NET QueueClient's MessageEncoding.Base64,
-// the trigger's "messageEncoding": "base64"), and because a message body
-// travels inside XML, which cannot carry every character a JSON string
-// may hold (U+FFFE, U+FFFF). Decode accepts both forms: the base64 this
-// package writes, and the JSON itself (a body that starts with "{", which
-// base64 never does), as Azure Functions hands a decoded message to its
-// handler.
+// Base64, because Azure Functions' queue trigger expects it by default
+// (host.json's "messageEncoding": "base64"), as the older Azure Storage
+// SDKs wrote it (the current .NET and Java clients read it when set to
+// QueueMessageEncoding.Base64; their default is none), and because a
+// message body travels inside XML, which cannot carry every character a
+// JSON string may hold (U+FFFE, U+FFFF). Decode accepts both forms: the
+// base64 this package writes, and the JSON itself (a body that starts
+// with "{", which base64 never does), as Azure Functions hands a decoded
+// message to its handler.
 //
 // An event's JSON is at most etagstore.MaxEventSize (48 KiB; Emit refuses
 // a larger one with ErrTooLarge), so its base64 fits Azure Queue
@@ -48,6 +49,10 @@
 // the service's order is best effort), and the relay publishes at least
 // once: a consumer that needs order compares Seq within a partition, and
 // every consumer drops an ID it has handled.
+//
+// Each publish is one request (Azure Queue storage enqueues one message
+// at a time), and Relay waits for each before the next: a relay moves
+// about one event per round trip to the queue.
 //
 // # Errors
 //
