@@ -259,3 +259,21 @@ func TestDecode(t *testing.T) {
 	_, err = azqueuepub.Encode(etagstore.Event[func()]{ID: "f", Value: func() {}})
 	wantSentinel(t, "Encode of a func", err, etagstore.ErrInvalidInput)
 }
+
+// A string XML cannot carry (U+FFFE, U+FFFF; encoding/xml would write
+// U+FFFD) arrives whole: the body is base64.
+func TestNonXMLCharacters(t *testing.T) {
+	q := azuritetest.NewQueue(t)
+	ev := event(1, OrderPlaced{Order: "o-\ufffe\uffff-<&>\u2028"})
+	if err := azqueuepub.New[OrderPlaced](q, nil)(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	msgs := drain(t, q)
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages, want 1", len(msgs))
+	}
+	got, err := azqueuepub.Decode[OrderPlaced](*msgs[0].MessageText)
+	if err != nil || got.Value != ev.Value {
+		t.Errorf("got %q (%v), want %q", got.Value.Order, err, ev.Value.Order)
+	}
+}
