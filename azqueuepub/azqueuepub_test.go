@@ -77,6 +77,7 @@ func event(seq int64, v OrderPlaced) etagstore.Event[OrderPlaced] {
 // Published events arrive as one message each, in the order published,
 // their body the base64 of the event's JSON with its ID.
 func TestPublishDequeue(t *testing.T) {
+	t.Parallel()
 	q := azuritetest.NewQueue(t)
 	pub := azqueuepub.New[OrderPlaced](q, nil)
 	for i := range int64(5) {
@@ -110,6 +111,7 @@ func TestPublishDequeue(t *testing.T) {
 }
 
 func TestMissingQueue(t *testing.T) {
+	t.Parallel()
 	pub := azqueuepub.New[OrderPlaced](azuritetest.MissingQueue(t), nil)
 	err := pub(t.Context(), event(1, OrderPlaced{Order: "o-1"}))
 	wantSentinel(t, "publish to a missing queue", err, etagstore.ErrStorageNotFound)
@@ -126,6 +128,7 @@ func TestNilQueue(t *testing.T) {
 // An event whose message would be over 64 KiB is refused before it is
 // sent; one of etagstore.MaxEventSize fits.
 func TestTooLarge(t *testing.T) {
+	t.Parallel()
 	q := azuritetest.NewQueue(t)
 	pub := azqueuepub.New[OrderPlaced](q, nil)
 	big := event(1, OrderPlaced{Order: strings.Repeat("x", 49<<10)})
@@ -162,6 +165,7 @@ func TestTooLarge(t *testing.T) {
 // each copy with the event's ID. The faults come from a proxy in front of
 // Azurite, on writes only: the test peeks through it.
 func TestUnavailable(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name     string
 		faults   storetest.Faults
@@ -173,6 +177,7 @@ func TestUnavailable(t *testing.T) {
 		{"answer dropped", storetest.Faults{DropAfterCommit: 1}, "drop-after-commit", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			proxy := storetest.StartFaultProxy(t, azuritetest.Host(t, "Queue"), c.faults)
 			q := azuritetest.NewQueueVia(t, proxy.URL())
 			err := azqueuepub.New[OrderPlaced](q, nil)(t.Context(), event(7, OrderPlaced{Order: "o-7"}))
@@ -201,6 +206,7 @@ func TestUnavailable(t *testing.T) {
 // A message lives for Options.TimeToLive, rounded up to a second; a
 // negative one never expires.
 func TestTimeToLive(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		ttl  time.Duration
 		want time.Duration // 0: never expires
@@ -263,6 +269,7 @@ func TestDecode(t *testing.T) {
 // A string XML cannot carry (U+FFFE, U+FFFF; encoding/xml would write
 // U+FFFD) arrives whole: the body is base64.
 func TestNonXMLCharacters(t *testing.T) {
+	t.Parallel()
 	q := azuritetest.NewQueue(t)
 	ev := event(1, OrderPlaced{Order: "o-\ufffe\uffff-<&>\u2028"})
 	if err := azqueuepub.New[OrderPlaced](q, nil)(t.Context(), ev); err != nil {

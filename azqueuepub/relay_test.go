@@ -121,8 +121,10 @@ func placeOrders(t *testing.T, b driver.Backend, outbox *etagstore.Outbox[OrderP
 // azqueuepub's publisher: each event reaches the queue once, in order per
 // partition, and a second pass publishes nothing.
 func TestRelayToQueue(t *testing.T) {
+	t.Parallel()
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
 			b := be.new(t)
 			outbox := etagstore.NewOutbox[OrderPlaced](b, nil)
 			orders := placeOrders(t, b, outbox, be.parts, 5)
@@ -173,6 +175,7 @@ func TestRelayToQueue(t *testing.T) {
 // ErrStorageNotFound; once the queue exists, the next pass publishes them
 // all.
 func TestRelayToMissingQueue(t *testing.T) {
+	t.Parallel()
 	b := memstore.New(nil)
 	outbox := etagstore.NewOutbox[OrderPlaced](b, nil)
 	orders := placeOrders(t, b, outbox, []string{"a-"}, 3)
@@ -201,8 +204,10 @@ func TestRelayToMissingQueue(t *testing.T) {
 // partition (an event is published again until it is enqueued for sure,
 // and only then does the next one go).
 func TestRelayThroughFaults(t *testing.T) {
+	t.Parallel()
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
 			b := be.new(t)
 			outbox := etagstore.NewOutbox[OrderPlaced](b, nil)
 			orders := placeOrders(t, b, outbox, be.parts, 8)
@@ -266,8 +271,10 @@ func (c fixedClock) Sleep(ctx context.Context, d time.Duration) error {
 // of JSON as Emit measures it) commits, relays and arrives whole; one
 // byte more is ErrTooLarge at Emit.
 func TestLargestEventRelays(t *testing.T) {
+	t.Parallel()
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
 			b := be.new(t)
 			clock := fixedClock{time.Date(2026, 11, 27, 17, 28, 9, 123456789, time.UTC)}
 			outbox := etagstore.NewOutbox[OrderPlaced](b, &etagstore.OutboxOptions{Options: etagstore.Options{Clock: clock}})
@@ -318,6 +325,7 @@ func TestLargestEventRelays(t *testing.T) {
 // publishes an event only after the one before it was published by it or
 // marked sent by the other).
 func TestRacingRelays(t *testing.T) {
+	t.Parallel()
 	b := tablestore.New(azuritetest.NewTable(t), nil)
 	outbox := etagstore.NewOutbox[OrderPlaced](b, nil)
 	orders := etagstore.New[Order](b, nil)

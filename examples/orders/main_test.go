@@ -22,6 +22,7 @@ import (
 // own, email every order once, drop each repeat, and leave the queue
 // empty.
 func TestMainSmoke(t *testing.T) {
+	t.Parallel()
 	azuritetest.ConnectionString(t) // fails, never skips, without Azurite
 	bin := smoke.Build(t)
 	out, errOut := smoke.Run(t, 60*time.Second, bin)
@@ -139,6 +140,7 @@ func (r *rig) drain(t *testing.T) {
 // Every event published twice (by two relays without a lock, say): the
 // worker emails each order once and drops the second copies by ID.
 func TestWorkerDropsRepeats(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, 30*time.Second)
 	r.place(t, "alice", 4)
 	r.place(t, "bob", 3)
@@ -172,6 +174,7 @@ func TestWorkerDropsRepeats(t *testing.T) {
 // An email that fails forgets the event's ID: the message comes back
 // when its visibility timeout ends, and the email goes then.
 func TestFailedEmailIsSentOnRedelivery(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, time.Second) // the service's shortest visibility timeout
 	r.place(t, "carol", 2)
 	r.fail["carol/o-002"] = true
