@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 )
 
 // EnvVar names the environment variable holding Azurite's connection string.
@@ -89,6 +90,64 @@ func NewContainer(t testing.TB) *container.Client {
 		}
 	})
 	return c
+}
+
+// NewQueue creates a fresh queue of Azurite's queue service and deletes it
+// when the test ends.
+func NewQueue(t testing.TB) *azqueue.QueueClient {
+	t.Helper()
+	svc, err := azqueue.NewServiceClientFromConnectionString(ConnectionString(t), &azqueue.ClientOptions{ClientOptions: Options})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.ToLower(Name("q"))
+	q := svc.NewQueueClient(name)
+	if _, err := q.Create(context.Background(), nil); err != nil {
+		t.Fatalf("create queue %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := q.Delete(ctx, nil); err != nil {
+			t.Errorf("delete queue %s: %v", name, err)
+		}
+	})
+	return q
+}
+
+// NewQueueVia creates a fresh queue and returns a client for it whose
+// requests go to via (a fault proxy in front of Azurite's queue
+// endpoint, say) instead of Azurite itself, with FastRetries.
+func NewQueueVia(t testing.TB, via string) *azqueue.QueueClient {
+	t.Helper()
+	return NewQueueWith(t, via, FastRetries)
+}
+
+// NewQueueWith is NewQueueVia with the SDK client options opts.
+func NewQueueWith(t testing.TB, via string, opts azcore.ClientOptions) *azqueue.QueueClient {
+	t.Helper()
+	direct := NewQueue(t)
+	name := direct.URL()[strings.LastIndex(direct.URL(), "/")+1:]
+	acct, key := accountKey(t)
+	cred, err := azqueue.NewSharedKeyCredential(acct, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := azqueue.NewQueueClientWithSharedKeyCredential(strings.TrimRight(via, "/")+"/"+acct+"/"+name, cred, &azqueue.ClientOptions{ClientOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// MissingQueue returns a client for a queue that does not exist.
+func MissingQueue(t testing.TB) *azqueue.QueueClient {
+	t.Helper()
+	svc, err := azqueue.NewServiceClientFromConnectionString(ConnectionString(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc.NewQueueClient(strings.ToLower(Name("missing")))
 }
 
 // Host returns the scheme and host of service ("Blob", "Queue" or "Table")
