@@ -54,6 +54,13 @@ type OutboxOptions struct {
 	Retention time.Duration
 	// Poll is how long Relay waits between passes. Default: 250 ms.
 	Poll time.Duration
+	// InFlight is how many events of one partition Relay publishes at
+	// once. Default (1): one after another, so that a failed publish
+	// stops its partition before any later event goes. More is faster
+	// where each publish is a round trip (Azure Queue storage takes one
+	// message a request), but a later event may then be published before
+	// an earlier one whose publish fails (consumers order by Seq).
+	InFlight int
 }
 
 // MaxEventSize bounds an event as a queue message carries it: the JSON
@@ -71,6 +78,8 @@ type Outbox[E any] struct {
 	err    error          // NewOutbox's refusal: every call fails with it
 	clock  Clock
 	poll   time.Duration
+	// inFlight is OutboxOptions.InFlight.
+	inFlight int
 }
 
 // record is one record of an outbox (internal/outbox): an event (ID, Seq,
@@ -101,10 +110,13 @@ func NewOutbox[E any](b driver.Backend, opts *OutboxOptions) *Outbox[E] {
 	if o.Poll <= 0 {
 		o.Poll = 250 * time.Millisecond
 	}
+	if o.InFlight <= 0 {
+		o.InFlight = 1
+	}
 	if o.Clock == nil {
 		o.Clock = systemClock{}
 	}
-	x := &Outbox[E]{clock: o.Clock, poll: o.Poll}
+	x := &Outbox[E]{clock: o.Clock, poll: o.Poll, inFlight: o.InFlight}
 	if x.err = index.CheckName(o.Name); x.err != nil {
 		return x
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -18,20 +19,23 @@ import (
 // Relay publishes every committed event, in order per partition, at
 // least once, then marks it sent, until ctx is done (then it returns
 // nil). Every Poll (OutboxOptions) it makes a pass: it lists the pending
-// events of every partition (one query on tables), reads each
-// partition's cursor (the last Seq relayed), and publishes the events
-// that follow it without a gap, one at a time; each published event is
-// marked sent in one request that moves it from pending to sent and
-// advances the cursor, conditioned on both, so that two relays never mark
-// one event twice. A publish that fails (or panics) stops its partition:
-// it is tried again after a backoff (from 100 ms, doubling, up to a
-// minute), and no later event of the partition goes before it. Relayed
-// events past the retention are deleted by the passes.
+// events of every partition (one query on tables), and relays up to 8
+// partitions at once; in each it reads the cursor (the last Seq relayed)
+// and publishes the events that follow it without a gap, one after
+// another (InFlight at a time, if more than one). Published events are
+// marked sent up to 32 to a request, which moves them from pending to
+// sent and advances the cursor, conditioned on all of them, so that two
+// relays never mark one event twice. A publish that fails (or panics)
+// stops its partition: it is tried again after a backoff (from 100 ms,
+// doubling, up to a minute), and no later event of the partition goes
+// before it (with InFlight 1). Relayed events past the retention are
+// deleted by the passes.
 //
 // With lock, only the process holding the lock named "etagstore-relay-"
 // and the outbox's name relays; the others stand by. Without one, several
-// relays are safe: an event may then be published more than once (which
-// at least once allows), and each is marked sent once.
+// relays are safe, but each publishes what it lists until a mark lands:
+// most events are then published by every relay (at least once allows
+// it; consumers drop repeats by ID), and each is marked sent once.
 func (o *Outbox[E]) Relay(ctx context.Context, publish func(context.Context, Event[E]) error, lock Locker) error {
 	if o.err != nil {
 		return o.err
@@ -69,42 +73,60 @@ type partitionWait struct {
 	next time.Time
 }
 
+// partitionsAtOnce is how many partitions a pass relays at once.
+const partitionsAtOnce = 8
+
 // pass is one relay pass; waits (nil: none kept) holds the partitions
-// waiting after a failed publish.
+// waiting after a failed publish. Partitions are relayed concurrently,
+// partitionsAtOnce at a time; each one's events in order.
 func (o *Outbox[E]) pass(ctx context.Context, publish func(context.Context, Event[E]) error, waits map[string]*partitionWait) (int, error) {
 	start := o.clock.Now()
 	var (
-		st       telemetry.RelayPass
-		first    error
-		scope    string
-		batch    []driver.Item
-		relayOne = func() {
-			n, err := o.relayPartition(ctx, scope, batch, publish, waits, &st)
-			st.Published += n
-			if first == nil {
-				first = err
-			}
-		}
+		mu    sync.Mutex // over st, first and waits
+		st    telemetry.RelayPass
+		first error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, partitionsAtOnce)
 	)
+	relay := func(scope string, pending []driver.Item) {
+		defer func() { <-slots; wg.Done() }()
+		n, err := o.relayPartition(ctx, scope, pending, publish, waits, &mu, &st)
+		mu.Lock()
+		defer mu.Unlock()
+		st.Published += n
+		if first == nil {
+			first = err
+		}
+	}
+	var scope string
+	var batch []driver.Item
+	flush := func() {
+		if len(batch) > 0 {
+			slots <- struct{}{}
+			wg.Add(1)
+			go relay(scope, batch)
+			batch = nil
+		}
+	}
 	for it, err := range o.layout.AllPending(ctx) {
 		if err != nil {
+			mu.Lock()
 			first = err
+			mu.Unlock()
 			break
 		}
 		sc, err := o.layout.Space.Scope(it.Key)
 		if err != nil {
 			continue
 		}
-		if len(batch) > 0 && sc != scope {
-			relayOne()
-			batch = batch[:0]
+		if sc != scope {
+			flush()
 		}
 		scope = sc
 		batch = append(batch, it)
 	}
-	if len(batch) > 0 {
-		relayOne()
-	}
+	flush()
+	wg.Wait()
 	st.Took, st.Err = o.clock.Now().Sub(start), first
 	o.store.obs.Relayed(ctx, st)
 	return st.Published, first
@@ -115,31 +137,59 @@ func (o *Outbox[E]) pass(ctx context.Context, publish func(context.Context, Even
 // 100 actions.
 const markBatch = 32
 
-// relayPartition relays scope's pending events (as listed, in order): it
-// publishes them one by one, and marks them sent markBatch at a time.
-func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []driver.Item, publish func(context.Context, Event[E]) error, waits map[string]*partitionWait, st *telemetry.RelayPass) (int, error) {
+// relayPartition relays scope's pending events (as listed, in order): the
+// run that follows the cursor without a gap, published InFlight at a
+// time (one by one by default), and marked sent markBatch at a time. A
+// publish that fails ends it: the events before it are marked, and the
+// partition waits (waits) before it is tried again.
+func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []driver.Item, publish func(context.Context, Event[E]) error, waits map[string]*partitionWait, mu *sync.Mutex, st *telemetry.RelayPass) (int, error) {
 	now := o.clock.Now()
-	if w := waits[scope]; w != nil && now.Before(w.next) {
+	mu.Lock()
+	w := waits[scope]
+	mu.Unlock()
+	if w != nil && now.Before(w.next) {
 		return 0, nil // backing off after a failed publish
 	}
 	cursor, err := o.store.Get(ctx, o.layout.Cursor(scope))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return 0, err
 	}
-	next := cursor.Value.Seq + 1
-	var published []driver.Item // not marked yet
-	n := 0
-	mark := func() error {
-		if len(published) == 0 {
-			return nil
-		}
-		err := o.markSent(ctx, scope, published)
-		if err == nil {
-			n += len(published)
-		}
-		published = published[:0]
-		return err
+	run, evs, err := o.run(scope, pending, cursor.Value.Seq)
+	if len(evs) > 0 {
+		mu.Lock()
+		st.Lag = max(st.Lag, now.Sub(evs[0].Time))
+		mu.Unlock()
 	}
+	n := 0
+	for i := 0; i < len(evs); {
+		k := min(len(evs)-i, o.inFlight)
+		failed, perr := publishAll(ctx, publish, evs[i:i+k])
+		if failed < k {
+			mu.Lock()
+			st.Failed++
+			o.wait(waits, scope, now)
+			mu.Unlock()
+			merr := o.markAll(ctx, scope, run[i:i+failed], &n)
+			return n, errors.Join(fmt.Errorf("etagstore: relay of event %d of %q: %w", evs[i+failed].Seq, scope, perr), merr)
+		}
+		mu.Lock()
+		delete(waits, scope)
+		mu.Unlock()
+		if err := o.markAll(ctx, scope, run[i:i+k], &n); err != nil {
+			return n, err
+		}
+		i += k
+	}
+	return n, err
+}
+
+// run is the pending events (as listed, in order) that follow cursor
+// without a gap, with their Events; err, an event that cannot be read,
+// ends it.
+func (o *Outbox[E]) run(scope string, pending []driver.Item, cursor int64) ([]driver.Item, []Event[E], error) {
+	var run []driver.Item
+	var evs []Event[E]
+	next := cursor + 1
 	for _, it := range pending {
 		seq, ok := o.layout.Seq(it.Key)
 		if !ok || seq < next {
@@ -150,23 +200,50 @@ func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []
 		}
 		ev, err := o.event(scope, it)
 		if err != nil {
-			return n, errors.Join(err, mark())
+			return run, evs, err
 		}
-		st.Lag = max(st.Lag, now.Sub(ev.Time))
-		if err := callPublish(ctx, publish, ev); err != nil {
-			st.Failed++
-			o.wait(waits, scope, now)
-			return n, errors.Join(fmt.Errorf("relay of event %d of %q: %w", seq, scope, err), mark())
-		}
-		delete(waits, scope)
-		if published = append(published, it); len(published) == markBatch {
-			if err := mark(); err != nil {
-				return n, err
-			}
-		}
+		run, evs = append(run, it), append(evs, ev)
 		next++
 	}
-	return n, mark()
+	return run, evs, nil
+}
+
+// markAll marks events, published, sent, markBatch to a request, adding
+// how many to *n.
+func (o *Outbox[E]) markAll(ctx context.Context, scope string, events []driver.Item, n *int) error {
+	for len(events) > 0 {
+		k := min(len(events), markBatch)
+		if err := o.markSent(ctx, scope, events[:k]); err != nil {
+			return err
+		}
+		*n += k
+		events = events[k:]
+	}
+	return nil
+}
+
+// publishAll publishes evs at once, one goroutine each (one: on the
+// caller's), and returns how many of them, from the first, succeeded
+// before the first that failed, with its error.
+func publishAll[E any](ctx context.Context, publish func(context.Context, Event[E]) error, evs []Event[E]) (int, error) {
+	if len(evs) == 1 {
+		if err := callPublish(ctx, publish, evs[0]); err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}
+	errs := make([]error, len(evs))
+	var wg sync.WaitGroup
+	for i, ev := range evs {
+		wg.Go(func() { errs[i] = callPublish(ctx, publish, ev) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return i, err
+		}
+	}
+	return len(evs), nil
 }
 
 // wait backs scope off after a failed publish at now.
