@@ -1512,7 +1512,6 @@ func testOutboxLostCommitAnswer(t *testing.T, f *obFix) {
 	for _, w := range []string{"grp-1", "lost-2", "grp-2", "grp-3", "lost-3", "grp-4"} {
 		wg.Go(func() {
 			if err := emit(ctx, docs, ob, f.key, w, nil); err != nil {
-				// FAILS-candidate: a lost answer the library could resolve by reading.
 				t.Errorf("%s, whose commit's answer may be lost: %v; want nil (resolved by reading)", w, err)
 			}
 		})
