@@ -412,7 +412,25 @@ type obHook struct {
 	driver.Backend
 	mu      sync.Mutex
 	hook    func(ctx context.Context, actions []driver.Action, commit obCommit) ([]driver.ETag, error)
+	onRead  func(key string) // before a read
 	commits atomic.Int64
+}
+
+func (h *obHook) Read(ctx context.Context, key string) (driver.Item, error) {
+	h.mu.Lock()
+	on := h.onRead
+	h.mu.Unlock()
+	if on != nil {
+		on(key)
+	}
+	return h.Backend.Read(ctx, key)
+}
+
+// setRead sets (nil: clears) what runs before each read.
+func (h *obHook) setRead(on func(key string)) {
+	h.mu.Lock()
+	h.onRead = on
+	h.mu.Unlock()
 }
 
 func (h *obHook) Abilities() driver.Abilities {
@@ -1392,14 +1410,28 @@ func testOutboxReadHeldAnswer(t *testing.T, f *obFix) {
 
 // --- 3. Crash points ---
 
-// testOutboxCrashBeforePublish: five events committed; relay r1 dies as
-// it is about to publish event 3 (its ctx ends in publish, before the
-// event goes out). A new relay publishes from where the cursor is: 3 and
-// on, with 1 and 2 again when r1 did not mark them, each with its ID.
+// testOutboxCrashBeforePublish: five events committed. Relay r0 dies
+// before it publishes anything (as it reads the cursor): nothing went out.
+// Relay r1 dies as it is about to publish event 3 (its ctx ends in
+// publish, before the event goes out). A new relay publishes from where
+// the cursor is: 3 and on, with 1 and 2 again when r1 did not mark them,
+// each with its ID.
 func testOutboxCrashBeforePublish(t *testing.T, f *obFix) {
 	docs, ob := f.docs(etagstore.Options{}), f.outbox(etagstore.OutboxOptions{})
 	f.mustEmit(docs, ob, f.key, "w1", "w2", "w3", "w4", "w5")
 	c := newObConsumer()
+	r0ctx, kill0 := context.WithCancel(t.Context())
+	f.b.setRead(func(key string) {
+		if strings.HasSuffix(key, "o."+obName+".c") {
+			kill0()
+		}
+	})
+	n0, err := f.outbox(etagstore.OutboxOptions{}).RelayOnce(r0ctx, c.publish("r0"))
+	f.b.setRead(nil)
+	if n0 != 0 || err == nil || len(c.deliveredBy("r0")) != 0 {
+		t.Errorf("RelayOnce of a relay that died reading the cursor = %d, %v, published %v; want 0, an error, nothing", n0, err, c.deliveredBy("r0"))
+	}
+	f.wantRecords(f.part, "o."+obName+".p.", 5)
 	r1ctx, kill := context.WithCancel(t.Context())
 	c.setFail(func(relay string, ev obEvent) error {
 		if relay == "r1" && ev.Seq == 3 {
