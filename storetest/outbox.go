@@ -1624,7 +1624,10 @@ func testOutboxLostMarkAnswer(t *testing.T, f *obFix) {
 // published, deduplicated once each and in order.
 func testOutboxUnderFaults(t *testing.T, f *obFix) {
 	ctx := t.Context()
-	const writers, ops = 6, 4
+	writers, ops := 8, 5
+	if Soak() {
+		writers, ops = 16, 20
+	}
 	c := newObConsumer()
 	stop := make(chan struct{})
 	var relayErrs atomic.Int64
