@@ -3,6 +3,7 @@ package etagstore_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -47,8 +48,26 @@ func TestOutboxRefusals(t *testing.T) {
 		want("RelayOnce of an outbox named "+name, err)
 		want("Relay of an outbox named "+name, ob.Relay(ctx, publish, nil))
 	}
+	// A value JSON cannot encode: refused at Emit; fn going on commits its
+	// document without an event.
+	floats := etagstore.NewOutbox[float64](b, nil)
+	var emitErr error
+	err := etagstore.Transact(ctx, func(tx *etagstore.Txn) error {
+		if err := docs.In(tx).Put("f", struct{ N int }{1}); err != nil {
+			return err
+		}
+		emitErr = floats.In(tx).Emit(math.NaN())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("Emit(NaN)", emitErr)
+	for ev, err := range floats.Read(ctx, "", 0) {
+		t.Errorf("Read after a refused Emit: %+v, %v", ev, err)
+	}
 	ob := etagstore.NewOutbox[orderPlaced](b, nil)
-	_, err := ob.RelayOnce(ctx, nil)
+	_, err = ob.RelayOnce(ctx, nil)
 	want("RelayOnce(nil)", err)
 	want("Relay(nil)", ob.Relay(ctx, nil, nil))
 	if _, err := docs.Get(ctx, "k"); !errors.Is(err, etagstore.ErrNotFound) {
