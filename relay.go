@@ -10,6 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/etagstore/etagstore/driver"
+	reqs "github.com/etagstore/etagstore/internal/request"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -160,27 +161,29 @@ func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []
 		st.Lag = max(st.Lag, now.Sub(evs[0].Time))
 		mu.Unlock()
 	}
-	n := 0
+	n, marked := 0, 0 // run[:marked] is marked sent
 	for i := 0; i < len(evs); {
 		k := min(len(evs)-i, o.inFlight)
-		failed, perr := publishAll(ctx, publish, evs[i:i+k])
-		if failed < k {
+		ok, perr := publishAll(ctx, publish, evs[i:i+k])
+		if ok < k {
 			mu.Lock()
 			st.Failed++
 			o.wait(waits, scope, now)
 			mu.Unlock()
-			merr := o.markAll(ctx, scope, run[i:i+failed], &n)
-			return n, errors.Join(fmt.Errorf("etagstore: relay of event %d of %q: %w", evs[i+failed].Seq, scope, perr), merr)
+			merr := o.markAll(ctx, scope, run[marked:i+ok], &n)
+			return n, reqs.JoinLine(prefixed(fmt.Sprintf("relay of event %d of", evs[i+ok].Seq), scope, perr), merr)
 		}
 		mu.Lock()
 		delete(waits, scope)
 		mu.Unlock()
-		if err := o.markAll(ctx, scope, run[i:i+k], &n); err != nil {
-			return n, err
+		if i += k; i-marked >= markBatch {
+			if err := o.markAll(ctx, scope, run[marked:i], &n); err != nil {
+				return n, err
+			}
+			marked = i
 		}
-		i += k
 	}
-	return n, err
+	return n, reqs.JoinLine(err, o.markAll(ctx, scope, run[marked:], &n))
 }
 
 // run is the pending events (as listed, in order) that follow cursor

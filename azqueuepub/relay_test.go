@@ -185,7 +185,7 @@ func TestRelayToMissingQueue(t *testing.T) {
 		t.Errorf("published %d to a missing queue", n)
 	}
 	// Relay's own prefix names the event it stopped at (relay.go).
-	wantSentinel(t, "RelayOnce to a missing queue", err, etagstore.ErrStorageNotFound, "relay of event 1 ")
+	wantSentinel(t, "RelayOnce to a missing queue", err, etagstore.ErrStorageNotFound, "etagstore: relay of event 1 ")
 
 	q := azuritetest.NewQueue(t)
 	if n, err := outbox.RelayOnce(t.Context(), azqueuepub.New[OrderPlaced](q, nil)); n != 3 || err != nil {

@@ -1444,7 +1444,6 @@ func testOutboxCrashBeforePublish(t *testing.T, f *obFix) {
 	if err == nil {
 		t.Errorf("RelayOnce of the relay that died = %d, nil; want an error", n1)
 	} else {
-		// FAILS: relay.go:159 (and :153) joins the publish's error and the mark's with errors.Join: two lines when both fail
 		wantOneLine(t, err)
 	}
 	if got := c.deliveredBy("r1"); !slices.Equal(got, []int64{1, 2}) {
