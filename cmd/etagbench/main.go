@@ -61,11 +61,12 @@
 //	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -only reindex -reindexdocs 2000
 //
 // -rtt puts a loopback latency proxy (storetest.FaultProxy with only
-// Latency set) in front of each Azurite endpoint, blob and table: every
-// request, the naive loop's and the library's alike, and those of the
-// worker processes, waits that long before it is forwarded, as for storage
-// in another region. -writers sets the writer counts of the one-process
-// hot-key scenarios, -procs the process counts of the several-process one.
+// Latency set) in front of each Azurite endpoint, blob, table and queue:
+// every request, the naive loop's and the library's alike, and those of
+// the worker processes, waits that long before it is forwarded, as for
+// storage in another region. -writers sets the writer counts of the
+// one-process hot-key scenarios, -procs the process counts of the
+// several-process one.
 //
 //	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -writers 16,64
 package main
@@ -203,6 +204,9 @@ type env struct {
 	locker *blobstore.Locker
 	// resource is the table or container name.
 	resource string
+	// drop deletes the table or container when this process made it
+	// (open without a resource), and does nothing otherwise.
+	drop func()
 }
 
 type result struct {
@@ -278,6 +282,7 @@ func main() {
 			if b == "blob" {
 				benchLocks(e, *dur) // locks.go
 			}
+			e.drop() // the table or container this run made
 		}
 	}
 }
@@ -316,14 +321,15 @@ func parseWriters(list string) ([]int, error) {
 }
 
 // withLatency starts one latency proxy per endpoint of conn (BlobEndpoint
-// and TableEndpoint) and returns conn with those endpoints pointing at the
-// proxies. The proxies live as long as the process.
+// and TableEndpoint, and QueueEndpoint when there is one: the outbox
+// scenario publishes to it) and returns conn with those endpoints pointing
+// at the proxies. The proxies live as long as the process.
 func withLatency(conn string, rtt time.Duration) (string, error) {
 	parts := strings.Split(conn, ";")
 	proxied := 0
 	for i, kv := range parts {
 		k, v, _ := strings.Cut(kv, "=")
-		if k != "BlobEndpoint" && k != "TableEndpoint" {
+		if k != "BlobEndpoint" && k != "TableEndpoint" && k != "QueueEndpoint" {
 			continue
 		}
 		u, err := url.Parse(v)
@@ -332,7 +338,9 @@ func withLatency(conn string, rtt time.Duration) (string, error) {
 		}
 		p := storetest.StartFaultProxy(processTB{}, u.Scheme+"://"+u.Host, storetest.Faults{Latency: rtt})
 		parts[i] = k + "=" + p.URL() + u.Path
-		proxied++
+		if k != "QueueEndpoint" {
+			proxied++
+		}
 	}
 	if proxied != 2 {
 		return "", fmt.Errorf("ETAGSTORE_AZURITE needs both BlobEndpoint= and TableEndpoint=")
@@ -358,8 +366,9 @@ func (processTB) Fatalf(format string, args ...any) { log.Fatalf(format, args...
 // open connects to backend; resource names the table or container to use
 // ("" creates a fresh one).
 func open(backend, conn, resource string) (*env, error) {
-	e := &env{name: backend, conn: conn, requests: &counting{}}
-	if resource == "" {
+	e := &env{name: backend, conn: conn, requests: &counting{}, drop: func() {}}
+	fresh := resource == ""
+	if fresh {
 		resource = fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9)
 	}
 	e.resource = resource
@@ -447,6 +456,13 @@ func open(backend, conn, resource string) (*env, error) {
 			}
 		}
 		e.locker = lockerFor(conn, opts)
+		if fresh {
+			e.drop = func() {
+				if _, err := svc.DeleteTable(context.Background(), resource, nil); err != nil {
+					log.Printf("delete table %s: %v", resource, err)
+				}
+			}
+		}
 	case "blob":
 		if conn == "" {
 			return nil, fmt.Errorf("set ETAGSTORE_AZURITE (run through scripts/with-azurite)")
@@ -454,6 +470,13 @@ func open(backend, conn, resource string) (*env, error) {
 		cc, err := containerFor(conn, opts, resource)
 		if err != nil {
 			return nil, err
+		}
+		if fresh {
+			e.drop = func() {
+				if _, err := cc.Delete(context.Background(), nil); err != nil {
+					log.Printf("delete container %s: %v", resource, err)
+				}
+			}
 		}
 		e.store = func(space, mode string) *etagstore.Store[Counter] {
 			return blobstore.NewStore[Counter](cc, &blobstore.Options{Prefix: space + "/"}, storeOptions(mode))
