@@ -60,6 +60,21 @@
 //	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 0 -only reindex
 //	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -only reindex -reindexdocs 2000
 //
+// Outbox (table only, and only when -only names it; outbox.go): the
+// targets of the transactional outbox (docs/outbox.md). commit: 1 and 16
+// writers (-outboxwriters) commit transactions creating one order,
+// without and with Outbox.Emit, requests per commit counted (target:
+// Emit adds none); relay: -outboxevents events (2,000) of one partition
+// relayed by RelayOnce in a loop, publishing each to Azure Queue storage
+// (azqueue's EnqueueMessage of the Event's JSON), events/s and requests
+// per event, storage and queue apart (target: ≥ 500/s at 10 ms); latency:
+// Relay running (Poll from -outboxpoll) while writers commit at
+// -outboxrate a second, commit→queue message p50 and p99 (target: p99 ≤
+// 1 s at 10 ms). Every event is checked: published in order, once, and
+// dequeued once.
+//
+//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 0,10ms -only outbox -d 10s
+//
 // -rtt puts a loopback latency proxy (storetest.FaultProxy with only
 // Latency set) in front of each Azurite endpoint, blob, table and queue:
 // every request, the naive loop's and the library's alike, and those of
@@ -728,9 +743,11 @@ func bench(e *env, backend string, writers []int, d time.Duration, rtt time.Dura
 	defer printKanban(backend, kanban, rtt)
 	getby := getbyRows(ctx, e, d) // indexes.go
 	reindex := reindexRows(ctx, e)
+	outbox := outboxRows(ctx, e, d, os.Getenv("ETAGSTORE_AZURITE")) // outbox.go
 	defer func() {
 		printGetBy(backend, getby)
 		printReindex(backend, reindex)
+		printOutbox(backend, outbox)
 	}()
 	if len(rows) == 0 {
 		return // -only left none of these scenarios
