@@ -60,12 +60,28 @@
 //	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 0 -only reindex
 //	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -only reindex -reindexdocs 2000
 //
+// Outbox (table only, and only when -only names it; outbox.go): the
+// targets of the transactional outbox (docs/outbox.md). commit: 1 and 16
+// writers (-outboxwriters) commit transactions creating one order,
+// without and with Outbox.Emit, requests per commit counted (target:
+// Emit adds none); relay: -outboxevents events (2,000) of one partition
+// relayed by RelayOnce in a loop, publishing each to Azure Queue storage
+// (azqueue's EnqueueMessage of the Event's JSON), events/s and requests
+// per event, storage and queue apart (target: ≥ 500/s at 10 ms); latency:
+// Relay running (Poll from -outboxpoll) while writers commit at
+// -outboxrate a second, commit→queue message p50 and p99 (target: p99 ≤
+// 1 s at 10 ms). Every event is checked: published in order, once, and
+// dequeued once.
+//
+//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 0,10ms -only outbox -d 10s
+//
 // -rtt puts a loopback latency proxy (storetest.FaultProxy with only
-// Latency set) in front of each Azurite endpoint, blob and table: every
-// request, the naive loop's and the library's alike, and those of the
-// worker processes, waits that long before it is forwarded, as for storage
-// in another region. -writers sets the writer counts of the one-process
-// hot-key scenarios, -procs the process counts of the several-process one.
+// Latency set) in front of each Azurite endpoint, blob, table and queue:
+// every request, the naive loop's and the library's alike, and those of
+// the worker processes, waits that long before it is forwarded, as for
+// storage in another region. -writers sets the writer counts of the
+// one-process hot-key scenarios, -procs the process counts of the
+// several-process one.
 //
 //	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 10ms -writers 16,64
 package main
@@ -203,6 +219,9 @@ type env struct {
 	locker *blobstore.Locker
 	// resource is the table or container name.
 	resource string
+	// drop deletes the table or container when this process made it
+	// (open without a resource), and does nothing otherwise.
+	drop func()
 }
 
 type result struct {
@@ -278,6 +297,7 @@ func main() {
 			if b == "blob" {
 				benchLocks(e, *dur) // locks.go
 			}
+			e.drop() // the table or container this run made
 		}
 	}
 }
@@ -316,14 +336,15 @@ func parseWriters(list string) ([]int, error) {
 }
 
 // withLatency starts one latency proxy per endpoint of conn (BlobEndpoint
-// and TableEndpoint) and returns conn with those endpoints pointing at the
-// proxies. The proxies live as long as the process.
+// and TableEndpoint, and QueueEndpoint when there is one: the outbox
+// scenario publishes to it) and returns conn with those endpoints pointing
+// at the proxies. The proxies live as long as the process.
 func withLatency(conn string, rtt time.Duration) (string, error) {
 	parts := strings.Split(conn, ";")
 	proxied := 0
 	for i, kv := range parts {
 		k, v, _ := strings.Cut(kv, "=")
-		if k != "BlobEndpoint" && k != "TableEndpoint" {
+		if k != "BlobEndpoint" && k != "TableEndpoint" && k != "QueueEndpoint" {
 			continue
 		}
 		u, err := url.Parse(v)
@@ -332,7 +353,9 @@ func withLatency(conn string, rtt time.Duration) (string, error) {
 		}
 		p := storetest.StartFaultProxy(processTB{}, u.Scheme+"://"+u.Host, storetest.Faults{Latency: rtt})
 		parts[i] = k + "=" + p.URL() + u.Path
-		proxied++
+		if k != "QueueEndpoint" {
+			proxied++
+		}
 	}
 	if proxied != 2 {
 		return "", fmt.Errorf("ETAGSTORE_AZURITE needs both BlobEndpoint= and TableEndpoint=")
@@ -358,8 +381,9 @@ func (processTB) Fatalf(format string, args ...any) { log.Fatalf(format, args...
 // open connects to backend; resource names the table or container to use
 // ("" creates a fresh one).
 func open(backend, conn, resource string) (*env, error) {
-	e := &env{name: backend, conn: conn, requests: &counting{}}
-	if resource == "" {
+	e := &env{name: backend, conn: conn, requests: &counting{}, drop: func() {}}
+	fresh := resource == ""
+	if fresh {
 		resource = fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9)
 	}
 	e.resource = resource
@@ -447,6 +471,13 @@ func open(backend, conn, resource string) (*env, error) {
 			}
 		}
 		e.locker = lockerFor(conn, opts)
+		if fresh {
+			e.drop = func() {
+				if _, err := svc.DeleteTable(context.Background(), resource, nil); err != nil {
+					log.Printf("delete table %s: %v", resource, err)
+				}
+			}
+		}
 	case "blob":
 		if conn == "" {
 			return nil, fmt.Errorf("set ETAGSTORE_AZURITE (run through scripts/with-azurite)")
@@ -454,6 +485,13 @@ func open(backend, conn, resource string) (*env, error) {
 		cc, err := containerFor(conn, opts, resource)
 		if err != nil {
 			return nil, err
+		}
+		if fresh {
+			e.drop = func() {
+				if _, err := cc.Delete(context.Background(), nil); err != nil {
+					log.Printf("delete container %s: %v", resource, err)
+				}
+			}
 		}
 		e.store = func(space, mode string) *etagstore.Store[Counter] {
 			return blobstore.NewStore[Counter](cc, &blobstore.Options{Prefix: space + "/"}, storeOptions(mode))
@@ -705,9 +743,11 @@ func bench(e *env, backend string, writers []int, d time.Duration, rtt time.Dura
 	defer printKanban(backend, kanban, rtt)
 	getby := getbyRows(ctx, e, d) // indexes.go
 	reindex := reindexRows(ctx, e)
+	outbox := outboxRows(ctx, e, d, os.Getenv("ETAGSTORE_AZURITE")) // outbox.go
 	defer func() {
 		printGetBy(backend, getby)
 		printReindex(backend, reindex)
+		printOutbox(backend, outbox)
 	}()
 	if len(rows) == 0 {
 		return // -only left none of these scenarios

@@ -224,3 +224,59 @@ func TestReindexSmoke(t *testing.T) {
 		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
 	}
 }
+
+// main.go's outbox command (-backends table -rtt 0,10ms -only outbox),
+// short: at rtt 0 and 2 ms, 1 and 4 writers, 100 events relayed, 25
+// commits a second relayed with a Poll of 25 ms. etagbench exits
+// non-zero when a cell loses, repeats or reorders an event (the commit
+// cells: Read yields Seq 1…n, one per order; the relay and latency
+// cells: publish meets Seq 1…n in order, the queue holds each ID once,
+// Read yields them all). Each row must show its check; a lone
+// transaction must cost one request with Emit as without (the issue's
+// target: Emit adds none), and a relayed event one queue request and a
+// few hundredths of a storage request.
+func TestOutboxSmoke(t *testing.T) {
+	azuritetest.ConnectionString(t)
+	bin := smoke.Build(t)
+	out, errOut := run(t, 3*time.Minute, bin, "-backends", "table", "-rtt", "0,2ms", "-d", "200ms", "-only", "outbox",
+		"-outboxwriters", "1,4", "-outboxevents", "100", "-outboxrate", "25", "-outboxpoll", "25ms")
+	rows := map[string]int{}
+	lone := map[string]string{} // transaction → requests/commit, 1 writer
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "| outbox ") {
+			continue
+		}
+		cols := strings.Split(strings.Trim(line, "| "), " | ")
+		if !strings.HasPrefix(cols[len(cols)-1], "exact (") || strings.HasPrefix(cols[len(cols)-1], "exact (0 ") {
+			t.Errorf("an outbox row without its check: %s", line)
+		}
+		kind := strings.TrimSuffix(strings.Fields(cols[0])[1], ",")
+		rows[kind]++
+		switch {
+		case kind == "commit" && len(cols) != 10, kind == "relay" && len(cols) != 11, kind == "latency" && len(cols) != 13:
+			t.Errorf("an outbox %s row of %d columns: %s", kind, len(cols), line)
+		case kind == "commit" && cols[0] == "outbox commit, 1 writers":
+			lone[cols[1]] += cols[3] + " "
+		case kind == "relay":
+			storage, err := strconv.ParseFloat(cols[5], 64)
+			if err != nil || storage <= 0 || storage > 0.2 {
+				t.Errorf("relay: %s storage requests an event, want at most 0.2: %s", cols[5], line)
+			}
+			if want := map[bool]string{true: "0.00", false: "1.00"}[strings.HasPrefix(cols[1], "none")]; cols[9] != want {
+				t.Errorf("relay: %s queue requests an event, want %s: %s", cols[9], want, line)
+			}
+		}
+	}
+	// commit: 1 and 4 writers, without and with Emit; relay: azqueue and
+	// none, and at 2 ms the queue without the proxy; latency: one rate
+	// and Poll; each at rtt 0 and 2 ms.
+	if want := map[string]int{"commit": 8, "relay": 5, "latency": 2}; !maps.Equal(rows, want) {
+		t.Errorf("outbox rows by table: %v, want %v", rows, want)
+	}
+	if want := map[string]string{"order": "1.00 1.00 ", "order + Emit": "1.00 1.00 "}; !maps.Equal(lone, want) {
+		t.Errorf("requests per lone transaction at rtt 0 and 2 ms: %v, want %v", lone, want)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
+	}
+}
