@@ -46,7 +46,7 @@ type OutboxOptions struct {
 	// Clock, Retry, the telemetry providers, Logger (its Codec is the
 	// backend's own).
 	Options
-	// Name tells outboxes of one table apart: 1 to 32 letters, digits,
+	// Name tells outboxes of one table apart: 1 to 29 letters, digits,
 	// "_" or "-". Default: from E's type, as an Expiry index is named.
 	Name string
 	// Retention is how long an event is kept once relayed, for Read;
@@ -62,6 +62,10 @@ type OutboxOptions struct {
 	// an earlier one whose publish fails (consumers order by Seq).
 	InFlight int
 }
+
+// maxOutboxName bounds OutboxOptions.Name: its retention index's name,
+// "xo-" and Name, is an index name (at most 32 bytes).
+const maxOutboxName = 29
 
 // MaxEventSize bounds an event as a queue message carries it: the JSON
 // of its Event, at most 48 KiB, which Azure Queue storage's 64 KiB
@@ -117,7 +121,10 @@ func NewOutbox[E any](b driver.Backend, opts *OutboxOptions) *Outbox[E] {
 		o.Clock = systemClock{}
 	}
 	x := &Outbox[E]{clock: o.Clock, poll: o.Poll, inFlight: o.InFlight}
-	if x.err = index.CheckName(o.Name); x.err != nil {
+	if x.err = index.CheckName(o.Name); x.err == nil && len(o.Name) > maxOutboxName {
+		x.err = errorf(ErrInvalidInput, "outbox name %q: at most %d letters, digits, '_' or '-' (its retention index is named after it)", o.Name, maxOutboxName)
+	}
+	if x.err != nil {
 		return x
 	}
 	if x.err = outbox.Usable(b); x.err != nil {

@@ -28,7 +28,7 @@ import (
 // sent and advances the cursor, conditioned on all of them, so that two
 // relays never mark one event twice. A publish that fails (or panics)
 // stops its partition: it is tried again after a backoff (from 100 ms,
-// doubling, up to a minute), and no later event of the partition goes
+// doubling, ±20%, up to a minute), and no later event of the partition goes
 // before it (with InFlight 1). Relayed events past the retention are
 // deleted by the passes.
 //
@@ -45,18 +45,27 @@ func (o *Outbox[E]) Relay(ctx context.Context, publish func(context.Context, Eve
 		return errorf(ErrInvalidInput, "Relay: publish is nil")
 	}
 	waits := map[string]*partitionWait{}
+	var swept time.Time
 	o.store.every(ctx, o.poll, lock, "etagstore-relay-"+o.layout.Name, func(ctx context.Context) {
 		_, _ = o.pass(ctx, publish, waits)
-		_, _ = o.store.Sweep(ctx) // past the retention
+		if now := o.clock.Now(); now.Sub(swept) >= retentionSweep {
+			swept = now
+			_, _ = o.store.Sweep(ctx) // past the retention
+		}
 	})
 	return nil
 }
 
+// retentionSweep is how often Relay deletes the events past the
+// retention: a pass of the outbox Store's Sweep (logged, as every Sweep).
+const retentionSweep = time.Minute
+
 // RelayOnce makes one pass of Relay and returns how many events it
-// published: every partition's pending events that follow its cursor
-// without a gap, up to the first that fails to publish. Its error is the
-// first failure (a publish's, or a request's); the other partitions go
-// on.
+// published and marked sent: every partition's pending events that
+// follow its cursor without a gap, up to the first that fails to
+// publish. Its error is the first failure (a publish's, or a request's);
+// the other partitions go on. It deletes no event past the retention:
+// Relay's passes do, once a minute.
 func (o *Outbox[E]) RelayOnce(ctx context.Context, publish func(context.Context, Event[E]) error) (int, error) {
 	if o.err != nil {
 		return 0, o.err
@@ -129,7 +138,9 @@ func (o *Outbox[E]) pass(ctx context.Context, publish func(context.Context, Even
 	flush()
 	wg.Wait()
 	st.Took, st.Err = o.clock.Now().Sub(start), first
-	o.store.obs.Relayed(ctx, st)
+	if ctx.Err() == nil || first == nil { // a pass cut short by its caller is no failure to log
+		o.store.obs.Relayed(ctx, st)
+	}
 	return st.Published, first
 }
 
@@ -258,6 +269,7 @@ func (o *Outbox[E]) wait(waits map[string]*partitionWait, scope string, now time
 	if w == nil {
 		b := backoff.NewExponentialBackOff()
 		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, time.Minute, 0
+		b.Multiplier, b.RandomizationFactor = 2, 0.2
 		b.Reset()
 		w = &partitionWait{b: b}
 		waits[scope] = w
