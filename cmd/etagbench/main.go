@@ -66,8 +66,9 @@
 // without and with Outbox.Emit, requests per commit counted (target:
 // Emit adds none); relay: -outboxevents events (2,000) of one partition
 // relayed by RelayOnce in a loop, publishing each to Azure Queue storage
-// (azqueue's EnqueueMessage of the Event's JSON), events/s and requests
-// per event, storage and queue apart (target: ≥ 500/s at 10 ms); latency:
+// (azqueue's EnqueueMessage of the Event's JSON), with OutboxOptions.InFlight
+// 1 (the default) and 16, events/s and requests per event, storage and
+// queue apart (target: ≥ 500/s at 10 ms); latency:
 // Relay running (Poll from -outboxpoll) while writers commit at
 // -outboxrate a second, commit→queue message p50 and p99 (target: p99 ≤
 // 1 s at 10 ms). Every event is checked: published in order, once, and
