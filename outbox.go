@@ -196,7 +196,7 @@ func (e *Emitter[E]) Emit(v E) error {
 	if err := rs.Put(o.layout.Head(scope), record{Seq: seq}); err != nil {
 		return err
 	}
-	return rs.createUnread(o.layout.Pending(scope, seq), record{ID: ev.ID, Seq: seq, Time: ev.Time, Value: value})
+	return rs.createUnread(o.layout.Pending(scope, seq), record{ID: ev.ID, Seq: seq, Time: ev.Time, Value: value}, true)
 }
 
 // newEventID is a new event's ID: 128 random bits in hex.

@@ -305,7 +305,7 @@ func (o *Outbox[E]) markSent(ctx context.Context, scope string, events []driver.
 			if err := tx.Delete(it.Key); err != nil {
 				return err
 			}
-			if err := tx.createUnread(o.layout.Sent(scope, seq), r); err != nil {
+			if err := tx.createUnread(o.layout.Sent(scope, seq), r, true); err != nil {
 				return err
 			}
 		}

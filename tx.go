@@ -122,12 +122,13 @@ func (tx *Tx[T]) Create(key string, v T) error {
 		}
 		return tx.Put(key, v)
 	}
-	return tx.createUnread(key, v)
+	return tx.createUnread(key, v, false)
 }
 
 // createUnread is Create reading nothing: conditioned on the key's
-// absence (an outbox's event, whose key no expired record holds).
-func (tx *Tx[T]) createUnread(key string, v T) error {
+// absence. fresh says the key cannot exist yet (an outbox's event,
+// numbered from its head): a batch does not look it up.
+func (tx *Tx[T]) createUnread(key string, v T, fresh bool) error {
 	h, s := tx.txn.h, tx.store()
 	if put, err := h.BeforeCreate(s, key); err != nil || put {
 		if err != nil {
@@ -139,7 +140,7 @@ func (tx *Tx[T]) createUnread(key string, v T) error {
 	if err != nil {
 		return err
 	}
-	valuesOf[T](h.Create(s, key, data))[key] = v
+	valuesOf[T](h.Create(s, key, data, fresh))[key] = v
 	return nil
 }
 

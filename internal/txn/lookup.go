@@ -23,7 +23,7 @@ func (b *batch) refuseTaken(st *State) bool {
 	}
 	var keys []string
 	for _, tc := range st.order {
-		if _, unread := tc.view.unreadCreate(tc.key); unread && !b.knows(tc.key) {
+		if _, unread := tc.view.unreadCreate(tc.key); unread && !tc.view.writes[tc.key].fresh && !b.knows(tc.key) {
 			keys = append(keys, tc.key)
 		}
 	}

@@ -142,10 +142,11 @@ func (h *Handle) BeforeCreate(s Store, key string) (put bool, err error) {
 }
 
 // Create buffers the create of data under key, read nothing of
-// (after BeforeCreate): conditioned on the key's absence.
-func (h *Handle) Create(s Store, key string, data []byte) *View {
+// (after BeforeCreate): conditioned on the key's absence. fresh says the
+// key cannot exist yet, so that a batch does not look it up.
+func (h *Handle) Create(s Store, key string, data []byte, fresh bool) *View {
 	st, v := h.View(s, key, false)
-	v.writes[key] = write{data: data, unread: true, before: len(st.ownKeys()), whole: true, onto: whole(data)}
+	v.writes[key] = write{data: data, unread: true, fresh: fresh, before: len(st.ownKeys()), whole: true, onto: whole(data)}
 	st.order = append(st.order, touch{v, key})
 	st.own.touch(key)
 	st.own.wrote(key)

@@ -32,6 +32,9 @@ type write struct {
 	// what the Create may depend on).
 	unread bool
 	before int
+	// fresh: an unread Create of a key that cannot exist yet (an outbox's
+	// event, numbered from its head): a batch does not look it up.
+	fresh  bool
 	data   []byte  // T's encoding of the value
 	onto   written // data applied to the version read (not for a blind or unread write)
 	// whole: it writes T alone, keeping nothing of the stored document (an
