@@ -34,9 +34,9 @@ type write struct {
 	before int
 	// fresh: an unread Create of a key that cannot exist yet (an outbox's
 	// event, numbered from its head): a batch does not look it up.
-	fresh  bool
-	data   []byte  // T's encoding of the value
-	onto   written // data applied to the version read (not for a blind or unread write)
+	fresh bool
+	data  []byte  // T's encoding of the value
+	onto  written // data applied to the version read (not for a blind or unread write)
 	// whole: it writes T alone, keeping nothing of the stored document (an
 	// Upsert, or a write after a delete in the transaction); anew: it
 	// starts a new history over the stored version (after a delete).
