@@ -56,7 +56,7 @@ func TestSweepLostAnswer(t *testing.T) {
 			clock.Sleep(ctx, time.Minute+10*time.Second)
 			b.armed.Store(true)
 			n, err := s.Sweep(ctx)
-			// FAILS: sweepDoc ends the pass on the first lost answer instead of sending again / settling by a read, internal/index/sweep.go:189
+			// FAILS: sweepDoc ends the pass on the first lost answer instead of sending again / settling by a read, internal/index/sweep.go:184
 			if err != nil || n != 1 {
 				t.Errorf("Sweep with one lost answer = %d, %v; want 1, nil (sent again, settled by a read)", n, err)
 			}
