@@ -1456,7 +1456,8 @@ func (r SweepRig) everyFailures(t *testing.T) {
 	lockErr := errors.New("storetest: the lock service did not answer")
 	lock.err.Store(&lockErr)
 	h := &swHook{Backend: b}
-	sendErr := errors.New("storetest: the sweep's request failed")
+	// Refused (not lost: a lost answer is sent again), so the pass fails.
+	sendErr := fmt.Errorf("%w: storetest: the sweep's request failed", etagstore.ErrUnavailable)
 	h.fail.Store(&sendErr)
 	log := &swPasses{}
 	s := swStore(h, etagstore.Options{Clock: ticker, Logger: slog.New(log)})

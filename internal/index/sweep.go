@@ -32,9 +32,10 @@ type Swept struct {
 	Listed    int           // entries (documents, when Entryless) the pass read
 }
 
-// sendAttempts bounds how often a sweep sends one commit the service
-// refused unapplied (throttled); maxSends, how often it sends one at all
-// (an entry refused is learnt, and the commit sent again).
+// sendAttempts bounds how often a sweep sends one commit whose answer was
+// lost or that the service refused unapplied (throttled); maxSends, how
+// often it sends one at all (an entry refused is learnt, and the commit
+// sent again).
 const (
 	sendAttempts = 4
 	maxSends     = 16
@@ -168,6 +169,7 @@ func (s *Set) sweepDoc(ctx context.Context, doc, entry driver.Item) (fate, error
 	del := driver.Action{Key: doc.Key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(doc.ETag)}}
 	req := engine.Request{{Action: del, Was: doc, WasKnown: true}}
 	var m any = memo{entry.Key: entry.ETag}
+	var lost error // the last send's answer, lost
 	for attempt := 0; ; attempt++ {
 		if attempt == maxSends {
 			return written, nil // its entries keep changing: the next pass tries again
@@ -181,11 +183,15 @@ func (s *Set) sweepDoc(ctx context.Context, doc, entry driver.Item) (fate, error
 		switch {
 		case err == nil:
 			return deleted, nil
+		case ambiguous(err) && attempt+1 < sendAttempts && ctx.Err() == nil:
+			lost = err // sent again: a send that lands tells it had not
 		case ambiguous(err):
-			// It may have been applied, and whether this sweep deleted it
-			// (or another did, meanwhile) no read can tell: the pass ends
-			// here, without counting it, and the next one sees.
 			return written, err
+		case lost != nil && (errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound)):
+			// Refused after a lost answer: whether that send deleted it,
+			// or another sweeper did meanwhile, no read can tell. The pass
+			// ends here, without counting it, and the next one sees.
+			return written, lost
 		case errors.As(err, &ae) && ae.Index > 0:
 			// An entry it holds was not as assumed (one the document's
 			// writer left missing): learn it and send again.
@@ -252,13 +258,18 @@ func (s *Set) sweepDocs(ctx context.Context, due Due, out *Swept) error {
 // deleteDoc deletes doc, as listed, with If-Match on its version (a
 // backend that keeps no entries), as sweepDoc does.
 func (s *Set) deleteDoc(ctx context.Context, doc driver.Item) (fate, error) {
+	var lost error
 	for attempt := 0; ; attempt++ {
 		err := s.Backend.Delete(ctx, doc.Key, doc.ETag)
 		switch {
 		case err == nil:
 			return deleted, nil
+		case ambiguous(err) && attempt+1 < sendAttempts && ctx.Err() == nil:
+			lost = err
 		case ambiguous(err):
-			return written, err // as in sweepDoc: the pass ends here
+			return written, err
+		case lost != nil && (errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound)):
+			return written, lost // as in sweepDoc: the pass ends here
 		case errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound):
 			return s.fateOf(ctx, doc.Key)
 		case !errors.Is(err, driver.ErrNotApplied) || attempt+1 == sendAttempts || ctx.Err() != nil:
