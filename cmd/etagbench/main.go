@@ -129,8 +129,31 @@ type counting struct {
 	batches atomic.Int64 // entity group transactions sent (isBatch)
 	landed  atomic.Int64 // … answered with every action applied (batchLanded)
 	// Table reads: of one entity (GET …(PartitionKey='…',RowKey='…')),
-	// and queries (any other GET of a table's entities).
-	pointReads, queries atomic.Int64
+	// and queries (any other GET of a table's entities); among the
+	// queries, scans: those whose filter names no PartitionKey, which the
+	// service answers by walking every partition.
+	pointReads, queries, scans atomic.Int64
+	// deletes are DELETE requests (of one entity or blob; not a delete
+	// inside an entity group transaction).
+	deletes atomic.Int64
+	// queryTime, scanTime, batchTime and deleteTime sum the time (ns)
+	// the queries, the scans among them, the entity group transactions
+	// and the deletes took, until their answers' headers came.
+	queryTime, scanTime, batchTime, deleteTime atomic.Int64
+	// received counts the bytes of the answers' bodies read.
+	received atomic.Int64
+}
+
+// countedBody counts the bytes read of an answer's body in n.
+type countedBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
 }
 
 func (c *counting) Do(r *http.Request) (*http.Response, error) {
@@ -138,7 +161,12 @@ func (c *counting) Do(r *http.Request) (*http.Response, error) {
 	if op, ok := r.Context().Value(opRequestsKey{}).(*atomic.Int64); ok {
 		op.Add(1)
 	}
+	t0 := time.Now()
 	resp, err := azuritetest.Transport.Do(r)
+	took := int64(time.Since(t0))
+	if err == nil && resp.Body != nil {
+		resp.Body = countedBody{resp.Body, &c.received}
+	}
 	if err == nil && isDataWrite(r) && resp.StatusCode/100 == 2 {
 		c.writes.Add(1)
 	}
@@ -146,9 +174,19 @@ func (c *counting) Do(r *http.Request) (*http.Response, error) {
 		c.pointReads.Add(1)
 	} else if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "()") {
 		c.queries.Add(1)
+		c.queryTime.Add(took)
+		if !strings.Contains(r.URL.Query().Get("$filter"), "PartitionKey") {
+			c.scans.Add(1)
+			c.scanTime.Add(took)
+		}
+	}
+	if r.Method == http.MethodDelete {
+		c.deletes.Add(1)
+		c.deleteTime.Add(took)
 	}
 	if isBatch(r) {
 		c.batches.Add(1)
+		c.batchTime.Add(took)
 		if err == nil && batchLanded(resp) {
 			c.landed.Add(1)
 		}
