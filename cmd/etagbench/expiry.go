@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -152,10 +153,53 @@ func freshTable(e *env, name string) (*aztables.Client, func()) {
 	if _, err := svc.CreateTable(context.Background(), name, nil); err != nil {
 		log.Fatalf("%s: create table %s: %v", e.name, name, err)
 	}
-	return svc.NewClient(name), func() {
+	drop := func() {
 		if _, err := svc.DeleteTable(context.Background(), name, nil); err != nil {
 			log.Printf("%s: delete table %s: %v", e.name, name, err)
 		}
+	}
+	tables.Lock()
+	defer tables.Unlock()
+	tables.drops[name] = drop
+	return svc.NewClient(name), func() {
+		tables.Lock()
+		delete(tables.drops, name)
+		tables.Unlock()
+		drop()
+	}
+}
+
+// tables are the tables freshTable created that are still there.
+var tables = struct {
+	sync.Mutex
+	drops map[string]func()
+}{drops: map[string]func(){}}
+
+// fatalf is log.Fatalf once the tables freshTable created are deleted:
+// the in-memory Azurite slows as data accumulates.
+func fatalf(format string, args ...any) {
+	tables.Lock()
+	for _, drop := range tables.drops {
+		drop()
+	}
+	tables.Unlock()
+	log.Fatalf(format, args...)
+}
+
+// createSession is s.Create of key, sent again (up to 5 times in all) when it
+// fails, as a request whose connection Azurite reset does: ErrExists then
+// means an earlier send landed.
+func createSession(ctx context.Context, s *etagstore.Store[Session], key string, v Session) error {
+	for attempt := 1; ; attempt++ {
+		_, err := s.Create(ctx, key, v)
+		switch {
+		case err == nil || attempt > 1 && errors.Is(err, etagstore.ErrExists):
+			return nil
+		case attempt == 5 || errors.Is(err, etagstore.ErrExists) || errors.Is(err, etagstore.ErrInvalidInput):
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "  Create %s: %v; again\n", key, err)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -302,8 +346,8 @@ func sweepRows(ctx context.Context, e *env) []sweepRow {
 	t0 := time.Now()
 	seeder := etagstore.New(tablestore.New(libClient, nil), &etagstore.Options{Clock: shifted(0)}, byExpiry)
 	eachOf(n, 32, func(i int) {
-		if _, err := seeder.Create(ctx, sessionKey(i, parts), sessionOf(i, expires(i))); err != nil {
-			log.Fatalf("%s sweep: seed: %v", e.name, err)
+		if err := createSession(ctx, seeder, sessionKey(i, parts), sessionOf(i, expires(i))); err != nil {
+			fatalf("%s sweep: seed: %v", e.name, err)
 		}
 	})
 	libSeeded := time.Since(t0)
@@ -330,8 +374,16 @@ func sweepRows(ctx context.Context, e *env) []sweepRow {
 				"Expires": s.Expires.Format(time.RFC3339Nano), "Expires@odata.type": "Edm.DateTime"})
 			actions[k] = aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: ent}
 		}
-		if _, err := rawClient.SubmitTransaction(ctx, actions, nil); err != nil {
-			log.Fatalf("%s sweep: seed raw: %v", e.name, err)
+		for attempt := 1; ; attempt++ {
+			_, err := rawClient.SubmitTransaction(ctx, actions, nil)
+			if err == nil || attempt > 1 && strings.Contains(err.Error(), "EntityAlreadyExists") {
+				break // an earlier send landed: a batch lands whole
+			}
+			if attempt == 5 {
+				fatalf("%s sweep: seed raw: %v", e.name, err)
+			}
+			fmt.Fprintf(os.Stderr, "  raw seed batch: %v; again\n", err)
+			time.Sleep(100 * time.Millisecond)
 		}
 	})
 	fmt.Fprintf(os.Stderr, "%s / %s: seeded the library's table (Store.Create, 32 at a time) in %.1f s, the raw loop's (batches of 100, 32 at a time) in %.1f s\n",
@@ -342,7 +394,7 @@ func sweepRows(ctx context.Context, e *env) []sweepRow {
 	counted(e, &raw, func() {
 		var err error
 		if raw.deleted, err = rawPurge(ctx, rawClient, now); err != nil {
-			log.Fatalf("%s sweep: raw: %v", e.name, err)
+			fatalf("%s sweep: raw: %v", e.name, err)
 		}
 	})
 	raw.check = checkSwept(ctx, rawClient, n, parts, expires, false)
@@ -356,7 +408,7 @@ func sweepRows(ctx context.Context, e *env) []sweepRow {
 		counted(e, &r, func() {
 			var err error
 			if r.deleted, err = s.Sweep(ctx); err != nil {
-				log.Fatalf("%s sweep: %v", e.name, err)
+				fatalf("%s sweep: %v", e.name, err)
 			}
 		})
 		r.check = checkSwept(ctx, libClient, n, parts, expires, true)
@@ -365,7 +417,7 @@ func sweepRows(ctx context.Context, e *env) []sweepRow {
 		fmt.Fprintf(os.Stderr, "%s / %s / %s: %.1f s, %d requests; pass: %+v\n", e.name, name, loop, r.seconds, r.requests, ps[len(ps)-1])
 	}
 	if rows[1].deleted != expired || rows[2].deleted != 0 || raw.deleted != expired {
-		log.Fatalf("%s sweep: deleted %d (raw), %d and %d (Sweep, again), want %d, %d and 0", e.name, raw.deleted, rows[1].deleted, rows[2].deleted, expired, expired)
+		fatalf("%s sweep: deleted %d (raw), %d and %d (Sweep, again), want %d, %d and 0", e.name, raw.deleted, rows[1].deleted, rows[2].deleted, expired, expired)
 	}
 	return rows
 }
@@ -424,20 +476,20 @@ func checkSwept(ctx context.Context, client *aztables.Client, n, parts int, expi
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			log.Fatalf("sweep: check: %v", err)
+			fatalf("sweep: check: %v", err)
 		}
 		for _, raw := range page.Entities {
 			var ent struct {
 				PartitionKey, RowKey, Doc, Index, Value string
 			}
 			if err := json.Unmarshal(raw, &ent); err != nil {
-				log.Fatalf("sweep: check: %v", err)
+				fatalf("sweep: check: %v", err)
 			}
 			if rest, ok := strings.CutPrefix(ent.RowKey, "\uFFFFe.x."); ok && entries {
 				i, ok := sessionIndex(ent.Doc, parts)
 				if !ok || i >= n || !want(i) || ents[i] || ent.Value != fmt.Sprintf("%013d", expires(i).UnixMilli()) ||
 					!strings.HasPrefix(rest, ent.Index+"."+ent.Value+".") || !strings.HasPrefix(ent.Doc, ent.PartitionKey+"/") {
-					log.Fatalf("sweep: check: entry %q (%+v): not one per live document", ent.RowKey, ent)
+					fatalf("sweep: check: entry %q (%+v): not one per live document", ent.RowKey, ent)
 				}
 				ents[i] = true
 				ne++
@@ -445,10 +497,10 @@ func checkSwept(ctx context.Context, client *aztables.Client, n, parts int, expi
 			}
 			i, ok := sessionIndex(ent.PartitionKey+"/"+ent.RowKey, parts)
 			if !ok || i >= n || docs[i] {
-				log.Fatalf("sweep: check: an entity %s/%q that is no document of the scenario", ent.PartitionKey, ent.RowKey)
+				fatalf("sweep: check: an entity %s/%q that is no document of the scenario", ent.PartitionKey, ent.RowKey)
 			}
 			if !want(i) {
-				log.Fatalf("sweep: check: %s expired at %s and is still there", sessionKey(i, parts), expires(i))
+				fatalf("sweep: check: %s expired at %s and is still there", sessionKey(i, parts), expires(i))
 			}
 			docs[i] = true
 			nd++
@@ -456,9 +508,9 @@ func checkSwept(ctx context.Context, client *aztables.Client, n, parts int, expi
 	}
 	switch {
 	case nd != live:
-		log.Fatalf("sweep: check: %d live documents of %d left", nd, live)
+		fatalf("sweep: check: %d live documents of %d left", nd, live)
 	case entries && ne != live:
-		log.Fatalf("sweep: check: %d expiry entries for %d live documents", ne, live)
+		fatalf("sweep: check: %d expiry entries for %d live documents", ne, live)
 	case entries:
 		return fmt.Sprintf("exact (%d live, %d entries, %d gone)", nd, ne, n-nd)
 	}
@@ -581,8 +633,8 @@ func lagRows(ctx context.Context, e *env) []lagRow {
 		}
 		now := clock.Now()
 		at := now.Add(*sweepTTL)
-		if _, err := s.Create(ctx, sessionKey(j, parts), sessionOf(j, at)); err != nil {
-			log.Fatalf("%s sweeplag: create: %v", e.name, err)
+		if err := createSession(ctx, s, sessionKey(j, parts), sessionOf(j, at)); err != nil {
+			fatalf("%s sweeplag: create: %v", e.name, err)
 		}
 		expiry[j] = at
 		for {
@@ -610,7 +662,7 @@ func lagRows(ctx context.Context, e *env) []lagRow {
 	}
 	stop()
 	if err := <-swept; err != nil {
-		log.Fatalf("%s sweeplag: SweepEvery: %v", e.name, err)
+		fatalf("%s sweeplag: SweepEvery: %v", e.name, err)
 	}
 	r := lagRow{scenario: name, created: total, perMinute: float64(total) / wrote.Minutes(), requests: e.requests.n.Load() - before + sweeper.n.Load(),
 		seconds: time.Since(start).Seconds(), sweeper: sweeper}
@@ -654,7 +706,7 @@ func lagRows(ctx context.Context, e *env) []lagRow {
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			log.Fatalf("%s sweeplag: check: %v", e.name, err)
+			fatalf("%s sweeplag: check: %v", e.name, err)
 		}
 		r.left += len(page.Entities)
 	}
