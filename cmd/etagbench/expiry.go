@@ -409,7 +409,7 @@ func sweepRows(ctx context.Context, e *env) []sweepRow {
 	fmt.Fprintf(os.Stderr, "%s / %s / raw: %.1f s, %d requests\n", e.name, name, raw.seconds, raw.requests)
 
 	passes := &passLog{}
-	s := etagstore.New(tablestore.New(libClient, nil), &etagstore.Options{Clock: shifted(sweepAhead), Logger: slog.New(passes)}, byExpiry)
+	s := etagstore.New(tablestore.New(libClient, nil), &etagstore.Options{Clock: shifted(sweepAhead), Logger: slog.New(passes), RecordKeys: true}, byExpiry)
 	rows := []sweepRow{raw}
 	for _, loop := range []string{"Store.Sweep", "Store.Sweep again (nothing due)"} {
 		// A failed request ends a pass (what it deleted stays deleted):
@@ -645,7 +645,7 @@ func lagRows(ctx context.Context, e *env) []lagRow {
 	sweeper := &counting{}
 	b := &deletions{Backend: tablestore.New(serviceClient(e, sweeper).NewClient(table), nil), clock: clock, at: map[string]time.Time{}}
 	passes := &passLog{}
-	sw := etagstore.New(b, &etagstore.Options{Clock: clock, Logger: slog.New(passes)}, byExpiry)
+	sw := etagstore.New(b, &etagstore.Options{Clock: clock, Logger: slog.New(passes), RecordKeys: true}, byExpiry) // RecordKeys: the log says why a pass failed
 	before := e.requests.n.Load()
 	start := time.Now()
 
