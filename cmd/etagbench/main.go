@@ -76,6 +76,26 @@
 //
 //	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 0,10ms -only outbox -d 10s
 //
+// Expiry (table only, and only when -only names them; expiry.go). sweep:
+// -sweepdocs documents (100,000) over -sweepparts partitions (100), 1%
+// of them expired by the sweeping Store's clock (Options.Clock, two hours
+// ahead); the raw aztables purger (list every entity, 1,000 a page, and
+// DeleteEntity each expired one with If-Match) on one fresh table,
+// Store.Sweep, then Sweep again with nothing due, on another. It reports
+// seconds and requests with their ratios to raw's, the table-wide query
+// pages, the queries of one partition, the deletes and the entity group
+// transactions (each with the time it took), and checks every expired
+// document gone, every live one there with exactly its expiry entry.
+// sweeplag: SweepEvery(-sweepperiod, 1 min) while 32 goroutines create
+// -sweeprate documents (10,000) a minute for -sweepfor (5 min), each
+// expiring -sweepttl (30 s) after its create, by a clock -sweepscale
+// times as fast as the real one (1: real time); it reports each
+// document's lag, from its expiry to its delete's commit, at p50, p99 and
+// its max, and the share deleted within 2 minutes.
+//
+//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 0 -only sweep
+//	scripts/with-azurite go run ./cmd/etagbench -backends table -rtt 0 -only sweeplag
+//
 // -rtt puts a loopback latency proxy (storetest.FaultProxy with only
 // Latency set) in front of each Azurite endpoint, blob, table and queue:
 // every request, the naive loop's and the library's alike, and those of
@@ -146,8 +166,31 @@ type counting struct {
 	batches atomic.Int64 // entity group transactions sent (isBatch)
 	landed  atomic.Int64 // … answered with every action applied (batchLanded)
 	// Table reads: of one entity (GET …(PartitionKey='…',RowKey='…')),
-	// and queries (any other GET of a table's entities).
-	pointReads, queries atomic.Int64
+	// and queries (any other GET of a table's entities); among the
+	// queries, scans: those whose filter names no PartitionKey, which the
+	// service answers by walking every partition.
+	pointReads, queries, scans atomic.Int64
+	// deletes are DELETE requests (of one entity or blob; not a delete
+	// inside an entity group transaction).
+	deletes atomic.Int64
+	// queryTime, scanTime, batchTime and deleteTime sum the time (ns)
+	// the queries, the scans among them, the entity group transactions
+	// and the deletes took, until their answers' headers came.
+	queryTime, scanTime, batchTime, deleteTime atomic.Int64
+	// received counts the bytes of the answers' bodies read.
+	received atomic.Int64
+}
+
+// countedBody counts the bytes read of an answer's body in n.
+type countedBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
 }
 
 func (c *counting) Do(r *http.Request) (*http.Response, error) {
@@ -155,7 +198,12 @@ func (c *counting) Do(r *http.Request) (*http.Response, error) {
 	if op, ok := r.Context().Value(opRequestsKey{}).(*atomic.Int64); ok {
 		op.Add(1)
 	}
+	t0 := time.Now()
 	resp, err := azuritetest.Transport.Do(r)
+	took := int64(time.Since(t0))
+	if err == nil && resp.Body != nil {
+		resp.Body = countedBody{resp.Body, &c.received}
+	}
 	if err == nil && isDataWrite(r) && resp.StatusCode/100 == 2 {
 		c.writes.Add(1)
 	}
@@ -163,9 +211,19 @@ func (c *counting) Do(r *http.Request) (*http.Response, error) {
 		c.pointReads.Add(1)
 	} else if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "()") {
 		c.queries.Add(1)
+		c.queryTime.Add(took)
+		if !strings.Contains(r.URL.Query().Get("$filter"), "PartitionKey") {
+			c.scans.Add(1)
+			c.scanTime.Add(took)
+		}
+	}
+	if r.Method == http.MethodDelete {
+		c.deletes.Add(1)
+		c.deleteTime.Add(took)
 	}
 	if isBatch(r) {
 		c.batches.Add(1)
+		c.batchTime.Add(took)
 		if err == nil && batchLanded(resp) {
 			c.landed.Add(1)
 		}
@@ -745,10 +803,13 @@ func bench(e *env, backend string, writers []int, d time.Duration, rtt time.Dura
 	getby := getbyRows(ctx, e, d) // indexes.go
 	reindex := reindexRows(ctx, e)
 	outbox := outboxRows(ctx, e, d, os.Getenv("ETAGSTORE_AZURITE")) // outbox.go
+	sweep, lag := sweepRows(ctx, e), lagRows(ctx, e)                // expiry.go
 	defer func() {
 		printGetBy(backend, getby)
 		printReindex(backend, reindex)
 		printOutbox(backend, outbox)
+		printSweep(backend, sweep)
+		printLag(backend, lag)
 	}()
 	if len(rows) == 0 {
 		return // -only left none of these scenarios

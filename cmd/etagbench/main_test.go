@@ -280,3 +280,97 @@ func TestOutboxSmoke(t *testing.T) {
 		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
 	}
 }
+
+// main.go's sweep command (-backends table -rtt 0 -only sweep), short:
+// 2,000 documents in 4 partitions, 20 of them expired. etagbench exits
+// non-zero when a loop leaves an expired document, loses a live one, or
+// (the library) leaves the expiry entries other than one per live
+// document; each row must show its check, the raw loop one DeleteEntity
+// per expired document, and Sweep one entity group transaction per
+// expired document, one query of the due entries and one ReadMany query
+// per partition; Sweep again, with nothing due, that one query alone.
+func TestSweepSmoke(t *testing.T) {
+	azuritetest.ConnectionString(t)
+	bin := smoke.Build(t)
+	out, errOut := run(t, 2*time.Minute, bin, "-backends", "table", "-rtt", "0", "-only", "sweep", "-sweepdocs", "2000", "-sweepparts", "4")
+	rows := map[string]int{}
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "| sweep, 2000 documents in 4 partitions") {
+			continue
+		}
+		cols := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cols) != 14 {
+			t.Errorf("a sweep row of %d columns, want 14: %s", len(cols), line)
+			continue
+		}
+		loop := cols[1]
+		rows[loop]++
+		var requests, scans, queries, reads, deletes, batches, deleted int
+		var f float64
+		_, err := fmt.Sscanf(strings.Join([]string{cols[4], cols[6], cols[7], cols[8], cols[9], cols[10], cols[12]}, " "),
+			"%d %d (%f s) %d (%f s) %d %d (%f s) %d (%f s) %d", &requests, &scans, &f, &queries, &f, &reads, &deletes, &f, &batches, &f, &deleted)
+		if err != nil {
+			t.Errorf("a sweep row that does not parse (%v): %s", err, line)
+			continue
+		}
+		if !strings.HasPrefix(cols[13], "exact (1980 live, ") {
+			t.Errorf("a sweep row without its check: %s", line)
+		}
+		got := [6]int{scans, queries, reads, deletes, batches, deleted}
+		want := map[string][6]int{
+			"raw (list every entity, DeleteEntity If-Match)": {2, 0, 0, 20, 0, 20},
+			"Store.Sweep":                     {1, 4, 0, 0, 20, 20},
+			"Store.Sweep again (nothing due)": {1, 0, 0, 0, 0, 0},
+		}[loop]
+		if got != want {
+			t.Errorf("%s: table-wide pages, partition queries, point reads, deletes, batches, deleted %v, want %v: %s", loop, got, want, line)
+		}
+	}
+	if want := map[string]int{"raw (list every entity, DeleteEntity If-Match)": 1, "Store.Sweep": 1, "Store.Sweep again (nothing due)": 1}; !maps.Equal(rows, want) {
+		t.Errorf("sweep rows by loop: %v, want %v", rows, want)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
+	}
+}
+
+// main.go's sweeplag command (-backends table -rtt 0 -only sweeplag),
+// short: 600 expirations a minute for a minute, SweepEvery(10s), under a
+// clock 60 times as fast as the real one. The row must parse, with every
+// document deleted and the table empty at the end, and lags no shorter
+// than the skew (5 s: Sweep deletes nothing sooner).
+func TestSweepLagSmoke(t *testing.T) {
+	azuritetest.ConnectionString(t)
+	bin := smoke.Build(t)
+	out, errOut := run(t, 2*time.Minute, bin, "-backends", "table", "-rtt", "0", "-only", "sweeplag", "-sweepscale", "60", "-sweeprate", "600",
+		"-sweepfor", "1m", "-sweepperiod", "10s", "-sweepttl", "10s", "-sweepparts", "4")
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "| sweeplag, 600 expirations a minute, SweepEvery(10s), clock × 60") {
+			continue
+		}
+		rows++
+		cols := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cols) != 13 {
+			t.Errorf("a sweeplag row of %d columns, want 13: %s", len(cols), line)
+			continue
+		}
+		var created, passes int
+		var p50, p99, worst, within float64
+		_, err := fmt.Sscanf(strings.Join([]string{cols[1], cols[3], cols[5], cols[6], cols[7], cols[8]}, " "), "%d %d %f %f %f %f%%", &created, &passes, &p50, &p99, &worst, &within)
+		switch {
+		case err != nil:
+			t.Errorf("a sweeplag row that does not parse (%v): %s", err, line)
+		case created != 600 || cols[12] != "exact (600 created, 600 deleted, table empty)":
+			t.Errorf("a sweeplag row without every document created and deleted: %s", line)
+		case passes < 2 || p50 < 5 || p99 < p50 || worst < p99 || within < 0 || within > 100:
+			t.Errorf("a sweeplag row with passes or lags out of order: %s", line)
+		}
+	}
+	if rows != 1 {
+		t.Errorf("%d sweeplag rows, want 1", rows)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
+	}
+}
