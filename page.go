@@ -94,11 +94,11 @@ func (s *Store[T]) page(ctx context.Context, scope string, limit int, token stri
 	if err := ctx.Err(); err != nil {
 		return Page[T]{}, err
 	}
-	p := Page[T]{Docs: make([]Doc[T], 0, limit)}
+	var p Page[T]
 	for {
 		// Expired documents (Expiry) are skipped: the page is filled from
 		// the listing's next items.
-		want, skipped := limit-len(p.Docs), false
+		want := limit - len(p.Docs)
 		items, more, err := list(ctx, after, want)
 		if err != nil {
 			return Page[T]{}, err
@@ -106,21 +106,13 @@ func (s *Store[T]) page(ctx context.Context, scope string, limit int, token stri
 		if len(items) > want {
 			return Page[T]{}, fmt.Errorf("etagstore: backend %T returned %d items for a page of %d", s.b, len(items), want)
 		}
-		for _, it := range items {
-			d, err := s.decode(it)
-			switch {
-			case isExpired(err):
-				skipped = true
-				continue
-			case err != nil:
-				return Page[T]{}, err
-			}
-			p.Docs = append(p.Docs, d)
-		}
-		if !more {
+		skipped, err := s.decodeInto(&p, items)
+		switch {
+		case err != nil:
+			return Page[T]{}, err
+		case !more:
 			return p, nil
-		}
-		if len(items) == 0 {
+		case len(items) == 0:
 			return Page[T]{}, fmt.Errorf("etagstore: backend %T reported more items after an empty page", s.b)
 		}
 		after = items[len(items)-1].Key
@@ -129,4 +121,24 @@ func (s *Store[T]) page(ctx context.Context, scope string, limit int, token stri
 			return p, nil
 		}
 	}
+}
+
+// decodeInto adds items, decoded, to p's documents, and reports whether
+// it skipped one that has expired (Expiry).
+func (s *Store[T]) decodeInto(p *Page[T], items []driver.Item) (skipped bool, err error) {
+	if p.Docs == nil {
+		p.Docs = make([]Doc[T], 0, len(items))
+	}
+	for _, it := range items {
+		d, err := s.decode(it)
+		switch {
+		case isExpired(err):
+			skipped = true
+		case err != nil:
+			return skipped, err
+		default:
+			p.Docs = append(p.Docs, d)
+		}
+	}
+	return skipped, nil
 }
