@@ -10,6 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/index"
 	reqs "github.com/etagstore/etagstore/internal/request"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -108,34 +109,17 @@ func (o *Outbox[E]) pass(ctx context.Context, publish func(context.Context, Even
 			first = err
 		}
 	}
-	var scope string
-	var batch []driver.Item
-	flush := func() {
-		if len(batch) > 0 {
-			slots <- struct{}{}
-			wg.Add(1)
-			go relay(scope, batch)
-			batch = nil
-		}
-	}
-	for it, err := range o.layout.AllPending(ctx) {
+	for run, err := range index.ByScope(o.layout.AllPending(ctx), o.layout.Space, 0) {
 		if err != nil {
 			mu.Lock()
 			first = err
 			mu.Unlock()
 			break
 		}
-		sc, err := o.layout.Space.Scope(it.Key)
-		if err != nil {
-			continue
-		}
-		if sc != scope {
-			flush()
-		}
-		scope = sc
-		batch = append(batch, it)
+		slots <- struct{}{}
+		wg.Add(1)
+		go relay(run.Scope, run.Items)
 	}
-	flush()
 	wg.Wait()
 	st.Took, st.Err = o.clock.Now().Sub(start), first
 	if ctx.Err() == nil || first == nil { // a pass cut short by its caller is no failure to log

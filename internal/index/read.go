@@ -70,3 +70,41 @@ func (s *Set) Holders(ctx context.Context, d Def, scoped string) iter.Seq2[Entry
 		}
 	}
 }
+
+// ByScope groups entries, as a listing across scopes yields them (by
+// scope: driver.Entries.Range), into runs of one scope each, of at most
+// max entries (0: no bound), yielded with their scope. An entry whose
+// scope space cannot name is left out. A listing's error is yielded
+// once, with no run, and ends the sequence.
+func ByScope(entries iter.Seq2[driver.Item, error], space *driver.Entries, max int) iter.Seq2[Run, error] {
+	return func(yield func(Run, error) bool) {
+		var r Run
+		for it, err := range entries {
+			if err != nil {
+				yield(Run{}, err)
+				return
+			}
+			sc, err := space.Scope(it.Key)
+			if err != nil {
+				continue
+			}
+			if len(r.Items) > 0 && (sc != r.Scope || len(r.Items) == max) {
+				if !yield(r, nil) {
+					return
+				}
+				r = Run{}
+			}
+			r.Scope = sc
+			r.Items = append(r.Items, it)
+		}
+		if len(r.Items) > 0 {
+			yield(r, nil)
+		}
+	}
+}
+
+// Run is entries of one scope (ByScope).
+type Run struct {
+	Scope string
+	Items []driver.Item
+}

@@ -72,27 +72,16 @@ func (s *Set) Sweep(ctx context.Context, d Def, due Due, out *Swept) error {
 	prefix := indexPrefix(d)
 	last, _ := Unstamp(Stamp(due.Cutoff)) // the last millisecond a due stamp may name
 	below := prefix + Stamp(last.Add(time.Millisecond))
-	var chunk []driver.Item
-	var scope string
-	for it, err := range s.space.Range(ctx, prefix, below) {
+	for run, err := range ByScope(s.space.Range(ctx, prefix, below), s.space, batchSize) {
 		if err != nil {
 			return err
 		}
-		out.Listed++
-		sc, err := s.space.Scope(it.Key)
-		if err != nil {
-			continue // not an entry of this Set's scopes
+		out.Listed += len(run.Items)
+		if err := s.sweepChunk(ctx, d, run.Items, due, out); err != nil {
+			return err
 		}
-		if len(chunk) == batchSize || len(chunk) > 0 && sc != scope {
-			if err := s.sweepChunk(ctx, d, chunk, due, out); err != nil {
-				return err
-			}
-			chunk = chunk[:0]
-		}
-		scope = sc
-		chunk = append(chunk, it)
 	}
-	return s.sweepChunk(ctx, d, chunk, due, out)
+	return nil
 }
 
 // sweepChunk sweeps the documents of entries, due expiry entries of one
