@@ -29,11 +29,15 @@ type Held interface {
 
 // every runs pass every period until ctx is done; with lock, only while
 // it holds the lock named name (trying again every period while another
-// process holds it). A failure to take or keep the lock is logged.
-func (c *core) every(ctx context.Context, period time.Duration, lock Locker, name string, pass func(context.Context)) {
+// process holds it). A pass that reports it did some work is followed by
+// the next at once: a backlog is worked off without a period's wait
+// between its parts. A failure to take or keep the lock is logged.
+func (c *core) every(ctx context.Context, period time.Duration, lock Locker, name string, pass func(context.Context) (again bool)) {
 	for ctx.Err() == nil {
 		if lock == nil {
-			pass(ctx)
+			if pass(ctx) {
+				continue
+			}
 		} else if err := c.holding(ctx, lock, name, period, pass); err != nil && !errors.Is(err, ErrLocked) && ctx.Err() == nil {
 			c.obs.Logger().WarnContext(ctx, "etagstore: background lock", "lock", name, "error", c.obs.Describe(err))
 		}
@@ -43,9 +47,10 @@ func (c *core) every(ctx context.Context, period time.Duration, lock Locker, nam
 	}
 }
 
-// holding takes lock and, while it holds it, runs pass every period; it
-// releases it when ctx is done or the lock is lost.
-func (c *core) holding(ctx context.Context, lock Locker, name string, period time.Duration, pass func(context.Context)) error {
+// holding takes lock and, while it holds it, runs pass every period (at
+// once after a pass that did some work); it releases it when ctx is done
+// or the lock is lost.
+func (c *core) holding(ctx context.Context, lock Locker, name string, period time.Duration, pass func(context.Context) (again bool)) error {
 	h, err := lock.TryHold(ctx, name)
 	if err != nil {
 		return err
@@ -59,10 +64,10 @@ func (c *core) holding(ctx context.Context, lock Locker, name string, period tim
 	for {
 		pctx, cancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(held, cancel)
-		pass(pctx)
+		again := pass(pctx)
 		stop()
 		cancel()
-		if held.Err() != nil || c.clock.Sleep(ctx, period) != nil || held.Err() != nil {
+		if held.Err() != nil || !again && c.clock.Sleep(ctx, period) != nil || held.Err() != nil || ctx.Err() != nil {
 			return nil // lost (stand by, and try again), or done
 		}
 	}

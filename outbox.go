@@ -58,8 +58,11 @@ type OutboxOptions struct {
 	// once. Default (1): one after another, so that a failed publish
 	// stops its partition before any later event goes. More is faster
 	// where each publish is a round trip (Azure Queue storage takes one
-	// message a request), but a later event may then be published before
-	// an earlier one whose publish fails (consumers order by Seq).
+	// message a request: about 80 events a second at 10 ms, against
+	// about 970 with 16), but the publishes of a window may land in any
+	// order, and a later event may be published before an earlier one
+	// whose publish fails (it is published again after it; consumers
+	// order by Seq). A window slides: one more starts as each lands.
 	InFlight int
 }
 

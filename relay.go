@@ -20,18 +20,20 @@ import (
 
 // Relay publishes every committed event, in order per partition, at
 // least once, then marks it sent, until ctx is done (then it returns
-// nil). Every Poll (OutboxOptions) it makes a pass: it lists the pending
-// events of every partition (one query on tables), and relays up to 8
-// partitions at once; in each it reads the cursor (the last Seq relayed)
-// and publishes the events that follow it without a gap, one after
-// another (InFlight at a time, if more than one). Published events are
-// marked sent up to 32 to a request, which moves them from pending to
-// sent and advances the cursor, conditioned on all of them, so that two
-// relays never mark one event twice. A publish that fails (or panics)
-// stops its partition: it is tried again after a backoff (from 100 ms,
-// doubling, ±20%, up to a minute), and no later event of the partition goes
-// before it (with InFlight 1). Relayed events past the retention are
-// deleted by the passes.
+// nil). It makes a pass every Poll (OutboxOptions), and the next at once
+// after a pass that published something, so that a backlog is worked off
+// without a Poll between its parts. A pass lists the pending events of
+// every partition (one query on tables), and relays up to 8 partitions at
+// once; in each it reads the cursor (the last Seq relayed) and publishes
+// the events that follow it without a gap, one after another (InFlight at
+// a time, if more than one). Published events are marked sent behind the
+// publishes, up to 32 to a request, one request at a time: a mark moves
+// them from pending to sent and advances the cursor, conditioned on all
+// of them, so that two relays never mark one event twice. A publish that
+// fails (or panics) stops its partition: it is tried again after a
+// backoff (from 100 ms, doubling, ±20%, up to a minute), and no later
+// event of the partition goes before it (with InFlight 1). Relayed events
+// past the retention are deleted by the passes.
 //
 // With lock, only the process holding the lock named "etagstore-relay-"
 // and the outbox's name relays; the others stand by. Without one, several
@@ -47,12 +49,13 @@ func (o *Outbox[E]) Relay(ctx context.Context, publish func(context.Context, Eve
 	}
 	waits := map[string]*partitionWait{}
 	var swept time.Time
-	o.store.every(ctx, o.poll, lock, "etagstore-relay-"+o.layout.Name, func(ctx context.Context) {
-		_, _ = o.pass(ctx, publish, waits)
+	o.store.every(ctx, o.poll, lock, "etagstore-relay-"+o.layout.Name, func(ctx context.Context) bool {
+		n, _ := o.pass(ctx, publish, waits)
 		if now := o.clock.Now(); now.Sub(swept) >= retentionSweep {
 			swept = now
 			_, _ = o.store.Sweep(ctx) // past the retention
 		}
+		return n > 0
 	})
 	return nil
 }
@@ -135,9 +138,11 @@ const markBatch = 32
 
 // relayPartition relays scope's pending events (as listed, in order): the
 // run that follows the cursor without a gap, published InFlight at a
-// time (one by one by default), and marked sent markBatch at a time. A
-// publish that fails ends it: the events before it are marked, and the
-// partition waits (waits) before it is tried again.
+// time (one by one by default; started in order, a window sliding past
+// each one that lands) and marked sent markBatch at a time while the
+// publishes go on (one mark request at a time, in order). A publish that
+// fails ends it: the events before it are marked, and the partition
+// waits (waits) before it is tried again. A mark that fails ends it too.
 func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []driver.Item, publish func(context.Context, Event[E]) error, waits map[string]*partitionWait, mu *sync.Mutex, st *telemetry.RelayPass) (int, error) {
 	now := o.clock.Now()
 	mu.Lock()
@@ -156,29 +161,24 @@ func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []
 		st.Lag = max(st.Lag, now.Sub(evs[0].Time))
 		mu.Unlock()
 	}
-	n, marked := 0, 0 // run[:marked] is marked sent
-	for i := 0; i < len(evs); {
-		k := min(len(evs)-i, o.inFlight)
-		ok, perr := publishAll(ctx, publish, evs[i:i+k])
-		if ok < k {
-			mu.Lock()
-			st.Failed++
-			o.wait(waits, scope, now)
-			mu.Unlock()
-			merr := o.markAll(ctx, scope, run[marked:i+ok], &n)
-			return n, reqs.JoinLine(prefixed(fmt.Sprintf("relay of event %d of", evs[i+ok].Seq), scope, perr), merr)
-		}
+	m := o.marker(ctx, scope)
+	ok, perr := publishInOrder(ctx, publish, evs, o.inFlight, func(k int) bool { return m.upTo(run[:k], false) })
+	m.upTo(run[:ok], true)
+	n, merr := m.wait()
+	if perr == nil {
 		mu.Lock()
 		delete(waits, scope)
 		mu.Unlock()
-		if i += k; i-marked >= markBatch {
-			if err := o.markAll(ctx, scope, run[marked:i], &n); err != nil {
-				return n, err
-			}
-			marked = i
-		}
+		return n, reqs.JoinLine(err, merr)
 	}
-	return n, reqs.JoinLine(err, o.markAll(ctx, scope, run[marked:], &n))
+	mu.Lock()
+	st.Failed++
+	if ok > 0 {
+		delete(waits, scope) // it moved: the backoff starts again
+	}
+	o.wait(waits, scope, now)
+	mu.Unlock()
+	return n, reqs.JoinLine(prefixed(fmt.Sprintf("relay of event %d of", evs[ok].Seq), scope, perr), merr)
 }
 
 // run is the pending events (as listed, in order) that follow cursor
@@ -204,44 +204,6 @@ func (o *Outbox[E]) run(scope string, pending []driver.Item, cursor int64) ([]dr
 		next++
 	}
 	return run, evs, nil
-}
-
-// markAll marks events, published, sent, markBatch to a request, adding
-// how many to *n.
-func (o *Outbox[E]) markAll(ctx context.Context, scope string, events []driver.Item, n *int) error {
-	for len(events) > 0 {
-		k := min(len(events), markBatch)
-		if err := o.markSent(ctx, scope, events[:k]); err != nil {
-			return err
-		}
-		*n += k
-		events = events[k:]
-	}
-	return nil
-}
-
-// publishAll publishes evs at once, one goroutine each (one: on the
-// caller's), and returns how many of them, from the first, succeeded
-// before the first that failed, with its error.
-func publishAll[E any](ctx context.Context, publish func(context.Context, Event[E]) error, evs []Event[E]) (int, error) {
-	if len(evs) == 1 {
-		if err := callPublish(ctx, publish, evs[0]); err != nil {
-			return 0, err
-		}
-		return 1, nil
-	}
-	errs := make([]error, len(evs))
-	var wg sync.WaitGroup
-	for i, ev := range evs {
-		wg.Go(func() { errs[i] = callPublish(ctx, publish, ev) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return i, err
-		}
-	}
-	return len(evs), nil
 }
 
 // wait backs scope off after a failed publish at now.
@@ -299,14 +261,4 @@ func (o *Outbox[E]) markSent(ctx context.Context, scope string, events []driver.
 		return tx.Put(o.layout.Cursor(scope), record{Seq: last})
 	})
 	return err
-}
-
-// callPublish is publish(ctx, ev); a panic in it is its error.
-func callPublish[E any](ctx context.Context, publish func(context.Context, Event[E]) error, ev Event[E]) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("publish panicked: %v", r)
-		}
-	}()
-	return publish(ctx, ev)
 }

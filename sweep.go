@@ -70,6 +70,9 @@ func (s *Store[T]) SweepEvery(ctx context.Context, period time.Duration, lock Lo
 	case !ok:
 		return errorf(ErrInvalidInput, "SweepEvery: the Store has no Expiry index (pass etagstore.Expiry to New)")
 	}
-	s.every(ctx, period, lock, "etagstore-sweep-"+d.name, func(ctx context.Context) { _, _ = s.Sweep(ctx) })
+	s.every(ctx, period, lock, "etagstore-sweep-"+d.name, func(ctx context.Context) bool {
+		_, _ = s.Sweep(ctx)
+		return false
+	})
 	return nil
 }

@@ -87,6 +87,11 @@ var outboxCases = []struct {
 	{"PublishError", testOutboxPublishError},
 	{"PublishErrorRelay", testOutboxPublishErrorRelay},
 	{"PublishPanics", testOutboxPublishPanics},
+	// 7. A pass's pipeline (outboxrelay.go).
+	{"InFlightWindow", testOutboxInFlightWindow},
+	{"InFlightFailure", testOutboxInFlightFailure},
+	{"MarksBehindPublishes", testOutboxMarksBehindPublishes},
+	{"BusyRelay", testOutboxBusyRelay},
 }
 
 // RunOutbox checks a transactional outbox (etagstore.Outbox) over the

@@ -1,0 +1,138 @@
+package etagstore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/etagstore/etagstore/driver"
+)
+
+// This file is how a relay pass moves through one partition's run of
+// events: publishes started in order, a window of them at a time, and
+// the published ones marked sent behind them.
+
+// publishInOrder publishes evs in order, inFlight at once at most: each
+// starts after every earlier one started, and one more starts as one in
+// flight lands. progress(k) is called each time the first k have all
+// landed (k grows); when it returns false, or a publish fails, no more
+// start. It returns how many, from the first, landed before the first
+// that failed, and that one's error. With inFlight 1 every publish runs
+// on the caller's goroutine, one after another.
+func publishInOrder[E any](ctx context.Context, publish func(context.Context, Event[E]) error, evs []Event[E], inFlight int, progress func(k int) bool) (int, error) {
+	if inFlight <= 1 {
+		for i, ev := range evs {
+			if err := callPublish(ctx, publish, ev); err != nil {
+				return i, err
+			}
+			if !progress(i + 1) {
+				return i + 1, nil
+			}
+		}
+		return len(evs), nil
+	}
+	type result struct {
+		i   int
+		err error
+	}
+	results := make(chan result, inFlight)
+	landed := make([]bool, len(evs))
+	next, prefix, running, stop := 0, 0, 0, false
+	failAt, failErr := len(evs), error(nil)
+	for {
+		for ; !stop && running < inFlight && next < len(evs); next, running = next+1, running+1 {
+			go func(i int) { results <- result{i, callPublish(ctx, publish, evs[i])} }(next)
+		}
+		if running == 0 {
+			return prefix, failErr
+		}
+		r := <-results
+		running--
+		if r.err != nil {
+			stop = true
+			if r.i < failAt {
+				failAt, failErr = r.i, r.err
+			}
+			continue
+		}
+		landed[r.i] = true
+		was := prefix
+		for prefix < failAt && landed[prefix] {
+			prefix++
+		}
+		if prefix > was && !stop && !progress(prefix) {
+			stop = true
+		}
+	}
+}
+
+// callPublish is publish(ctx, ev); a panic in it is its error.
+func callPublish[E any](ctx context.Context, publish func(context.Context, Event[E]) error, ev Event[E]) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("publish panicked: %v", r)
+		}
+	}()
+	return publish(ctx, ev)
+}
+
+// marker marks a partition's published events sent behind its
+// publishes, markBatch to a request, one request at a time and in
+// order, on a goroutine of its own. A mark that fails stops it: an event
+// marked past an unmarked one would move the cursor past it.
+type marker[E any] struct {
+	o      *Outbox[E]
+	ctx    context.Context
+	scope  string
+	given  int                // run[:given] is queued
+	jobs   chan []driver.Item // nil until the first
+	done   chan struct{}
+	failed atomic.Bool
+	n      int // marked, once done
+	err    error
+}
+
+func (o *Outbox[E]) marker(ctx context.Context, scope string) *marker[E] {
+	return &marker[E]{o: o, ctx: ctx, scope: scope, done: make(chan struct{})}
+}
+
+// upTo queues published, the run's first events (a prefix that grows
+// from call to call), markBatch at a time; all of the rest when last. It
+// reports whether marking goes on (false once a mark failed).
+func (m *marker[E]) upTo(published []driver.Item, last bool) bool {
+	for len(published)-m.given >= markBatch || last && len(published) > m.given {
+		k := min(len(published)-m.given, markBatch)
+		if m.jobs == nil {
+			m.jobs = make(chan []driver.Item, cap(published)/markBatch+2)
+			go m.mark()
+		}
+		m.jobs <- published[m.given : m.given+k]
+		m.given += k
+	}
+	return !m.failed.Load()
+}
+
+func (m *marker[E]) mark() {
+	defer close(m.done)
+	for events := range m.jobs {
+		if m.err != nil {
+			continue
+		}
+		if m.err = m.o.markSent(m.ctx, m.scope, events); m.err != nil {
+			m.failed.Store(true)
+		} else {
+			m.n += len(events)
+		}
+	}
+}
+
+// wait waits for the marks queued and returns how many events they
+// marked, and the error of the one that failed.
+func (m *marker[E]) wait() (int, error) {
+	if m.jobs == nil {
+		return 0, nil
+	}
+	close(m.jobs)
+	<-m.done
+	return m.n, m.err
+}
