@@ -17,7 +17,8 @@ import (
 // reads every document: it lists only the expiry entries due (on tables
 // one query of the table filtered by RowKey, which the service pages),
 // reads the documents they name (a partition's together, up to 14 a
-// query) and deletes each in one request with every entry it holds,
+// query) and deletes each in one request with every entry it holds (8
+// requests at once, while the next partition's documents are read),
 // conditioned on the version read and on its expiry entry, so that a
 // document written since (refreshed) stays, and so does its new entry.
 // An entry whose document is gone or no longer expires then is removed.
@@ -27,8 +28,9 @@ import (
 // expired one with If-Match.
 //
 // A Store without an Expiry index matches ErrInvalidInput. A failed
-// request ends the pass with its error (what it deleted stays deleted);
-// the next pass takes up the rest.
+// request ends the pass with its error: no more start, those running
+// finish (what they deleted stays deleted, and counts); the next pass
+// takes up the rest.
 func (s *Store[T]) Sweep(ctx context.Context) (int, error) {
 	ctx, sp := s.obs.Begin(ctx, telemetry.OpSweep, "")
 	n, err := s.sweep(ctx)

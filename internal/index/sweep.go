@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
@@ -20,8 +21,10 @@ import (
 // together with every entry it holds (expiry, unique, lookup) and with
 // the listed expiry entry conditioned on its own ETag, in one commit. A
 // document written since (a refresh) fails that commit, or no longer
-// holds the entry's instant, and stays. Over a backend that keeps no
-// entries (Entryless) the sweeper lists every document instead.
+// holds the entry's instant, and stays. The deletes of a pass go
+// DocsAtOnce at a time, while the next scope's documents are read. Over
+// a backend that keeps no entries (Entryless) the sweeper lists every
+// document instead.
 
 // Swept is what a sweep pass did.
 type Swept struct {
@@ -72,21 +75,26 @@ func (s *Set) Sweep(ctx context.Context, d Def, due Due, out *Swept) error {
 	prefix := indexPrefix(d)
 	last, _ := Unstamp(Stamp(due.Cutoff)) // the last millisecond a due stamp may name
 	below := prefix + Stamp(last.Add(time.Millisecond))
+	p := newSweepPool(out)
 	for run, err := range ByScope(s.space.Range(ctx, prefix, below), s.space, batchSize) {
 		if err != nil {
-			return err
+			p.fail(err)
+			break
 		}
-		out.Listed += len(run.Items)
-		if err := s.sweepChunk(ctx, d, run.Items, due, out); err != nil {
-			return err
+		p.listed(len(run.Items))
+		if err := s.sweepChunk(ctx, d, run.Items, due, p); err != nil {
+			p.fail(err)
+		}
+		if p.failed() {
+			break
 		}
 	}
-	return nil
+	return p.wait()
 }
 
 // sweepChunk sweeps the documents of entries, due expiry entries of one
-// scope.
-func (s *Set) sweepChunk(ctx context.Context, d Def, entries []driver.Item, due Due, out *Swept) error {
+// scope: it reads them together, then hands each one's work to p.
+func (s *Set) sweepChunk(ctx context.Context, d Def, entries []driver.Item, due Due, p *sweepPool) error {
 	es := make([]Entry, len(entries))
 	keys := make([]string, 0, len(entries))
 	for i, it := range entries {
@@ -107,9 +115,12 @@ func (s *Set) sweepChunk(ctx context.Context, d Def, entries []driver.Item, due 
 		}
 		doc, ok := docs[e.Doc]
 		if !ok { // gone: its entry stayed behind (a writer that did not declare the index)
-			if s.dropEntry(ctx, it) {
-				out.Cleaned++
-			}
+			p.do(func(out *Swept) error {
+				if s.dropEntry(ctx, it) {
+					out.Cleaned++
+				}
+				return nil
+			})
 			continue
 		}
 		vals, err := s.Values(doc.Key, doc.Data)
@@ -117,28 +128,106 @@ func (s *Set) sweepChunk(ctx context.Context, d Def, entries []driver.Item, due 
 			continue // a document T cannot read keeps its entries
 		}
 		if !slices.Contains(vals[pos], e.Value) { // written since with another expiry
-			out.Refreshed++
-			if s.dropEntry(ctx, it) {
-				out.Cleaned++
-			}
+			p.do(func(out *Swept) error {
+				out.Refreshed++
+				if s.dropEntry(ctx, it) {
+					out.Cleaned++
+				}
+				return nil
+			})
 			continue
 		}
 		at, ok := due.due(doc)
 		if !ok {
 			continue // due within the cutoff's millisecond, after the cutoff: the next pass
 		}
-		swept, err := s.sweepDoc(ctx, doc, it)
-		switch {
-		case err != nil:
-			return err
-		case swept == deleted:
-			out.Swept++
-			out.Lag = max(out.Lag, due.Now.Sub(at))
-		case swept == written:
-			out.Refreshed++
+		p.do(func(out *Swept) error {
+			swept, err := s.sweepDoc(ctx, doc, it)
+			switch {
+			case err != nil:
+				return err
+			case swept == deleted:
+				out.Swept++
+				out.Lag = max(out.Lag, due.Now.Sub(at))
+			case swept == written:
+				out.Refreshed++
+			}
+			return nil
+		})
+		if p.failed() {
+			break
 		}
 	}
 	return nil
+}
+
+// DocsAtOnce is how many documents (or entries) a sweep pass deletes at
+// once: each in a request of its own.
+const DocsAtOnce = 8
+
+// sweepPool runs a pass's deletes, DocsAtOnce at a time, and gathers
+// what they did. The first that fails stops it: those running finish,
+// and no more start.
+type sweepPool struct {
+	slots chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex // over out and err
+	out   *Swept
+	err   error
+}
+
+func newSweepPool(out *Swept) *sweepPool {
+	return &sweepPool{slots: make(chan struct{}, DocsAtOnce), out: out}
+}
+
+// do runs work on a goroutine of its own once a slot is free (not at all
+// once the pool failed); work's changes to out are made under the lock.
+func (p *sweepPool) do(work func(out *Swept) error) {
+	p.slots <- struct{}{}
+	if p.failed() {
+		<-p.slots
+		return
+	}
+	p.wg.Go(func() {
+		defer func() { <-p.slots }()
+		var mine Swept
+		err := work(&mine)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.out.Swept += mine.Swept
+		p.out.Refreshed += mine.Refreshed
+		p.out.Cleaned += mine.Cleaned
+		p.out.Lag = max(p.out.Lag, mine.Lag)
+		if p.err == nil {
+			p.err = err
+		}
+	})
+}
+
+func (p *sweepPool) listed(n int) {
+	p.mu.Lock()
+	p.out.Listed += n
+	p.mu.Unlock()
+}
+
+func (p *sweepPool) fail(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.mu.Unlock()
+}
+
+func (p *sweepPool) failed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err != nil
+}
+
+// wait waits for the work running and returns the first failure.
+func (p *sweepPool) wait() error {
+	p.wg.Wait()
+	return p.err
 }
 
 // fate is what became of a document a sweep meant to delete.
@@ -220,28 +309,36 @@ func (s *Set) dropEntry(ctx context.Context, entry driver.Item) bool {
 // sweepDocs is Sweep over a backend that keeps no entries: it lists
 // every document (a listing page per 5,000 blobs, and the blobs' reads
 // as the backend lists them) and deletes each one due with If-Match on
-// the version listed.
+// the version listed, DocsAtOnce at a time.
 func (s *Set) sweepDocs(ctx context.Context, due Due, out *Swept) error {
+	p := newSweepPool(out)
 	for it, err := range s.Backend.List(ctx, "") {
 		if err != nil {
-			return err
+			p.fail(err)
+			break
 		}
-		out.Listed++
+		p.listed(1)
 		at, ok := due.due(it)
 		if !ok {
 			continue
 		}
-		switch f, err := s.deleteDoc(ctx, it); {
-		case err != nil:
-			return err
-		case f == deleted:
-			out.Swept++
-			out.Lag = max(out.Lag, due.Now.Sub(at))
-		case f == written:
-			out.Refreshed++
+		p.do(func(out *Swept) error {
+			switch f, err := s.deleteDoc(ctx, it); {
+			case err != nil:
+				return err
+			case f == deleted:
+				out.Swept++
+				out.Lag = max(out.Lag, due.Now.Sub(at))
+			case f == written:
+				out.Refreshed++
+			}
+			return nil
+		})
+		if p.failed() {
+			break
 		}
 	}
-	return nil
+	return p.wait()
 }
 
 // deleteDoc deletes doc, as listed, with If-Match on its version (a
