@@ -36,6 +36,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/heat"
+	"github.com/etagstore/etagstore/internal/imply"
 	"github.com/etagstore/etagstore/internal/outcome"
 	"github.com/etagstore/etagstore/internal/request"
 )
@@ -140,10 +141,17 @@ type Env struct {
 	// Reentry notices a write made from inside the user code of another
 	// write of its key (internal/reentry); nil: none.
 	Reentry Noter
-	// Implier adds what a write implies to its request (implied.go;
+	// Implier adds what a write implies to its request (internal/imply;
 	// internal/index); nil: none.
 	Implier Implier
 }
+
+// Implier and Pending are package imply's: what a write implies, committed
+// with it.
+type (
+	Implier          = imply.Implier
+	Pending[E error] = imply.Pending[E]
+)
 
 // Noter hears what every delivery wrote, as it ends (internal/reentry's
 // Reentry: a write from inside user code of its own key).
@@ -195,9 +203,9 @@ type Delivery struct {
 	outcome   error // what a request of checks only ends with once they hold (Checked)
 	res       Result
 
-	rmw  bool      // a read-modify-write (TakeTurns)
-	part Contender // its part in the Store's Contention; nil: none
-	memo any       // what its Implier learnt from refusals (implied.go)
+	rmw     bool       // a read-modify-write (TakeTurns)
+	part    Contender  // its part in the Store's Contention; nil: none
+	implied imply.Part // its part in the Store's Implier (internal/imply)
 }
 
 // carry is what an attempt leaves to the next; at most one of resend,
@@ -230,6 +238,7 @@ type Options struct {
 // its keys as it reads them (SetKeys).
 func New(env *Env, op string, mode Mode, keys []string, plan Plan, o Options) *Delivery {
 	d := &Delivery{env: env, op: op, keys: keys, mode: mode, plan: plan, flight: o.Flight, fence: o.Fence, fenced: o.Fenced, made: o.Made}
+	d.implied.Implier = env.Implier
 	if d.flight == nil {
 		d.flight = ungrouped{}
 	}

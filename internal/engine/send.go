@@ -21,10 +21,11 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 	}
 	d.res.Held = req[0].Write.Cond.ETag
 	began := d.env.Clock.Now()
-	out, implied, err := d.transmitWith(ctx, req)
-	if before, ok := err.(errRefusedBefore); ok {
-		return stop, before.error // refused by its Implier: nothing was sent
+	implied, err := d.implied.Actions(ctx, req, d.env.Commit != nil, d.op, d.name())
+	if err != nil {
+		return stop, err // refused by its Implier: nothing was sent
 	}
+	out, err := d.transmit(ctx, req, implied)
 	switch {
 	case req.ChecksOnly():
 		return d.checkAnswer(ctx, req, err)
@@ -45,8 +46,12 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 		// entry) applied nothing, even after an earlier request's lost
 		// answer: its Implier learns from it, whereas settling by the
 		// documents' versions would send it again as it is, forever.
-		if next, err, ok := d.impliedRefusal(ctx, req, implied, err); ok {
-			return next, err
+		if again, err, ok := d.implied.Refused(ctx, req, implied, err, d.op, d.name()); ok {
+			if !again {
+				return stop, err
+			}
+			d.then = carry{resend: req}
+			return now, err
 		}
 	}
 	if d.unsettled != nil || request.Ambiguous(err) {
@@ -58,11 +63,11 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 	return d.refusal(ctx, req, verified, err, d.env.Clock.Now().Sub(began))
 }
 
-// transmit sends req: one Write or Delete, or a Commit of several, and
-// returns the versions written.
-func (d *Delivery) transmit(ctx context.Context, req Request) ([]driver.Item, error) {
-	if len(req) > 1 || req.ChecksOnly() {
-		return d.commit(ctx, req)
+// transmit sends req: one Write or Delete, or a Commit of several or of
+// req with the actions it implies, and returns the versions written.
+func (d *Delivery) transmit(ctx context.Context, req Request, implied []driver.Action) ([]driver.Item, error) {
+	if len(req) > 1 || req.ChecksOnly() || len(implied) > 0 {
+		return d.commit(ctx, req, implied)
 	}
 	w := req[0]
 	var etag driver.ETag
@@ -81,12 +86,12 @@ func (d *Delivery) transmit(ctx context.Context, req Request) ([]driver.Item, er
 	return []driver.Item{request.Written(w, etag)}, nil
 }
 
-// commit sends a multi-key request as one atomic Commit.
-func (d *Delivery) commit(ctx context.Context, req Request) ([]driver.Item, error) {
-	if d.env.Commit == nil {
+// commit sends a multi-key request, with implied, as one atomic Commit.
+func (d *Delivery) commit(ctx context.Context, req Request, implied []driver.Action) ([]driver.Item, error) {
+	if d.env.Commit == nil { // never with implied actions: imply.Part.Actions refuses them
 		return nil, fmt.Errorf("%w: %s: the backend cannot write several documents atomically", errors.ErrUnsupported, d.op)
 	}
-	etags, err := d.env.Commit(ctx, req.Actions())
+	etags, err := d.env.Commit(ctx, append(req.Actions(), implied...))
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ type KeyWrite struct {
 	Unread bool
 	// Was is the stored version the write replaces or deletes (no Data
 	// when the key was missing), when WasKnown: what an Implier compares
-	// the write with (engine's implied.go). Replacing records it.
+	// the write with (internal/imply). Replacing records it.
 	Was      driver.Item
 	WasKnown bool
 }
