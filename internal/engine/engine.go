@@ -15,7 +15,7 @@
 // request's Resolve). A request of checks alone (a transaction that
 // wrote nothing) writes nothing, so a lost answer to it is sent again as
 // a throttled one is (send.go). What an attempt leaves to the next is one value, a carry.
-// The retry loop (retry.go) decides when the next attempt runs;
+// The retry loop (internal/retry) decides when the next attempt runs;
 // contention heat (internal/heat) where its backoff starts. A Store's
 // Contention (contention.go; internal/turns, the hot-key hand-over) is
 // called at three points of an attempt: before it builds, before it
@@ -39,6 +39,7 @@ import (
 	"github.com/etagstore/etagstore/internal/imply"
 	"github.com/etagstore/etagstore/internal/outcome"
 	"github.com/etagstore/etagstore/internal/request"
+	"github.com/etagstore/etagstore/internal/retry"
 )
 
 // Mode is how a write starts each attempt; fixed at construction.
@@ -115,13 +116,16 @@ type Hooks interface {
 	Conflict(ctx context.Context)
 	// Lost reports a lost answer, resolved by reading with verdict v.
 	Lost(ctx context.Context, op, key string, v outcome.Verdict)
-	// Retrying reports the pause before attempt+1, after err.
-	Retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error)
-	// Attempted reports every attempt that counts, as it ends: its number,
-	// its error (nil: it succeeded) and the delay before the next (0: at
-	// once, or none).
-	Attempted(ctx context.Context, attempt int, err error, delay time.Duration)
+	// Retrying and Attempted hear the retry loop (internal/retry).
+	retry.Hooks
 }
+
+// Policy and Clock are package retry's: what bounds a write's attempts,
+// and the loop's time source.
+type (
+	Policy = retry.Policy
+	Clock  = retry.Clock
+)
 
 // Env is what a Store's writes are delivered with: one per Store, shared
 // by its deliveries, read-only once built.
@@ -300,7 +304,8 @@ func (d *Delivery) run(ctx context.Context) (Result, error) {
 			d.part.Leave(d.name(), attempts)
 		}
 	}()
-	attempts, err := d.env.retry(ctx, d.attempt, d.made, warm, d.op, backoff)
+	loop := retry.Loop{Policy: d.env.Policy, Clock: d.env.Clock, Hooks: d.env.Hooks, Op: d.op, Made: d.made, Warm: warm, Shrink: backoff}
+	attempts, err := loop.Run(ctx, d.attempt)
 	if d.mode != Blind && len(d.keys) > 0 {
 		d.env.Heat.Learn(d.name(), attempts, d.env.Clock)
 	}
@@ -324,13 +329,13 @@ func (d *Delivery) run(ctx context.Context) (Result, error) {
 // rerun ends an attempt of a SelfReading write whose reads changed (err
 // matches ErrStale): the plan runs again after a pause, as after a lost
 // race.
-func (d *Delivery) rerun(err error) (next, error) {
+func (d *Delivery) rerun(err error) (retry.Next, error) {
 	d.then = carry{raced: true}
 	d.answered(Answer{Raced: true})
 	if !errors.Is(err, driver.ErrConflict) {
 		err = driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
 	}
-	return afterLoss, err
+	return retry.AfterLoss, err
 }
 
 // backoff is the cap of the pause after a lost race, as the write's
@@ -355,7 +360,7 @@ func (d *Delivery) unknown(cause error) error {
 }
 
 // attempt is one step of the retry loop.
-func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
+func (d *Delivery) attempt(ctx context.Context, n int) (retry.Next, error) {
 	d.res.Attempts = n
 	c := d.then
 	d.then = carry{}
@@ -367,16 +372,16 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 	}
 	base, err := d.base(ctx, c.base)
 	if err != nil {
-		return stop, err
+		return retry.Stop, err
 	}
 	if c.check != nil && d.foundLanded(c.check, base) {
-		return stop, nil
+		return retry.Stop, nil
 	}
 	if base, err = d.admitted(ctx, base, c.base == nil); errors.Is(err, ErrDisplaced) {
 		d.then = carry{raced: true} // an older write of the Store waits for the key
-		return afterLoss, driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
+		return retry.AfterLoss, driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
 	} else if err != nil {
-		return stop, err
+		return retry.Stop, err
 	}
 	req, err := d.plan.Build(d, base)
 	if d.outcome = nil; err != nil {
@@ -388,7 +393,7 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 		return d.rerun(err)
 	}
 	if err != nil {
-		return stop, err
+		return retry.Stop, err
 	}
 	if len(req) == 0 {
 		return d.confirm(ctx, base)
@@ -399,19 +404,19 @@ func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
 // dispatch sends req, built over base, unless ctx is done or a member of
 // the batch behind it has left (then it is built again). The write's
 // Contender may pause it first, and mark it (Contender.Dispatch).
-func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (next, error) {
+func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (retry.Next, error) {
 	if err := ctx.Err(); err != nil {
-		return stop, err // nothing sent; Run reports an unsettled earlier request
+		return retry.Stop, err // nothing sent; Run reports an unsettled earlier request
 	}
 	if c := d.contender(); c != nil {
 		var err error
 		if req, err = c.Dispatch(ctx, d.name(), req, !request.Verified(base)); err != nil {
-			return stop, err // nothing sent, as above
+			return retry.Stop, err // nothing sent, as above
 		}
 	}
 	if !d.held(req) {
 		d.then.base = base // a member left the batch: apply again without it
-		return redo, nil
+		return retry.Redo, nil
 	}
 	return d.send(ctx, req, request.Verified(base))
 }
@@ -503,16 +508,16 @@ func (d *Delivery) nameAction(i int, err error) error {
 // confirm ends an attempt that has nothing to write. Versions not read
 // during this call are confirmed by a read first; if they moved on, the
 // change is built again over the new ones.
-func (d *Delivery) confirm(ctx context.Context, base []Version) (next, error) {
+func (d *Delivery) confirm(ctx context.Context, base []Version) (retry.Next, error) {
 	if !request.Verified(base) {
 		cur, err := d.read(ctx, d.keys)
 		if err != nil {
-			return stop, err
+			return retry.Stop, err
 		}
 		for i := range cur {
 			if cur[i].Exists != base[i].Exists || cur[i].ETag != base[i].ETag {
 				d.then.base = cur // moved on: build over the current versions
-				return redo, nil
+				return retry.Redo, nil
 			}
 		}
 	}
@@ -521,5 +526,5 @@ func (d *Delivery) confirm(ctx context.Context, base []Version) (next, error) {
 		d.res.Out[i] = b.Item
 	}
 	d.res.Sent = nil
-	return stop, nil
+	return retry.Stop, nil
 }
