@@ -47,7 +47,7 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (retry.
 		// entry) applied nothing, even after an earlier request's lost
 		// answer: its Implier learns from it, whereas settling by the
 		// documents' versions would send it again as it is, forever.
-		if again, err, ok := d.implied.Refused(ctx, req, implied, err, d.op, d.name()); ok {
+		if named, again, err := d.implied.Refused(ctx, req, implied, err, d.op, d.name()); named {
 			if !again {
 				return retry.Stop, err
 			}

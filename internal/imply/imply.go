@@ -71,20 +71,20 @@ func (p *Part) Actions(ctx context.Context, req request.Request, commit bool, op
 	return implied, nil
 }
 
-// Refused acts on err, a definite refusal of req sent with implied. When
-// err names one of the implied actions the Implier decides, and ok is
-// true: again says req is sent again at once, with the actions Actions
-// then returns (out says why), else the write ends with out. When it
-// names none, ok is false and out is err.
-func (p *Part) Refused(ctx context.Context, req request.Request, implied []driver.Action, err error, op, key string) (again bool, out error, ok bool) {
+// Refused acts on err, a definite refusal of req sent with implied.
+// named says err names one of the implied actions; then the Implier
+// decides: again says req is sent again at once, with the actions Actions
+// then returns (out says why), else the write ends with out. When named
+// is false, out is err.
+func (p *Part) Refused(ctx context.Context, req request.Request, implied []driver.Action, err error, op, key string) (named, again bool, out error) {
 	var ae *driver.ActionError
 	if len(implied) == 0 || !errors.As(err, &ae) || ae.Index < len(req) || ae.Index >= len(req)+len(implied) {
-		return false, err, false
+		return false, false, err
 	}
 	memo, err := p.Implier.Refused(ctx, req, implied, ae.Index-len(req), ae.Err, p.memo)
 	p.memo = memo
 	if err != nil {
-		return false, err, true
+		return true, false, err
 	}
-	return true, driver.Errorf(driver.ErrConflict, "%s %q: what the write implies was built again", op, key), true
+	return true, true, driver.Errorf(driver.ErrConflict, "%s %q: what the write implies was built again", op, key)
 }
