@@ -32,8 +32,6 @@ package engine
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
@@ -276,7 +274,8 @@ func (d *Delivery) Fence() int64 { return d.fence }
 func (d *Delivery) Attempts() int { return d.res.Attempts }
 
 // Run delivers the write under the retry policy. A write whose answer was
-// lost and never settled ends as an *driver.OutcomeUnknownError; every
+// lost and never settled ends as an *driver.OutcomeUnknownError, one out
+// of time after losing its races as ErrConflict (request.End); every
 // other failure is returned as the attempt that ended the loop reported
 // it. The Result is filled on failure too (attempts, race, held ETag).
 func (d *Delivery) Run(ctx context.Context) (Result, error) {
@@ -313,19 +312,7 @@ func (d *Delivery) run(ctx context.Context) (Result, error) {
 	}
 	d.res.Attempts = attempts
 	d.res.Raced = d.then.raced
-	switch {
-	case err == nil:
-		return d.res, nil
-	case d.unsettled != nil && !errors.Is(err, driver.ErrOutcomeUnknown):
-		return d.res, d.unknown(request.JoinLine(d.unsettled, err))
-	case d.then.raced && !errors.Is(err, driver.ErrConflict) && (errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound)):
-		// Out of time after a lost race whose last refusal was a create
-		// beaten to it, or a document deleted under it: the write lost
-		// its races, which is a conflict, whatever the last one was.
-		last := strings.TrimPrefix(driver.SentinelOf(err).Error(), "etagstore: ")
-		return d.res, driver.Errorf(driver.ErrConflict, "%s %q lost every race, the last refused as %s", d.op, d.name(), last)
-	}
-	return d.res, err
+	return d.res, request.End(d.op, d.name(), err, d.unsettled, d.then.raced)
 }
 
 // name is the key that names the write in errors and logs.
