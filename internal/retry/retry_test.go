@@ -9,17 +9,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// fakeClock advances only when slept on, and records the sleeps.
-type fakeClock struct {
-	now    time.Time
-	sleeps []time.Duration
-}
+// sleeps is a Clock that stands still and records the sleeps asked of it.
+type sleeps []time.Duration
 
-func (c *fakeClock) Now() time.Time { return c.now }
+func (s *sleeps) Now() time.Time { return time.Time{} }
 
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.sleeps = append(c.sleeps, d)
-	c.now = c.now.Add(d)
+func (s *sleeps) Sleep(ctx context.Context, d time.Duration) error {
+	*s = append(*s, d)
 	return ctx.Err()
 }
 
@@ -68,7 +64,7 @@ func TestLoopRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock, h := &fakeClock{now: time.Unix(0, 0)}, &hooks{}
+			clock, h := &sleeps{}, &hooks{}
 			n, err := Loop{Policy: tt.policy, Clock: clock, Hooks: h, Made: tt.made}.Run(t.Context(), script(tt.steps...))
 			if n != tt.wantN || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
 				t.Errorf("Run = %d, %v; want %d, %v", n, err, tt.wantN, tt.wantErr)
@@ -76,8 +72,8 @@ func TestLoopRun(t *testing.T) {
 			if diff := cmp.Diff(tt.wantReported, h.attempts); diff != "" {
 				t.Errorf("attempts reported (-want +got):\n%s", diff)
 			}
-			if len(clock.sleeps) != tt.wantSleeps {
-				t.Errorf("slept %d times, want %d", len(clock.sleeps), tt.wantSleeps)
+			if len(*clock) != tt.wantSleeps {
+				t.Errorf("slept %d times, want %d", len(*clock), tt.wantSleeps)
 			}
 		})
 	}
@@ -86,14 +82,17 @@ func TestLoopRun(t *testing.T) {
 // After waiting for the key a lost race is tried again without a pause;
 // Shrink lowers the cap after a loss only.
 func TestLoopRunAfterWaitAndShrink(t *testing.T) {
-	clock, h := &fakeClock{now: time.Unix(0, 0)}, &hooks{}
+	clock, h := &sleeps{}, &hooks{}
 	shrunk := 0
 	shrink := func(limit, took, waited time.Duration) time.Duration { shrunk++; return 0 }
 	l := Loop{Policy: Policy{InitialInterval: time.Second, MaxInterval: time.Second, MaxElapsedTime: time.Hour}, Clock: clock, Hooks: h, Shrink: shrink}
 	if _, err := l.Run(t.Context(), script(AfterWait, AfterLoss, AfterPause)); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]time.Duration{0, 0, clock.sleeps[2]}, clock.sleeps); diff != "" || shrunk != 1 {
+	if len(*clock) != 3 {
+		t.Fatalf("slept %v, want 3 sleeps", *clock)
+	}
+	if diff := cmp.Diff([]time.Duration{0, 0, (*clock)[2]}, []time.Duration(*clock)); diff != "" || shrunk != 1 {
 		t.Errorf("sleeps (-want +got):\n%s; shrunk %d times, want 1", diff, shrunk)
 	}
 }
@@ -102,7 +101,7 @@ func TestLoopRunAfterWaitAndShrink(t *testing.T) {
 func TestLoopRunCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	n, err := Loop{Policy: Policy{}, Clock: &fakeClock{}, Hooks: &hooks{}}.Run(ctx, script())
+	n, err := Loop{Policy: Policy{}, Clock: &sleeps{}, Hooks: &hooks{}}.Run(ctx, script())
 	if n != 0 || err != context.Canceled {
 		t.Errorf("Run = %d, %v; want 0, context.Canceled", n, err)
 	}
