@@ -10,7 +10,7 @@ import (
 )
 
 // TestDesignNamesFilesThatExist: every Go file docs/design.md names
-// (`write.go`, `engine/retry.go`, `internal/engine/send.go`) exists: from
+// (`write.go`, `retry/retry.go`, `internal/engine/send.go`) exists: from
 // the module's root, from internal/, or, named bare, somewhere in the
 // tree (a backend's `commit.go`, `tombstone.go`).
 func TestDesignNamesFilesThatExist(t *testing.T) {

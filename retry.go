@@ -25,7 +25,7 @@ import (
 // attempts and 100 ms, takes a cap that shrinks the longer it waits, so
 // that of the writers waiting for a hot key, the oldest retry most often
 // (one per Store and key: many waiting writers do not flood the service).
-// A zero field takes its default. The loop itself is the engine's (internal/engine, retry.go).
+// A zero field takes its default. The loop itself is internal/retry's, run by the engine.
 //
 // Turns. A Store whose writes start from the version it wrote last (group
 // commit, the version cache) wins every race on a key that other

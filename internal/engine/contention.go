@@ -79,6 +79,15 @@ func (d *Delivery) contender() Contender {
 	return d.part
 }
 
+// backoff is the cap of the pause after a lost race, as the write's
+// Contender says (Contender.Backoff).
+func (d *Delivery) backoff(limit, took, waited time.Duration) time.Duration {
+	if c := d.contender(); c != nil {
+		return c.Backoff(d.name(), limit, took, waited)
+	}
+	return limit
+}
+
 // answered tells the write's Contender, if any, how an attempt ended.
 func (d *Delivery) answered(a Answer) (atOnce bool) {
 	if c := d.contender(); c != nil {

@@ -14,12 +14,14 @@
 // reported); settle: a lost answer, resolved by reading (package
 // request's Resolve). A request of checks alone (a transaction that
 // wrote nothing) writes nothing, so a lost answer to it is sent again as
-// a throttled one is (send.go). What an attempt leaves to the next is one value, a carry.
-// The retry loop (retry.go) decides when the next attempt runs;
+// a throttled one is (send.go). An attempt up to its send is
+// attempt.go's; what it leaves to the next is one value, a carry.
+// The retry loop (internal/retry) decides when the next attempt runs;
 // contention heat (internal/heat) where its backoff starts. A Store's
 // Contention (contention.go; internal/turns, the hot-key hand-over) is
 // called at three points of an attempt: before it builds, before it
-// sends, after the answer.
+// sends, after the answer. Its Implier (internal/imply: index entries)
+// adds to each request what it implies, committed with it.
 //
 // The engine is untyped: it sees keys, bytes, ETags, bookkeeping and
 // conditions, never the document type. It never reaches into its caller:
@@ -30,14 +32,14 @@ package engine
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/heat"
+	"github.com/etagstore/etagstore/internal/imply"
 	"github.com/etagstore/etagstore/internal/outcome"
 	"github.com/etagstore/etagstore/internal/request"
+	"github.com/etagstore/etagstore/internal/retry"
 )
 
 // Mode is how a write starts each attempt; fixed at construction.
@@ -114,13 +116,16 @@ type Hooks interface {
 	Conflict(ctx context.Context)
 	// Lost reports a lost answer, resolved by reading with verdict v.
 	Lost(ctx context.Context, op, key string, v outcome.Verdict)
-	// Retrying reports the pause before attempt+1, after err.
-	Retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error)
-	// Attempted reports every attempt that counts, as it ends: its number,
-	// its error (nil: it succeeded) and the delay before the next (0: at
-	// once, or none).
-	Attempted(ctx context.Context, attempt int, err error, delay time.Duration)
+	// Retrying and Attempted hear the retry loop (internal/retry).
+	retry.Hooks
 }
+
+// Policy and Clock are package retry's: what bounds a write's attempts,
+// and the loop's time source.
+type (
+	Policy = retry.Policy
+	Clock  = retry.Clock
+)
 
 // Env is what a Store's writes are delivered with: one per Store, shared
 // by its deliveries, read-only once built.
@@ -140,10 +145,17 @@ type Env struct {
 	// Reentry notices a write made from inside the user code of another
 	// write of its key (internal/reentry); nil: none.
 	Reentry Noter
-	// Implier adds what a write implies to its request (implied.go;
+	// Implier adds what a write implies to its request (internal/imply;
 	// internal/index); nil: none.
 	Implier Implier
 }
+
+// Implier and Pending are package imply's: what a write implies, committed
+// with it.
+type (
+	Implier          = imply.Implier
+	Pending[E error] = imply.Pending[E]
+)
 
 // Noter hears what every delivery wrote, as it ends (internal/reentry's
 // Reentry: a write from inside user code of its own key).
@@ -195,9 +207,9 @@ type Delivery struct {
 	outcome   error // what a request of checks only ends with once they hold (Checked)
 	res       Result
 
-	rmw  bool      // a read-modify-write (TakeTurns)
-	part Contender // its part in the Store's Contention; nil: none
-	memo any       // what its Implier learnt from refusals (implied.go)
+	rmw     bool       // a read-modify-write (TakeTurns)
+	part    Contender  // its part in the Store's Contention; nil: none
+	implied imply.Part // its part in the Store's Implier (internal/imply)
 }
 
 // carry is what an attempt leaves to the next; at most one of resend,
@@ -230,6 +242,7 @@ type Options struct {
 // its keys as it reads them (SetKeys).
 func New(env *Env, op string, mode Mode, keys []string, plan Plan, o Options) *Delivery {
 	d := &Delivery{env: env, op: op, keys: keys, mode: mode, plan: plan, flight: o.Flight, fence: o.Fence, fenced: o.Fenced, made: o.Made}
+	d.implied.Implier = env.Implier
 	if d.flight == nil {
 		d.flight = ungrouped{}
 	}
@@ -261,7 +274,8 @@ func (d *Delivery) Fence() int64 { return d.fence }
 func (d *Delivery) Attempts() int { return d.res.Attempts }
 
 // Run delivers the write under the retry policy. A write whose answer was
-// lost and never settled ends as an *driver.OutcomeUnknownError; every
+// lost and never settled ends as an *driver.OutcomeUnknownError, one out
+// of time after losing its races as ErrConflict (request.End); every
 // other failure is returned as the attempt that ended the loop reported
 // it. The Result is filled on failure too (attempts, race, held ETag).
 func (d *Delivery) Run(ctx context.Context) (Result, error) {
@@ -291,46 +305,14 @@ func (d *Delivery) run(ctx context.Context) (Result, error) {
 			d.part.Leave(d.name(), attempts)
 		}
 	}()
-	attempts, err := d.env.retry(ctx, d.attempt, d.made, warm, d.op, backoff)
+	loop := retry.Loop{Policy: d.env.Policy, Clock: d.env.Clock, Hooks: d.env.Hooks, Op: d.op, Made: d.made, Warm: warm, Shrink: backoff}
+	attempts, err := loop.Run(ctx, d.attempt)
 	if d.mode != Blind && len(d.keys) > 0 {
 		d.env.Heat.Learn(d.name(), attempts, d.env.Clock)
 	}
 	d.res.Attempts = attempts
 	d.res.Raced = d.then.raced
-	switch {
-	case err == nil:
-		return d.res, nil
-	case d.unsettled != nil && !errors.Is(err, driver.ErrOutcomeUnknown):
-		return d.res, d.unknown(request.JoinLine(d.unsettled, err))
-	case d.then.raced && !errors.Is(err, driver.ErrConflict) && (errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound)):
-		// Out of time after a lost race whose last refusal was a create
-		// beaten to it, or a document deleted under it: the write lost
-		// its races, which is a conflict, whatever the last one was.
-		last := strings.TrimPrefix(driver.SentinelOf(err).Error(), "etagstore: ")
-		return d.res, driver.Errorf(driver.ErrConflict, "%s %q lost every race, the last refused as %s", d.op, d.name(), last)
-	}
-	return d.res, err
-}
-
-// rerun ends an attempt of a SelfReading write whose reads changed (err
-// matches ErrStale): the plan runs again after a pause, as after a lost
-// race.
-func (d *Delivery) rerun(err error) (next, error) {
-	d.then = carry{raced: true}
-	d.answered(Answer{Raced: true})
-	if !errors.Is(err, driver.ErrConflict) {
-		err = driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
-	}
-	return afterLoss, err
-}
-
-// backoff is the cap of the pause after a lost race, as the write's
-// Contender says (Contender.Backoff).
-func (d *Delivery) backoff(limit, took, waited time.Duration) time.Duration {
-	if c := d.contender(); c != nil {
-		return c.Backoff(d.name(), limit, took, waited)
-	}
-	return limit
+	return d.res, request.End(d.op, d.name(), err, d.unsettled, d.then.raced)
 }
 
 // name is the key that names the write in errors and logs.
@@ -343,174 +325,4 @@ func (d *Delivery) name() string {
 
 func (d *Delivery) unknown(cause error) error {
 	return &driver.OutcomeUnknownError{Op: d.op, Key: d.name(), Cause: cause}
-}
-
-// attempt is one step of the retry loop.
-func (d *Delivery) attempt(ctx context.Context, n int) (next, error) {
-	d.res.Attempts = n
-	c := d.then
-	d.then = carry{}
-	if c.raced {
-		d.env.Hooks.Conflict(ctx)
-	}
-	if c.resend != nil && (d.unsettled != nil || d.held(c.resend)) {
-		return d.send(ctx, c.resend, true)
-	}
-	base, err := d.base(ctx, c.base)
-	if err != nil {
-		return stop, err
-	}
-	if c.check != nil && d.foundLanded(c.check, base) {
-		return stop, nil
-	}
-	if base, err = d.admitted(ctx, base, c.base == nil); errors.Is(err, ErrDisplaced) {
-		d.then = carry{raced: true} // an older write of the Store waits for the key
-		return afterLoss, driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
-	} else if err != nil {
-		return stop, err
-	}
-	req, err := d.plan.Build(d, base)
-	if d.outcome = nil; err != nil {
-		if end, ok := request.CheckedEnd(err); ok && req.ChecksOnly() {
-			d.outcome, err = end, nil // the end of the write once its checks hold
-		}
-	}
-	if errors.Is(err, ErrStale) && d.mode == SelfReading {
-		return d.rerun(err)
-	}
-	if err != nil {
-		return stop, err
-	}
-	if len(req) == 0 {
-		return d.confirm(ctx, base)
-	}
-	return d.dispatch(ctx, req, base)
-}
-
-// dispatch sends req, built over base, unless ctx is done or a member of
-// the batch behind it has left (then it is built again). The write's
-// Contender may pause it first, and mark it (Contender.Dispatch).
-func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (next, error) {
-	if err := ctx.Err(); err != nil {
-		return stop, err // nothing sent; Run reports an unsettled earlier request
-	}
-	if c := d.contender(); c != nil {
-		var err error
-		if req, err = c.Dispatch(ctx, d.name(), req, !request.Verified(base)); err != nil {
-			return stop, err // nothing sent, as above
-		}
-	}
-	if !d.held(req) {
-		d.then.base = base // a member left the batch: apply again without it
-		return redo, nil
-	}
-	return d.send(ctx, req, request.Verified(base))
-}
-
-// held reports whether req may be sent: a request of checks alone holds
-// no member's changes, so the flight is not asked (see Flight).
-func (d *Delivery) held(req Request) bool {
-	return req.ChecksOnly() || d.flight.Hold()
-}
-
-// base returns the versions an attempt starts from: none unless Based,
-// the known ones, or a read.
-func (d *Delivery) base(ctx context.Context, known []Version) ([]Version, error) {
-	switch {
-	case d.mode != Based:
-		return nil, nil
-	case known != nil:
-		return known, nil
-	}
-	return d.read(ctx, d.keys)
-}
-
-// read reads keys.
-func (d *Delivery) read(ctx context.Context, keys []string) ([]Version, error) {
-	vs := make([]Version, len(keys))
-	for i, key := range keys {
-		v, err := d.env.Hooks.Read(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		vs[i] = v
-	}
-	return vs, nil
-}
-
-// foundLanded reports whether req, refused with 412, is found in base
-// after all: the refusal answered a retry, below the Store, of req itself
-// after its answer was lost. (A backend that sees such a retry marks the
-// refusal driver.ErrAmbiguous and the engine settles it; this is the
-// defence for one that cannot see it.)
-func (d *Delivery) foundLanded(req Request, base []Version) bool {
-	if len(base) != len(req) || !request.Verified(base) {
-		return false
-	}
-	if request.Resolve(req, base) == outcome.Committed {
-		d.res.Out, d.res.Sent = request.FoundIn(req, base), req
-		return true
-	}
-	return false
-}
-
-// admitted is the base an attempt builds on: base, read (or not), once
-// admitted; or the version the write's Contender hands it
-// (Contender.Await), admitted too.
-func (d *Delivery) admitted(ctx context.Context, base []Version, read bool) ([]Version, error) {
-	c := d.contender()
-	if err := d.admit(base); err != nil || c == nil {
-		return base, err
-	}
-	base, err := c.Await(ctx, d, base, read)
-	if err != nil {
-		return nil, err
-	}
-	return base, d.admit(base) // a version handed over is admitted too
-}
-
-// admit refuses a write over a version that a newer fencing token holds.
-func (d *Delivery) admit(base []Version) error {
-	if !d.fenced {
-		return nil
-	}
-	for i, b := range base {
-		if err := request.CheckFence(b.Key, b.Meta, d.fence); err != nil {
-			return d.nameAction(i, err)
-		}
-	}
-	return nil
-}
-
-// nameAction wraps err in a *driver.ActionError when the write has several
-// keys.
-func (d *Delivery) nameAction(i int, err error) error {
-	if len(d.keys) == 1 {
-		return err
-	}
-	return &driver.ActionError{Index: i, Err: err}
-}
-
-// confirm ends an attempt that has nothing to write. Versions not read
-// during this call are confirmed by a read first; if they moved on, the
-// change is built again over the new ones.
-func (d *Delivery) confirm(ctx context.Context, base []Version) (next, error) {
-	if !request.Verified(base) {
-		cur, err := d.read(ctx, d.keys)
-		if err != nil {
-			return stop, err
-		}
-		for i := range cur {
-			if cur[i].Exists != base[i].Exists || cur[i].ETag != base[i].ETag {
-				d.then.base = cur // moved on: build over the current versions
-				return redo, nil
-			}
-		}
-	}
-	d.res.Out = make([]driver.Item, len(base))
-	for i, b := range base {
-		d.res.Out[i] = b.Item
-	}
-	d.res.Sent = nil
-	return stop, nil
 }

@@ -9,22 +9,24 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/outcome"
 	"github.com/etagstore/etagstore/internal/request"
+	"github.com/etagstore/etagstore/internal/retry"
 )
 
 // This file is an attempt's send and what follows it: a definite refusal,
 // a lost answer settled by reading, or the answer to checks alone.
 
 // send sends req once and classifies the answer.
-func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, error) {
+func (d *Delivery) send(ctx context.Context, req Request, verified bool) (retry.Next, error) {
 	if err := ctx.Err(); err != nil {
-		return stop, err // nothing sent; Run reports an unsettled earlier request
+		return retry.Stop, err // nothing sent; Run reports an unsettled earlier request
 	}
 	d.res.Held = req[0].Write.Cond.ETag
 	began := d.env.Clock.Now()
-	out, implied, err := d.transmitWith(ctx, req)
-	if before, ok := err.(errRefusedBefore); ok {
-		return stop, before.error // refused by its Implier: nothing was sent
+	implied, err := d.implied.Actions(ctx, req, d.env.Commit != nil, d.op, d.name())
+	if err != nil {
+		return retry.Stop, err // refused by its Implier: nothing was sent
 	}
+	out, err := d.transmit(ctx, req, implied)
 	switch {
 	case req.ChecksOnly():
 		return d.checkAnswer(ctx, req, err)
@@ -38,15 +40,19 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 		}
 		d.unsettled = nil
 		d.res.Out, d.res.Sent, d.res.FromCopy = out, req, !verified
-		return stop, nil
+		return retry.Stop, nil
 	case request.Ambiguous(err):
 	default:
 		// A definite refusal of what the request implies (an index
 		// entry) applied nothing, even after an earlier request's lost
 		// answer: its Implier learns from it, whereas settling by the
 		// documents' versions would send it again as it is, forever.
-		if next, err, ok := d.impliedRefusal(ctx, req, implied, err); ok {
-			return next, err
+		if named, again, err := d.implied.Refused(ctx, req, implied, err, d.op, d.name()); named {
+			if !again {
+				return retry.Stop, err
+			}
+			d.then = carry{resend: req}
+			return retry.AtOnce, err
 		}
 	}
 	if d.unsettled != nil || request.Ambiguous(err) {
@@ -58,11 +64,11 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (next, 
 	return d.refusal(ctx, req, verified, err, d.env.Clock.Now().Sub(began))
 }
 
-// transmit sends req: one Write or Delete, or a Commit of several, and
-// returns the versions written.
-func (d *Delivery) transmit(ctx context.Context, req Request) ([]driver.Item, error) {
-	if len(req) > 1 || req.ChecksOnly() {
-		return d.commit(ctx, req)
+// transmit sends req: one Write or Delete, or a Commit of several or of
+// req with the actions it implies, and returns the versions written.
+func (d *Delivery) transmit(ctx context.Context, req Request, implied []driver.Action) ([]driver.Item, error) {
+	if len(req) > 1 || req.ChecksOnly() || len(implied) > 0 {
+		return d.commit(ctx, req, implied)
 	}
 	w := req[0]
 	var etag driver.ETag
@@ -81,12 +87,12 @@ func (d *Delivery) transmit(ctx context.Context, req Request) ([]driver.Item, er
 	return []driver.Item{request.Written(w, etag)}, nil
 }
 
-// commit sends a multi-key request as one atomic Commit.
-func (d *Delivery) commit(ctx context.Context, req Request) ([]driver.Item, error) {
-	if d.env.Commit == nil {
+// commit sends a multi-key request, with implied, as one atomic Commit.
+func (d *Delivery) commit(ctx context.Context, req Request, implied []driver.Action) ([]driver.Item, error) {
+	if d.env.Commit == nil { // never with implied actions: imply.Part.Actions refuses them
 		return nil, fmt.Errorf("%w: %s: the backend cannot write several documents atomically", errors.ErrUnsupported, d.op)
 	}
-	etags, err := d.env.Commit(ctx, req.Actions())
+	etags, err := d.env.Commit(ctx, append(req.Actions(), implied...))
 	if err != nil {
 		return nil, err
 	}
@@ -107,18 +113,18 @@ func (d *Delivery) commit(ctx context.Context, req Request) ([]driver.Item, erro
 // they were only a copy, after a pause when it lost a race (none when its
 // Contender says its wait was it: Contender.Answered). took is how long
 // the send took.
-func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err error, took time.Duration) (next, error) {
+func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err error, took time.Duration) (retry.Next, error) {
 	d.flight.Release()
 	conflict := errors.Is(err, driver.ErrConflict)
 	switch {
 	case errors.Is(err, driver.ErrNotApplied):
 		d.answered(Answer{})
 		d.then = carry{resend: req}
-		return afterPause, err
+		return retry.AfterPause, err
 	case d.mode == Blind:
-		return stop, err
+		return retry.Stop, err
 	case errors.Is(err, driver.ErrExists) && request.Refused(req, err).Unread:
-		return stop, err // the key exists: its writer decides (Tx.Create)
+		return retry.Stop, err // the key exists: its writer decides (Tx.Create)
 	case !verified && (conflict || errors.Is(err, driver.ErrNotFound)):
 		for _, w := range req {
 			d.env.Hooks.StaleCopy(w.Key, w.Write.Cond.ETag)
@@ -128,15 +134,15 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 		}
 		d.answered(Answer{Raced: conflict})
 		d.then = carry{check: req}
-		return now, err
+		return retry.AtOnce, err
 	case conflict || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound) && request.Refused(req, err).Write.Cond.Kind != driver.CondCreate:
 		d.then = carry{check: req, raced: true}
 		if d.answered(Answer{Raced: true, Timed: true, Took: took}) {
-			return afterWait, err // its wait for the key is its backoff
+			return retry.AfterWait, err // its wait for the key is its backoff
 		}
-		return afterLoss, err
+		return retry.AfterLoss, err
 	}
-	return stop, err
+	return retry.Stop, err
 }
 
 // checkAnswer acts on err, the answer to req, a request of checks only.
@@ -146,10 +152,10 @@ func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err 
 // plan runs again; otherwise reported), or the request was throttled or
 // its answer lost, and it is sent again as it is after a pause, until the
 // policy ends (ErrUnavailable) or ctx does (ctx.Err()).
-func (d *Delivery) checkAnswer(ctx context.Context, req Request, err error) (next, error) {
+func (d *Delivery) checkAnswer(ctx context.Context, req Request, err error) (retry.Next, error) {
 	if err == nil {
 		d.res.Out, d.res.Sent = nil, nil
-		return stop, d.outcome
+		return retry.Stop, d.outcome
 	}
 	d.flight.Release()
 	switch {
@@ -159,43 +165,43 @@ func (d *Delivery) checkAnswer(ctx context.Context, req Request, err error) (nex
 		}
 	case errors.Is(err, driver.ErrNotApplied) || request.Ambiguous(err):
 		if cerr := ctx.Err(); cerr != nil {
-			return stop, cerr
+			return retry.Stop, cerr
 		}
 		if !errors.Is(err, driver.ErrUnavailable) {
 			err = driver.Errorf(driver.ErrUnavailable, "%s %q: the answer to a check of the versions read was lost (nothing was written): %v", d.op, d.name(), err)
 		}
 		d.then = carry{resend: req}
-		return afterPause, err
+		return retry.AfterPause, err
 	}
-	return stop, err
+	return retry.Stop, err
 }
 
 // settle reads after req's answer was lost and acts on the verdict:
 // committed ends the write, not landed sends it again, not applied builds
 // it again over the versions read; anything else is unknown.
-func (d *Delivery) settle(ctx context.Context, req Request) (next, error) {
+func (d *Delivery) settle(ctx context.Context, req Request) (retry.Next, error) {
 	base, v, err := d.readAfterLoss(ctx, req)
 	if err != nil {
-		return stop, err
+		return retry.Stop, err
 	}
 	switch {
 	case v == outcome.Committed:
 		d.unsettled = nil
 		d.res.Out, d.res.Sent = request.FoundIn(req, base), req
 		d.answered(Answer{Landed: true})
-		return stop, nil
+		return retry.Stop, nil
 	case v == outcome.NotLanded:
 		d.answered(Answer{})
 		d.then = carry{resend: req}
-		return now, d.unknown(d.unsettled)
+		return retry.AtOnce, d.unknown(d.unsettled)
 	case v == outcome.NotApplied && d.mode != Blind:
 		d.unsettled = nil
 		d.flight.Release()
 		d.then = carry{base: base, raced: true}
 		d.answered(Answer{Raced: true})
-		return afterLoss, fmt.Errorf("%w: %q moved on", driver.ErrConflict, d.name())
+		return retry.AfterLoss, fmt.Errorf("%w: %q moved on", driver.ErrConflict, d.name())
 	}
-	return stop, d.unknown(d.unsettled)
+	return retry.Stop, d.unknown(d.unsettled)
 }
 
 // readAfterLoss reads the keys of req after its answer was lost and

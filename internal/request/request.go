@@ -1,9 +1,10 @@
 // Package request is what one attempt of a write sends: a request of key
 // writes (a write, delete or check each, with its bookkeeping), the
-// versions they are built over, and what a lost answer to it means
-// (Resolve: all or nothing over its keys, from package outcome's verdict
-// on each). It is pure: the delivery engine sends requests and reads
-// versions; this package only describes them.
+// versions they are built over, what a lost answer to it means (Resolve:
+// all or nothing over its keys, from package outcome's verdict on each),
+// and the error a delivery ends with (End). It is pure: the delivery
+// engine sends requests and reads versions; this package only describes
+// them.
 package request
 
 import (
@@ -45,7 +46,7 @@ type KeyWrite struct {
 	Unread bool
 	// Was is the stored version the write replaces or deletes (no Data
 	// when the key was missing), when WasKnown: what an Implier compares
-	// the write with (engine's implied.go). Replacing records it.
+	// the write with (internal/imply). Replacing records it.
 	Was      driver.Item
 	WasKnown bool
 }
