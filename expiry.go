@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/index"
 )
 
@@ -81,6 +82,17 @@ func (x *indexes[T]) lifetimes(decode func(key string, data []byte) (T, error), 
 		}
 		return d.expires(key, v)
 	}, clock, skew)
+}
+
+// stamping is b, whose writes carry when their documents expire
+// (index.Stamping), when the Store expires documents over a backend that
+// keeps no entries (blobs: the instant goes in the blob's metadata, so
+// that a sweep lists it); b itself otherwise.
+func (x *indexes[T]) stamping(b driver.Backend, l *lifetimes) driver.Backend {
+	if l == nil || x == nil || x.set == nil || !x.set.Entryless() {
+		return b
+	}
+	return index.Stamping(b, l.at)
 }
 
 // expires is when v, the document of key, expires (Doc.Expires), by its

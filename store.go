@@ -145,10 +145,7 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	if s.keepIDs <= 0 {
 		s.keepIDs = 16
 	}
-	s.env = s.newEnv()
-	if s.idx = newIndexes(b, s.codec, idx); s.idx != nil {
-		s.env.Implier = s.idx.implier()
-	}
+	s.idx = newIndexes(b, s.codec, idx)
 	s.life = s.idx.lifetimes(func(key string, data []byte) (T, error) {
 		var v T
 		if err := s.codec.Unmarshal(data, &v); err != nil {
@@ -156,6 +153,11 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 		}
 		return v, nil
 	}, s.clock, o.ExpirySkew)
+	s.b = s.idx.stamping(s.b, s.life) // expiry.go
+	s.env = s.newEnv()
+	if s.idx != nil {
+		s.env.Implier = s.idx.implier()
+	}
 	if !o.DisableGroupCommit {
 		s.reads = readshare.New(s.fetch)
 	}

@@ -23,9 +23,10 @@ import (
 // document written since (refreshed) stays, and so does its new entry.
 // An entry whose document is gone or no longer expires then is removed.
 // Several sweepers at once are safe: a document is deleted once. Over a
-// backend that keeps no entries (blobs), Sweep lists every document (a
-// listing page per 5,000 blobs and a read of each) and deletes each
-// expired one with If-Match.
+// backend that keeps no entries (blobs), Sweep lists every document's
+// version with the instant each write kept beside it (a listing page
+// per 5,000 blobs, with their metadata), reads those due, and deletes
+// each expired one with If-Match.
 //
 // A Store without an Expiry index matches ErrInvalidInput. A failed
 // request ends the pass with its error: no more start, those running

@@ -117,11 +117,12 @@ func NewStore[T any](c *container.Client, opts *Options, storeOpts *etagstore.Op
 func (b *Backend) Container() *container.Client { return b.c }
 
 // Abilities reports that Read returns documents byte for byte as written,
-// that a cached copy can be revalidated with If-None-Match, and that a
+// that a cached copy can be revalidated with If-None-Match, that a
 // fenced delete keeps the key's fencing token (Tombstones; see
-// tombstone.go).
+// tombstone.go), and that the documents' versions are listed without
+// their data (Versions; see expires.go).
 func (b *Backend) Abilities() driver.Abilities {
-	return driver.Abilities{Verbatim: true, ReadIfChanged: b.readIfChanged, Tombstones: true}
+	return driver.Abilities{Verbatim: true, ReadIfChanged: b.readIfChanged, Tombstones: true, Versions: b.versions}
 }
 
 // As sets a **blobstore.Backend target to b: how GetIf reaches b through a
@@ -250,7 +251,7 @@ func (b *Backend) read(ctx context.Context, key string, mac *blob.ModifiedAccess
 	if err != nil {
 		return driver.Item{}, mapError("read", driver.CondNone, key, err)
 	}
-	return driver.Item{Key: key, Data: data, Meta: metaOf(resp.Metadata), ETag: etagstore.ETag(*resp.ETag)}, nil
+	return driver.Item{Key: key, Data: data, Meta: metaOf(resp.Metadata), ETag: etagstore.ETag(*resp.ETag), Expires: expiresOf(resp.Metadata)}, nil
 }
 
 // readIfChanged reads the blob under key only if its ETag is no longer
@@ -437,6 +438,7 @@ func (b *Backend) Write(ctx context.Context, key string, w driver.Write) (etagst
 	if w.Meta != "" {
 		md = map[string]*string{metaKey: &w.Meta}
 	}
+	md = withExpires(md, w.Expires)        // expires.go
 	if w.Cond.Kind == driver.CondIfMatch { // ETagAny: the version stored now, never a tombstone (tombstone.go)
 		return b.onVersion(ctx, key, w.Cond.ETag, func(etag etagstore.ETag) (etagstore.ETag, error) {
 			return b.upload(ctx, "write", key, w.Data, md, driver.IfMatch(etag))

@@ -13,6 +13,7 @@ import (
 	"iter"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -231,6 +232,14 @@ type Abilities struct {
 	// Store calls it once on every batch before anything is sent; Commit
 	// need not check again.
 	CheckCommit func(actions []Action) error
+	// Versions, when set, lists the documents whose keys start with
+	// prefix, as List does, without their data: each Item's Key, ETag,
+	// Meta and Expires alone, in one listing that reads no document
+	// (blobstore: List Blobs with their metadata). The sweeper of a Store
+	// that expires documents over a backend without index entries uses
+	// it to read only the documents due. An error is yielded once and
+	// ends the sequence.
+	Versions func(ctx context.Context, prefix string) iter.Seq2[Item, error]
 	// Entries, when set, keeps index entries: small records the Store
 	// writes beside its documents, in a document's commit scope, under
 	// keys no user key equals (see Entries). nil: the backend keeps
@@ -373,6 +382,9 @@ type Item struct {
 	Data []byte // the encoded document, as produced by the Store's Codec; read-only
 	Meta string // the Store's bookkeeping (write ids), stored verbatim
 	ETag ETag
+	// Expires is the Write.Expires the version was written with, where
+	// the backend keeps it (zero: not kept, or none).
+	Expires time.Time
 }
 
 // CondKind says which precondition a write or delete carries.
@@ -485,6 +497,13 @@ type Write struct {
 	// List. It holds printable ASCII only (it may travel as an HTTP header)
 	// and is at most MaxMetaLen bytes.
 	Meta string
+	// Expires, when not zero, is when the document expires (the Store's
+	// Expiry index), set by a Store over a backend that keeps no index
+	// entries. Such a backend may keep it beside the document and return
+	// it in Item.Expires from Read and Abilities.Versions (blobstore: in
+	// the blob's metadata, to the millisecond, rounded up); another
+	// ignores it.
+	Expires time.Time
 	// Changes, when set (only on a ModeReplace write with CondIfMatch of
 	// a stored version), is a JSON object of the members of Data that
 	// differ from the document stored at Cond.ETag; Data keeps every other

@@ -24,7 +24,8 @@ import (
 // holds the entry's instant, and stays. The deletes of a pass go
 // DocsAtOnce at a time, while the next scope's documents are read. Over
 // a backend that keeps no entries (Entryless) the sweeper lists every
-// document instead.
+// document instead (with Abilities.Versions, their versions and the
+// instants their writes kept, reading only those due).
 
 // Swept is what a sweep pass did.
 type Swept struct {
@@ -306,39 +307,73 @@ func (s *Set) dropEntry(ctx context.Context, entry driver.Item) bool {
 	return err == nil
 }
 
-// sweepDocs is Sweep over a backend that keeps no entries: it lists
-// every document (a listing page per 5,000 blobs, and the blobs' reads
-// as the backend lists them) and deletes each one due with If-Match on
-// the version listed, DocsAtOnce at a time.
+// sweepDocs is Sweep over a backend that keeps no entries. With
+// Abilities.Versions (blobstore) it lists the documents' versions alone
+// (a page per 5,000 blobs) and reads only those whose Expires is due, or
+// unknown (written by a Store without the index); otherwise it lists
+// every document (the blobs' reads as the backend lists them). It
+// judges each one read by its data, and deletes those due with If-Match
+// on the version read, DocsAtOnce at a time.
 func (s *Set) sweepDocs(ctx context.Context, due Due, out *Swept) error {
 	p := newSweepPool(out)
-	for it, err := range s.Backend.List(ctx, "") {
+	versions := s.Backend.Abilities().Versions
+	list := s.Backend.List
+	if versions != nil {
+		list = versions
+	}
+	last, _ := Unstamp(Stamp(due.Cutoff)) // the last millisecond a due stamp may name
+	for it, err := range list(ctx, "") {
 		if err != nil {
 			p.fail(err)
 			break
 		}
 		p.listed(1)
-		at, ok := due.due(it)
-		if !ok {
-			continue
-		}
-		p.do(func(out *Swept) error {
-			switch f, err := s.deleteDoc(ctx, it); {
-			case err != nil:
-				return err
-			case f == deleted:
-				out.Swept++
-				out.Lag = max(out.Lag, due.Now.Sub(at))
-			case f == written:
-				out.Refreshed++
+		switch {
+		case versions != nil && !it.Expires.IsZero() && it.Expires.After(last):
+			// not due (a stamp is rounded up to the millisecond)
+		case versions != nil: // due, or written without a stamp: read it
+			p.do(func(out *Swept) error { return s.sweepRead(ctx, it.Key, due, out) })
+		default:
+			if at, ok := due.due(it); ok {
+				p.do(func(out *Swept) error { return s.sweepListed(ctx, it, at, due, out) })
 			}
-			return nil
-		})
+		}
 		if p.failed() {
 			break
 		}
 	}
 	return p.wait()
+}
+
+// sweepRead reads key, listed as due, and sweeps it if its data says it
+// is (a document gone since is nothing to sweep).
+func (s *Set) sweepRead(ctx context.Context, key string, due Due, out *Swept) error {
+	doc, err := s.Backend.Read(ctx, key)
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	if at, ok := due.due(doc); ok {
+		return s.sweepListed(ctx, doc, at, due, out)
+	}
+	return nil
+}
+
+// sweepListed deletes doc, read and due at at, with If-Match on its
+// version, and counts what became of it.
+func (s *Set) sweepListed(ctx context.Context, doc driver.Item, at time.Time, due Due, out *Swept) error {
+	switch f, err := s.deleteDoc(ctx, doc); {
+	case err != nil:
+		return err
+	case f == deleted:
+		out.Swept++
+		out.Lag = max(out.Lag, due.Now.Sub(at))
+	case f == written:
+		out.Refreshed++
+	}
+	return nil
 }
 
 // deleteDoc deletes doc, as listed, with If-Match on its version (a
