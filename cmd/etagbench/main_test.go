@@ -227,7 +227,7 @@ func TestReindexSmoke(t *testing.T) {
 
 // main.go's outbox command (-backends table -rtt 0,10ms -only outbox),
 // short: at rtt 0 and 2 ms, 1 and 4 writers, 100 events relayed, 25
-// commits a second relayed with a Poll of 25 ms. etagbench exits
+// commits a second relayed with a Poll of 25 ms, InFlight 1 and 4. etagbench exits
 // non-zero when a cell loses, repeats or reorders an event (the commit
 // cells: Read yields Seq 1…n, one per order; the relay and latency
 // cells: publish meets Seq 1…n in order, the queue holds each ID once,
@@ -239,7 +239,7 @@ func TestOutboxSmoke(t *testing.T) {
 	azuritetest.ConnectionString(t)
 	bin := smoke.Build(t)
 	out, errOut := run(t, 3*time.Minute, bin, "-backends", "table", "-rtt", "0,2ms", "-d", "200ms", "-only", "outbox",
-		"-outboxwriters", "1,4", "-outboxevents", "100", "-outboxrate", "25", "-outboxpoll", "25ms")
+		"-outboxwriters", "1,4", "-outboxevents", "100", "-outboxrate", "25", "-outboxpoll", "25ms", "-outboxinflight", "1,4")
 	rows := map[string]int{}
 	lone := map[string]string{} // transaction → requests/commit, 1 writer
 	for _, line := range strings.Split(out, "\n") {
@@ -253,7 +253,7 @@ func TestOutboxSmoke(t *testing.T) {
 		kind := strings.TrimSuffix(strings.Fields(cols[0])[1], ",")
 		rows[kind]++
 		switch {
-		case kind == "commit" && len(cols) != 10, kind == "relay" && len(cols) != 11, kind == "latency" && len(cols) != 13:
+		case kind == "commit" && len(cols) != 10, kind == "relay" && len(cols) != 11, kind == "latency" && len(cols) != 14:
 			t.Errorf("an outbox %s row of %d columns: %s", kind, len(cols), line)
 		case kind == "commit" && cols[0] == "outbox commit, 1 writers":
 			lone[cols[1]] += cols[3] + " "
@@ -269,8 +269,9 @@ func TestOutboxSmoke(t *testing.T) {
 	}
 	// commit: 1 and 4 writers, without and with Emit; relay: azqueue
 	// (InFlight 1 and 16) and none, and at 2 ms the queue without the
-	// proxy; latency: one rate and Poll; each at rtt 0 and 2 ms.
-	if want := map[string]int{"commit": 8, "relay": 7, "latency": 2}; !maps.Equal(rows, want) {
+	// proxy; latency: one rate and Poll, InFlight 1 and 4; each at rtt 0
+	// and 2 ms.
+	if want := map[string]int{"commit": 8, "relay": 7, "latency": 4}; !maps.Equal(rows, want) {
 		t.Errorf("outbox rows by table: %v, want %v", rows, want)
 	}
 	if want := map[string]string{"order": "1.00 1.00 ", "order + Emit": "1.00 1.00 "}; !maps.Equal(lone, want) {

@@ -73,10 +73,11 @@ import (
 // end of its cell.
 
 var (
-	outboxEvents  = flag.Int("outboxevents", 2000, "events the outbox relay cells commit in one partition, then relay")
-	outboxWriters = flag.String("outboxwriters", "1,16", "writer counts of the outbox commit cells")
-	outboxRates   = flag.String("outboxrate", "20,50", "commits per second of the outbox latency cells")
-	outboxPolls   = flag.String("outboxpoll", "250ms,25ms", "OutboxOptions.Poll of the outbox latency cells")
+	outboxEvents   = flag.Int("outboxevents", 2000, "events the outbox relay cells commit in one partition, then relay")
+	outboxWriters  = flag.String("outboxwriters", "1,16", "writer counts of the outbox commit cells")
+	outboxRates    = flag.String("outboxrate", "20,50", "commits per second of the outbox latency cells")
+	outboxPolls    = flag.String("outboxpoll", "250ms,25ms", "OutboxOptions.Poll of the outbox latency cells")
+	outboxInFlight = flag.String("outboxinflight", "1", "OutboxOptions.InFlight of the outbox latency cells")
 )
 
 // Order is the outbox scenario's document.
@@ -137,6 +138,7 @@ type outboxRelayRow struct {
 
 type outboxLatencyRow struct {
 	poll                time.Duration
+	inFlight            int
 	rate                int
 	commits             int
 	seconds             float64
@@ -235,6 +237,10 @@ func outboxRows(ctx context.Context, e *env, d time.Duration, queueConn string) 
 	if err != nil {
 		log.Fatalf("-outboxrate: %v", err)
 	}
+	inFlights, err := parseWriters(*outboxInFlight)
+	if err != nil {
+		log.Fatalf("-outboxinflight: %v", err)
+	}
 	var res outboxResults
 	for _, w := range writers {
 		for _, emit := range []bool{false, true} {
@@ -259,11 +265,13 @@ func outboxRows(ctx context.Context, e *env, d time.Duration, queueConn string) 
 		fmt.Fprintf(os.Stderr, "%s / outbox relay, %s: %.0f events/s\n", e.name, p.name, float64(r.events)/r.seconds)
 	}
 	for _, rate := range rates {
-		for _, poll := range polls {
-			var r outboxLatencyRow
-			res.metered(fmt.Sprintf("outbox latency, %d commits/s, poll %s", rate, poll), func() { r = outboxLatencyCell(ctx, e, poll, rate, d) })
-			res.latencies = append(res.latencies, r)
-			fmt.Fprintf(os.Stderr, "%s / outbox latency, %d commits/s, poll %s: p99 commit→dequeued %.0f ms\n", e.name, rate, poll, pct(r.dequeued, 99))
+		for _, inFlight := range inFlights {
+			for _, poll := range polls {
+				var r outboxLatencyRow
+				res.metered(fmt.Sprintf("outbox latency, %d commits/s, InFlight %d, poll %s", rate, inFlight, poll), func() { r = outboxLatencyCell(ctx, e, poll, inFlight, rate, d) })
+				res.latencies = append(res.latencies, r)
+				fmt.Fprintf(os.Stderr, "%s / outbox latency, %d commits/s, InFlight %d, poll %s: p99 commit→dequeued %.0f ms\n", e.name, rate, inFlight, poll, pct(r.dequeued, 99))
+			}
 		}
 	}
 	return &res
@@ -553,8 +561,8 @@ func outboxRelayCell(ctx context.Context, e *env, publisher, conn string, inFlig
 // outboxLatencyCell runs Relay (Poll poll) while writers commit rate
 // orders a second for d, each with its event, and a consumer dequeues
 // them.
-func outboxLatencyCell(ctx context.Context, e *env, poll time.Duration, rate int, d time.Duration) outboxLatencyRow {
-	orders, events := outboxOpen(e, "latency", poll, 1)
+func outboxLatencyCell(ctx context.Context, e *env, poll time.Duration, inFlight, rate int, d time.Duration) outboxLatencyRow {
+	orders, events := outboxOpen(e, "latency", poll, inFlight)
 	var qc queueCount
 	svc, err := queueService(e.conn, &qc)
 	if err != nil {
@@ -567,7 +575,7 @@ func outboxLatencyCell(ctx context.Context, e *env, poll time.Duration, rate int
 		log.Fatalf("outbox latency: %v", err)
 	}
 	consumerQ := consumerSvc.NewQueueClient(name)
-	r := outboxLatencyRow{poll: poll, rate: rate}
+	r := outboxLatencyRow{poll: poll, inFlight: inFlight, rate: rate}
 	beforeQueue := qc.n.Load() // the queue's creation left out
 	pl := publishLog{at: map[string]time.Time{}}
 
@@ -672,6 +680,9 @@ func outboxLatencyCell(ctx context.Context, e *env, poll time.Duration, rate int
 	}
 	r.relayRequests, r.queueRequests, r.writerRequests = relayRequests.Load(), qc.n.Load()-beforeQueue, writerRequests.Load()
 
+	if inFlight > 1 {
+		pl.bySeq() // published InFlight at a time: met in any order within each window
+	}
 	if err := pl.check(r.commits); err != nil {
 		log.Fatalf("%s outbox latency: %v", e.name, err)
 	}
@@ -726,11 +737,11 @@ func printOutbox(backend string, res *outboxResults) {
 			float64(r.requests)/n, r.batches, r.queries, r.reads, float64(r.queueRequests)/n, check)
 	}
 	fmt.Println()
-	fmt.Printf("## %s: outbox, commit → queue message\n\n| scenario | Poll | commits | commit→published p50 ms | p99 ms | max ms | commit→dequeued p50 ms | p99 ms | max ms | relay storage requests/event | relay queue requests/event | writer requests/commit | check |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", backend)
+	fmt.Printf("## %s: outbox, commit → queue message\n\n| scenario | InFlight | Poll | commits | commit→published p50 ms | p99 ms | max ms | commit→dequeued p50 ms | p99 ms | max ms | relay storage requests/event | relay queue requests/event | writer requests/commit | check |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", backend)
 	for _, r := range res.latencies {
 		n := float64(r.commits)
-		fmt.Printf("| outbox latency, %d commits/s | %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.3f | %.2f | %.2f | exact (%d published in order, dequeued once each, %d read back) |\n",
-			r.rate, r.poll, r.commits, pct(r.published, 50), pct(r.published, 99), slices.Max(append(r.published, 0)),
+		fmt.Printf("| outbox latency, %d commits/s | %d | %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.3f | %.2f | %.2f | exact (%d published in order, dequeued once each, %d read back) |\n",
+			r.rate, r.inFlight, r.poll, r.commits, pct(r.published, 50), pct(r.published, 99), slices.Max(append(r.published, 0)),
 			pct(r.dequeued, 50), pct(r.dequeued, 99), slices.Max(append(r.dequeued, 0)),
 			float64(r.relayRequests)/n, float64(r.queueRequests)/n, float64(r.writerRequests)/n, r.commits, r.readBack)
 	}
