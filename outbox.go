@@ -64,6 +64,10 @@ type OutboxOptions struct {
 	// whose publish fails (it is published again after it; consumers
 	// order by Seq). A window slides: one more starts as each lands.
 	InFlight int
+	// Batch is how many events of one partition RelayBatches hands its
+	// publish at most in one call. Default: 32. (Relay's publish takes
+	// one.)
+	Batch int
 }
 
 // maxOutboxName bounds OutboxOptions.Name: its retention index's name,
@@ -85,8 +89,8 @@ type Outbox[E any] struct {
 	err    error          // NewOutbox's refusal: every call fails with it
 	clock  Clock
 	poll   time.Duration
-	// inFlight is OutboxOptions.InFlight.
-	inFlight int
+	// inFlight is OutboxOptions.InFlight; batch, OutboxOptions.Batch.
+	inFlight, batch int
 }
 
 // record is one record of an outbox (internal/outbox): an event (ID, Seq,
@@ -120,10 +124,13 @@ func NewOutbox[E any](b driver.Backend, opts *OutboxOptions) *Outbox[E] {
 	if o.InFlight <= 0 {
 		o.InFlight = 1
 	}
+	if o.Batch <= 0 {
+		o.Batch = 32
+	}
 	if o.Clock == nil {
 		o.Clock = systemClock{}
 	}
-	x := &Outbox[E]{clock: o.Clock, poll: o.Poll, inFlight: o.InFlight}
+	x := &Outbox[E]{clock: o.Clock, poll: o.Poll, inFlight: o.InFlight, batch: o.Batch}
 	if x.err = index.CheckName(o.Name); x.err == nil && len(o.Name) > maxOutboxName {
 		x.err = errorf(ErrInvalidInput, "outbox name %q: at most %d letters, digits, '_' or '-' (its retention index is named after it)", o.Name, maxOutboxName)
 	}

@@ -41,16 +41,36 @@ import (
 // most events are then published by every relay (at least once allows
 // it; consumers drop repeats by ID), and each is marked sent once.
 func (o *Outbox[E]) Relay(ctx context.Context, publish func(context.Context, Event[E]) error, lock Locker) error {
-	if o.err != nil {
-		return o.err
-	}
 	if publish == nil {
 		return errorf(ErrInvalidInput, "Relay: publish is nil")
+	}
+	return o.relay(ctx, singly(publish), lock)
+}
+
+// RelayBatches is Relay with a publisher of batches: each call of publish
+// carries up to OutboxOptions.Batch consecutive events of one partition,
+// in Seq order, and returns nil only once every one of them is published
+// (azqueuepub.NewBatches packs them into as few queue messages as fit).
+// One call at a time per partition (InFlight at a time, if more than
+// one): a failed call stops its partition as a failed publish does, and
+// the whole batch is published again after the backoff, so no later
+// event goes before an earlier one. At a 10 ms round trip, batches of 32
+// relay one partition's events about 20 times as fast as Relay.
+func (o *Outbox[E]) RelayBatches(ctx context.Context, publish func(context.Context, []Event[E]) error, lock Locker) error {
+	if publish == nil {
+		return errorf(ErrInvalidInput, "RelayBatches: publish is nil")
+	}
+	return o.relay(ctx, batches[E]{publish, o.batch}, lock)
+}
+
+func (o *Outbox[E]) relay(ctx context.Context, p batches[E], lock Locker) error {
+	if o.err != nil {
+		return o.err
 	}
 	waits := map[string]*partitionWait{}
 	var swept time.Time
 	o.store.every(ctx, o.poll, lock, "etagstore-relay-"+o.layout.Name, func(ctx context.Context) bool {
-		n, _ := o.pass(ctx, publish, waits)
+		n, _ := o.pass(ctx, p, waits)
 		if now := o.clock.Now(); now.Sub(swept) >= retentionSweep {
 			swept = now
 			_, _ = o.store.Sweep(ctx) // past the retention
@@ -71,13 +91,26 @@ const retentionSweep = time.Minute
 // the other partitions go on. It deletes no event past the retention:
 // Relay's passes do, once a minute.
 func (o *Outbox[E]) RelayOnce(ctx context.Context, publish func(context.Context, Event[E]) error) (int, error) {
-	if o.err != nil {
-		return 0, o.err
-	}
 	if publish == nil {
 		return 0, errorf(ErrInvalidInput, "RelayOnce: publish is nil")
 	}
-	return o.pass(ctx, publish, nil)
+	return o.relayOnce(ctx, singly(publish))
+}
+
+// RelayBatchesOnce makes one pass of RelayBatches, as RelayOnce makes one
+// of Relay.
+func (o *Outbox[E]) RelayBatchesOnce(ctx context.Context, publish func(context.Context, []Event[E]) error) (int, error) {
+	if publish == nil {
+		return 0, errorf(ErrInvalidInput, "RelayBatchesOnce: publish is nil")
+	}
+	return o.relayOnce(ctx, batches[E]{publish, o.batch})
+}
+
+func (o *Outbox[E]) relayOnce(ctx context.Context, p batches[E]) (int, error) {
+	if o.err != nil {
+		return 0, o.err
+	}
+	return o.pass(ctx, p, nil)
 }
 
 // partitionWait is a partition whose publish failed: when it may be tried
@@ -93,7 +126,7 @@ const partitionsAtOnce = 8
 // pass is one relay pass; waits (nil: none kept) holds the partitions
 // waiting after a failed publish. Partitions are relayed concurrently,
 // partitionsAtOnce at a time; each one's events in order.
-func (o *Outbox[E]) pass(ctx context.Context, publish func(context.Context, Event[E]) error, waits map[string]*partitionWait) (int, error) {
+func (o *Outbox[E]) pass(ctx context.Context, publish batches[E], waits map[string]*partitionWait) (int, error) {
 	start := o.clock.Now()
 	var (
 		mu    sync.Mutex // over st, first and waits
@@ -143,7 +176,7 @@ const markBatch = 32
 // publishes go on (one mark request at a time, in order). A publish that
 // fails ends it: the events before it are marked, and the partition
 // waits (waits) before it is tried again. A mark that fails ends it too.
-func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []driver.Item, publish func(context.Context, Event[E]) error, waits map[string]*partitionWait, mu *sync.Mutex, st *telemetry.RelayPass) (int, error) {
+func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []driver.Item, publish batches[E], waits map[string]*partitionWait, mu *sync.Mutex, st *telemetry.RelayPass) (int, error) {
 	now := o.clock.Now()
 	mu.Lock()
 	w := waits[scope]
@@ -162,7 +195,7 @@ func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []
 		mu.Unlock()
 	}
 	m := o.marker(ctx, scope)
-	ok, perr := publishInOrder(ctx, publish, evs, o.inFlight, func(k int) bool { return m.upTo(run[:k], false) })
+	ok, perr := publish.inOrder(ctx, evs, o.inFlight, func(k int) bool { return m.upTo(run[:k], false) })
 	m.upTo(run[:ok], true)
 	n, merr := m.wait()
 	if perr == nil {

@@ -12,36 +12,62 @@ import (
 // events: publishes started in order, a window of them at a time, and
 // the published ones marked sent behind them.
 
-// publishInOrder publishes evs in order, inFlight at once at most: each
-// starts after every earlier one started, and one more starts as one in
-// flight lands. progress(k) is called each time the first k have all
-// landed (k grows); when it returns false, or a publish fails, no more
-// start. It returns how many, from the first, landed before the first
-// that failed, and that one's error. With inFlight 1 every publish runs
-// on the caller's goroutine, one after another.
-func publishInOrder[E any](ctx context.Context, publish func(context.Context, Event[E]) error, evs []Event[E], inFlight int, progress func(k int) bool) (int, error) {
+// batches is a relay's publisher: publish takes up to size consecutive
+// events of one partition at a time (Relay's: one, by singly).
+type batches[E any] struct {
+	publish func(context.Context, []Event[E]) error
+	size    int
+}
+
+// singly is publish as a publisher of batches of one.
+func singly[E any](publish func(context.Context, Event[E]) error) batches[E] {
+	return batches[E]{func(ctx context.Context, evs []Event[E]) error { return publish(ctx, evs[0]) }, 1}
+}
+
+// inOrder publishes evs in order, a batch of up to p.size at a call, and
+// inFlight calls at once at most: each starts after every earlier one
+// started, and one more starts as one in flight lands. progress(k) is
+// called each time the first k events have all landed (k grows); when
+// it returns false, or a call fails, no more start. It returns how many
+// events, from the first, landed before the first call that failed, and
+// that call's error. With inFlight 1 every call runs on the caller's
+// goroutine, one after another.
+func (p batches[E]) inOrder(ctx context.Context, evs []Event[E], inFlight int, progress func(k int) bool) (int, error) {
+	var units [][]Event[E]
+	for rest := evs; len(rest) > 0; rest = rest[min(len(rest), p.size):] {
+		units = append(units, rest[:min(len(rest), p.size)])
+	}
+	ends := make([]int, len(units)+1) // ends[k]: the events of units[:k]
+	for i, u := range units {
+		ends[i+1] = ends[i] + len(u)
+	}
+	k, err := p.unitsInOrder(ctx, units, inFlight, func(k int) bool { return progress(ends[k]) })
+	return ends[k], err
+}
+
+func (p batches[E]) unitsInOrder(ctx context.Context, units [][]Event[E], inFlight int, progress func(k int) bool) (int, error) {
 	if inFlight <= 1 {
-		for i, ev := range evs {
-			if err := callPublish(ctx, publish, ev); err != nil {
+		for i, u := range units {
+			if err := callPublish(ctx, p.publish, u); err != nil {
 				return i, err
 			}
 			if !progress(i + 1) {
 				return i + 1, nil
 			}
 		}
-		return len(evs), nil
+		return len(units), nil
 	}
 	type result struct {
 		i   int
 		err error
 	}
 	results := make(chan result, inFlight)
-	landed := make([]bool, len(evs))
+	landed := make([]bool, len(units))
 	next, prefix, running, stop := 0, 0, 0, false
-	failAt, failErr := len(evs), error(nil)
+	failAt, failErr := len(units), error(nil)
 	for {
-		for ; !stop && running < inFlight && next < len(evs); next, running = next+1, running+1 {
-			go func(i int) { results <- result{i, callPublish(ctx, publish, evs[i])} }(next)
+		for ; !stop && running < inFlight && next < len(units); next, running = next+1, running+1 {
+			go func(i int) { results <- result{i, callPublish(ctx, p.publish, units[i])} }(next)
 		}
 		if running == 0 {
 			return prefix, failErr
@@ -66,14 +92,14 @@ func publishInOrder[E any](ctx context.Context, publish func(context.Context, Ev
 	}
 }
 
-// callPublish is publish(ctx, ev); a panic in it is its error.
-func callPublish[E any](ctx context.Context, publish func(context.Context, Event[E]) error, ev Event[E]) (err error) {
+// callPublish is publish(ctx, evs); a panic in it is its error.
+func callPublish[E any](ctx context.Context, publish func(context.Context, []Event[E]) error, evs []Event[E]) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("publish panicked: %v", r)
 		}
 	}()
-	return publish(ctx, ev)
+	return publish(ctx, evs)
 }
 
 // marker marks a partition's published events sent behind its

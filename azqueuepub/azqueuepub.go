@@ -1,7 +1,8 @@
 // Package azqueuepub publishes an etagstore Outbox's events to Azure Queue
 // storage: New is the publish function Outbox.Relay and Outbox.RelayOnce
-// take, and Decode reads a message back into its Event on the consumer's
-// side.
+// take, NewBatches the one Outbox.RelayBatches takes, and Decode (one
+// event) and DecodeAll (any message) read a message back into its events
+// on the consumer's side.
 //
 //	pub := azqueuepub.New[OrderPlaced](queue, nil)
 //	go events.Relay(ctx, pub, nil)
@@ -15,8 +16,8 @@
 //
 // # The message
 //
-// One event is one message. Its body is the event as JSON, encoded in
-// base64 (standard alphabet, padded):
+// With New, one event is one message. Its body is the event as JSON,
+// encoded in base64 (standard alphabet, padded):
 //
 //	base64({"id":"9f2c…","partition":"pk/","seq":42,"time":"2026-11-27T17:28:09.1234567Z","value":{…}})
 //
@@ -53,6 +54,20 @@
 // Each publish is one request (Azure Queue storage enqueues one message
 // at a time), and Relay waits for each before the next: a relay moves
 // about one event per round trip to the queue.
+//
+// # Batches
+//
+// NewBatches, with Outbox.RelayBatches, enqueues a batch of a partition's
+// consecutive events (up to OutboxOptions.Batch, 32 by default) in as few
+// messages as fit in 64 KiB, one after another, each body the base64 of
+// a JSON array of events in Seq order:
+//
+//	base64([{"id":"9f2c…","partition":"pk/","seq":42,…},{"id":"a071…","partition":"pk/","seq":43,…}])
+//
+// The order is kept as with New (one call at a time; a failed call is
+// made again whole), and a relay moves about a batch per round trip.
+// DecodeAll reads both forms, so a consumer may read a queue that either
+// publisher fills.
 //
 // # Errors
 //

@@ -44,9 +44,10 @@ var backends = []struct {
 // consumer dequeues events and keeps each ID's first delivery: what a
 // deduplicating consumer handles, in the order it handled them.
 type consumer struct {
-	seen    map[string]bool
-	handled []etagstore.Event[OrderPlaced]
-	repeats int
+	seen     map[string]bool
+	handled  []etagstore.Event[OrderPlaced]
+	repeats  int
+	messages int
 }
 
 func (c *consumer) take(t *testing.T, q *azqueue.QueueClient) {
@@ -55,16 +56,19 @@ func (c *consumer) take(t *testing.T, q *azqueue.QueueClient) {
 		c.seen = map[string]bool{}
 	}
 	for _, m := range drain(t, q) {
-		ev, err := azqueuepub.Decode[OrderPlaced](*m.MessageText)
+		evs, err := azqueuepub.DecodeAll[OrderPlaced](*m.MessageText) // New's one event, or NewBatches' several
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.seen[ev.ID] {
-			c.repeats++
-			continue
+		c.messages++
+		for _, ev := range evs {
+			if c.seen[ev.ID] {
+				c.repeats++
+				continue
+			}
+			c.seen[ev.ID] = true
+			c.handled = append(c.handled, ev)
 		}
-		c.seen[ev.ID] = true
-		c.handled = append(c.handled, ev)
 	}
 }
 
@@ -381,4 +385,35 @@ func TestRacingRelays(t *testing.T) {
 	}
 	c.check(t, want, []string{"shop/"}, []string{"shop/"})
 	t.Logf("%d events, %d repeats dropped", len(c.handled), c.repeats)
+}
+
+// Orders placed with their events, relayed by RelayBatchesOnce with
+// NewBatches: 12 events of a partition go in one call, one message, and
+// the consumer, reading messages with DecodeAll, handles each event once,
+// in order per partition; a second pass publishes nothing.
+func TestRelayBatchesToQueue(t *testing.T) {
+	t.Parallel()
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			b := be.new(t)
+			outbox := etagstore.NewOutbox[OrderPlaced](b, nil)
+			orders := placeOrders(t, b, outbox, be.parts, 6)
+			q := azuritetest.NewQueue(t)
+			pub := azqueuepub.NewBatches[OrderPlaced](q, nil)
+			n, err := outbox.RelayBatchesOnce(t.Context(), pub)
+			if err != nil || n != len(orders) {
+				t.Fatalf("RelayBatchesOnce published %d (%v), want %d", n, err, len(orders))
+			}
+			var c consumer
+			c.take(t, q)
+			c.check(t, orders, be.parts, be.scopes)
+			if want := len(slices.Compact(slices.Clone(be.scopes))); c.messages != want {
+				t.Errorf("%d messages, want %d: one per partition's batch", c.messages, want)
+			}
+			if n, err := outbox.RelayBatchesOnce(t.Context(), pub); n != 0 || err != nil {
+				t.Errorf("a second RelayBatchesOnce published %d (%v), want 0", n, err)
+			}
+		})
+	}
 }

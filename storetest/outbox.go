@@ -92,6 +92,8 @@ var outboxCases = []struct {
 	{"InFlightFailure", testOutboxInFlightFailure},
 	{"MarksBehindPublishes", testOutboxMarksBehindPublishes},
 	{"BusyRelay", testOutboxBusyRelay},
+	{"Batches", testOutboxBatches},
+	{"BatchFailure", testOutboxBatchFailure},
 }
 
 // RunOutbox checks a transactional outbox (etagstore.Outbox) over the

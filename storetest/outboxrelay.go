@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -269,4 +271,131 @@ func countFunc[S ~[]E, E any](s S, f func(E) bool) int {
 		}
 	}
 	return n
+}
+
+// obBatchLog records the calls of a batch publisher: each call's Seqs.
+type obBatchLog struct {
+	mu    sync.Mutex
+	calls [][]int64
+	fail  func(call int, evs []obEvent) error
+}
+
+func (l *obBatchLog) publish(_ context.Context, evs []obEvent) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seqs := make([]int64, len(evs))
+	for i, ev := range evs {
+		seqs[i] = ev.Seq
+	}
+	l.calls = append(l.calls, seqs)
+	if l.fail != nil {
+		return l.fail(len(l.calls), evs)
+	}
+	return nil
+}
+
+// sizes is how many events each call carried.
+func (l *obBatchLog) sizes() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []int
+	for _, c := range l.calls {
+		out = append(out, len(c))
+	}
+	return out
+}
+
+// seqs is every Seq the calls carried, in the order they carried them.
+func (l *obBatchLog) seqs() []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []int64
+	for _, c := range l.calls {
+		out = append(out, c...)
+	}
+	return out
+}
+
+// testOutboxBatches: RelayBatchesOnce hands publish the run in order, in
+// batches of OutboxOptions.Batch (32 when left out), and marks every
+// event sent once; a nil publish is ErrInvalidInput for RelayBatches
+// and RelayBatchesOnce alike.
+func testOutboxBatches(t *testing.T, f *obFix) {
+	docs := f.docs(etagstore.Options{})
+	for _, tc := range []struct {
+		name  string
+		batch int
+		sizes []int
+	}{
+		{"default", 0, []int{32, 32, 6}},
+		{"Batch 25", 25, []int{25, 25, 20}},
+	} {
+		name := "b" + strconv.Itoa(tc.batch)
+		ob := f.outbox(etagstore.OutboxOptions{Name: name, Batch: tc.batch})
+		if err := emitMany(t.Context(), docs, ob, f.key, "w", 70); err != nil {
+			t.Fatal(err)
+		}
+		var l obBatchLog
+		n, err := ob.RelayBatchesOnce(t.Context(), l.publish)
+		if n != 70 || err != nil {
+			t.Fatalf("%s: RelayBatchesOnce = %d, %v; want 70, nil", tc.name, n, err)
+		}
+		if !slices.Equal(l.sizes(), tc.sizes) || !slices.Equal(l.seqs(), seqRange(1, 70)) {
+			t.Errorf("%s: publish got batches of %v carrying %v; want %v, 1…70 in order", tc.name, l.sizes(), l.seqs(), tc.sizes)
+		}
+		if n, err := ob.RelayBatchesOnce(t.Context(), l.publish); n != 0 || err != nil {
+			t.Errorf("%s: RelayBatchesOnce again = %d, %v; want 0, nil: every event marked sent", tc.name, n, err)
+		}
+		f.wantRecords(f.part, "o."+name+".p.", 0)
+	}
+	ob := f.outbox(etagstore.OutboxOptions{})
+	if _, err := ob.RelayBatchesOnce(t.Context(), nil); !errors.Is(err, etagstore.ErrInvalidInput) {
+		t.Errorf("RelayBatchesOnce(nil) = %v, want ErrInvalidInput", err)
+	}
+	if err := ob.RelayBatches(t.Context(), nil, nil); !errors.Is(err, etagstore.ErrInvalidInput) {
+		t.Errorf("RelayBatches(nil) = %v, want ErrInvalidInput", err)
+	}
+}
+
+// testOutboxBatchFailure: with batches of 10, the second call fails
+// once: the pass marks the first 10 alone and calls no more; then
+// RelayBatches hands publish 11…20 again, then the rest, so no event
+// goes before an earlier one that was not published.
+func testOutboxBatchFailure(t *testing.T, f *obFix) {
+	docs, ob := f.docs(etagstore.Options{}), f.outbox(etagstore.OutboxOptions{Batch: 10})
+	if err := emitMany(t.Context(), docs, ob, f.key, "w", 35); err != nil {
+		t.Fatal(err)
+	}
+	l := obBatchLog{fail: func(call int, _ []obEvent) error {
+		if call == 2 {
+			return errObPublish
+		}
+		return nil
+	}}
+	n, err := ob.RelayBatchesOnce(t.Context(), l.publish)
+	if n != 10 || !errors.Is(err, errObPublish) {
+		t.Fatalf("RelayBatchesOnce with the second batch failing = %d, %v; want 10 and the publish's error", n, err)
+	}
+	wantOneLine(t, err)
+	if !strings.Contains(err.Error(), "event 11 ") {
+		t.Errorf("the error %q does not name event 11, the first of the batch that failed", err)
+	}
+	if got := l.sizes(); !slices.Equal(got, []int{10, 10}) {
+		t.Errorf("calls before the failure stopped the partition: %v, want [10 10]", got)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ob.RelayBatches(ctx, l.publish, nil) }()
+	f.clock.waitAsleep(t, 1)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("RelayBatches = %v", err)
+	}
+	want := append(seqRange(1, 20), seqRange(11, 35)...)
+	if got := l.seqs(); !slices.Equal(got, want) {
+		t.Errorf("publish carried %v, want %v: the failed batch again, then the rest, in order", got, want)
+	}
+	f.wantRecords(f.part, "o."+obName+".p.", 0)
+	f.wantRecords(f.part, "o."+obName+".s.", 35)
 }
