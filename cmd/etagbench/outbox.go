@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/azqueuepub"
 	"github.com/etagstore/etagstore/internal/azuritetest"
 )
 
@@ -182,14 +182,7 @@ func newQueue(ctx context.Context, svc *azqueue.ServiceClient, tag string) (q *a
 
 // enqueue is the inline publisher: the Event as JSON, one message.
 func enqueue(q *azqueue.QueueClient) func(context.Context, etagstore.Event[OrderPlaced]) error {
-	return func(ctx context.Context, ev etagstore.Event[OrderPlaced]) error {
-		body, err := json.Marshal(ev)
-		if err != nil {
-			return err
-		}
-		_, err = q.EnqueueMessage(ctx, string(body), nil)
-		return err
-	}
+	return azqueuepub.New[OrderPlaced](q, nil)
 }
 
 // outboxOpen returns the Stores of one cell: the orders and the outbox,
@@ -252,15 +245,16 @@ func outboxRows(ctx context.Context, e *env, d time.Duration, queueConn string) 
 		}
 	}
 	publishers := []struct {
-		name, conn string
-		inFlight   int
-	}{{"azqueue", e.conn, 1}, {"azqueue, InFlight 16", e.conn, 16}, {"azqueue, queue without -rtt", queueConn, 1}, {"none (storage alone)", "", 1}}
+		name, conn      string
+		inFlight, batch int // batch > 0: RelayBatchesOnce with azqueuepub.NewBatches
+	}{{"azqueue", e.conn, 1, 0}, {"azqueue, InFlight 16", e.conn, 16, 0}, {"azqueue, batches of 32 (RelayBatches)", e.conn, 1, 32},
+		{"azqueue, queue without -rtt", queueConn, 1, 0}, {"none (storage alone)", "", 1, 0}}
 	if queueConn == e.conn {
-		publishers = slices.Delete(publishers, 2, 3) // no -rtt: the same queue
+		publishers = slices.Delete(publishers, 3, 4) // no -rtt: the same queue
 	}
 	for _, p := range publishers {
 		var r outboxRelayRow
-		res.metered("outbox relay, "+p.name, func() { r = outboxRelayCell(ctx, e, p.name, p.conn, p.inFlight, *outboxEvents) })
+		res.metered("outbox relay, "+p.name, func() { r = outboxRelayCell(ctx, e, p.name, p.conn, p.inFlight, p.batch, *outboxEvents) })
 		res.relays = append(res.relays, r)
 		fmt.Fprintf(os.Stderr, "%s / outbox relay, %s: %.0f events/s\n", e.name, p.name, float64(r.events)/r.seconds)
 	}
@@ -402,6 +396,23 @@ func (l *publishLog) wrap(publish func(context.Context, etagstore.Event[OrderPla
 	}
 }
 
+// wrapBatch is wrap for a publisher of batches (RelayBatches).
+func (l *publishLog) wrapBatch(publish func(context.Context, []etagstore.Event[OrderPlaced]) error) func(context.Context, []etagstore.Event[OrderPlaced]) error {
+	return func(ctx context.Context, evs []etagstore.Event[OrderPlaced]) error {
+		if publish != nil {
+			if err := publish(ctx, evs); err != nil {
+				return err
+			}
+		}
+		for _, ev := range evs {
+			if err := l.wrap(nil)(ctx, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // bySeq puts what publish met in Seq order.
 func (l *publishLog) bySeq() {
 	l.mu.Lock()
@@ -455,14 +466,14 @@ func dequeue(ctx context.Context, q *azqueue.QueueClient) ([]etagstore.Event[Ord
 	}
 	evs := make([]etagstore.Event[OrderPlaced], 0, len(resp.Messages))
 	for _, m := range resp.Messages {
-		var ev etagstore.Event[OrderPlaced]
 		if m.MessageText == nil {
 			return evs, errors.New("a message without text")
 		}
-		if err := json.Unmarshal([]byte(*m.MessageText), &ev); err != nil {
-			return evs, fmt.Errorf("message %q: %w", *m.MessageText, err)
+		got, err := azqueuepub.DecodeAll[OrderPlaced](*m.MessageText) // one event (New), or a batch (NewBatches)
+		if err != nil {
+			return evs, fmt.Errorf("message %.60q: %w", *m.MessageText, err)
 		}
-		evs = append(evs, ev)
+		evs = append(evs, got...)
 	}
 	return evs, nil
 }
@@ -492,12 +503,14 @@ func checkDelivered(what string, got []etagstore.Event[OrderPlaced], ids []strin
 // outboxRelayCell commits n events on a fresh partition, then relays them
 // with RelayOnce in a loop to a fresh queue of conn's queue service ("":
 // a publish that does nothing).
-func outboxRelayCell(ctx context.Context, e *env, publisher, conn string, inFlight, n int) outboxRelayRow {
+func outboxRelayCell(ctx context.Context, e *env, publisher, conn string, inFlight, batch, n int) outboxRelayRow {
 	orders, events := outboxOpen(e, "relay", 0, inFlight)
 	seedEvents(ctx, e, orders, events, n)
 	var qc queueCount
 	var q *azqueue.QueueClient
+	var pl publishLog
 	var publish func(context.Context, etagstore.Event[OrderPlaced]) error
+	var publishBatch func(context.Context, []etagstore.Event[OrderPlaced]) error
 	if conn != "" {
 		svc, err := queueService(conn, &qc)
 		if err != nil {
@@ -506,16 +519,19 @@ func outboxRelayCell(ctx context.Context, e *env, publisher, conn string, inFlig
 		var drop func()
 		q, _, drop = newQueue(ctx, svc, "relay")
 		defer drop()
-		publish = enqueue(q)
+		publish, publishBatch = enqueue(q), azqueuepub.NewBatches[OrderPlaced](q, nil)
 	}
-	var pl publishLog
+	relayOnce := func() (int, error) { return events.RelayOnce(ctx, pl.wrap(publish)) }
+	if batch > 0 {
+		relayOnce = func() (int, error) { return events.RelayBatchesOnce(ctx, pl.wrapBatch(publishBatch)) }
+	}
 	r := outboxRelayRow{publisher: publisher, events: n}
 	beforeQueue := qc.n.Load() // the queue's creation left out
 	c := e.requests
 	before, beforeBatches, beforeReads, beforeQueries := c.n.Load(), c.batches.Load(), c.pointReads.Load(), c.queries.Load()
 	start := time.Now()
 	for total := 0; total < n; {
-		k, err := events.RelayOnce(ctx, pl.wrap(publish))
+		k, err := relayOnce()
 		r.passes++
 		if err != nil {
 			log.Fatalf("%s outbox relay %s: RelayOnce: %v", e.name, publisher, err)
@@ -531,7 +547,7 @@ func outboxRelayCell(ctx context.Context, e *env, publisher, conn string, inFlig
 	r.queueRequests = qc.n.Load() - beforeQueue
 
 	var err error
-	if r.lastPass, err = events.RelayOnce(ctx, pl.wrap(publish)); err != nil || r.lastPass != 0 {
+	if r.lastPass, err = relayOnce(); err != nil || r.lastPass != 0 {
 		log.Fatalf("%s outbox relay %s: a last RelayOnce published %d (%v)", e.name, publisher, r.lastPass, err)
 	}
 	if inFlight > 1 {
