@@ -69,3 +69,40 @@ func ExampleOutbox() {
 	// 0 <nil>
 	// 2 o2 <nil>
 }
+
+// RelayBatchesOnce hands a publisher of batches up to Batch consecutive
+// events of a partition a call, in Seq order (azqueuepub.NewBatches puts
+// each batch in as few queue messages as fit).
+func ExampleOutbox_RelayBatchesOnce() {
+	type Counted struct{ N int }
+	ctx := context.Background()
+	backend := memstore.New(nil)
+	counters := etagstore.New[Counted](backend, nil)
+	events := etagstore.NewOutbox[Counted](backend, &etagstore.OutboxOptions{Batch: 4})
+	for i := range 10 {
+		err := etagstore.Transact(ctx, func(tx *etagstore.Txn) error {
+			if err := counters.In(tx).Put(fmt.Sprint("c", i), Counted{N: i}); err != nil {
+				return err
+			}
+			return events.In(tx).Emit(Counted{N: i})
+		})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	n, err := events.RelayBatchesOnce(ctx, func(_ context.Context, batch []etagstore.Event[Counted]) error {
+		fmt.Print("a batch of Seq")
+		for _, e := range batch {
+			fmt.Print(" ", e.Seq)
+		}
+		fmt.Println()
+		return nil
+	})
+	fmt.Println(n, err)
+	// Output:
+	// a batch of Seq 1 2 3 4
+	// a batch of Seq 5 6 7 8
+	// a batch of Seq 9 10
+	// 10 <nil>
+}
