@@ -41,6 +41,9 @@ import (
 // most events are then published by every relay (at least once allows
 // it; consumers drop repeats by ID), and each is marked sent once.
 func (o *Outbox[E]) Relay(ctx context.Context, publish func(context.Context, Event[E]) error, lock Locker) error {
+	if o.err != nil {
+		return o.err
+	}
 	if publish == nil {
 		return errorf(ErrInvalidInput, "Relay: publish is nil")
 	}
@@ -57,6 +60,9 @@ func (o *Outbox[E]) Relay(ctx context.Context, publish func(context.Context, Eve
 // event goes before an earlier one. At a 10 ms round trip, batches of 32
 // relay one partition's events about 20 times as fast as Relay.
 func (o *Outbox[E]) RelayBatches(ctx context.Context, publish func(context.Context, []Event[E]) error, lock Locker) error {
+	if o.err != nil {
+		return o.err
+	}
 	if publish == nil {
 		return errorf(ErrInvalidInput, "RelayBatches: publish is nil")
 	}
@@ -64,9 +70,6 @@ func (o *Outbox[E]) RelayBatches(ctx context.Context, publish func(context.Conte
 }
 
 func (o *Outbox[E]) relay(ctx context.Context, p batches[E], lock Locker) error {
-	if o.err != nil {
-		return o.err
-	}
 	waits := map[string]*partitionWait{}
 	var swept time.Time
 	o.store.every(ctx, o.poll, lock, "etagstore-relay-"+o.layout.Name, func(ctx context.Context) bool {
@@ -91,26 +94,25 @@ const retentionSweep = time.Minute
 // the other partitions go on. It deletes no event past the retention:
 // Relay's passes do, once a minute.
 func (o *Outbox[E]) RelayOnce(ctx context.Context, publish func(context.Context, Event[E]) error) (int, error) {
+	if o.err != nil {
+		return 0, o.err
+	}
 	if publish == nil {
 		return 0, errorf(ErrInvalidInput, "RelayOnce: publish is nil")
 	}
-	return o.relayOnce(ctx, singly(publish))
+	return o.pass(ctx, singly(publish), nil)
 }
 
 // RelayBatchesOnce makes one pass of RelayBatches, as RelayOnce makes one
 // of Relay.
 func (o *Outbox[E]) RelayBatchesOnce(ctx context.Context, publish func(context.Context, []Event[E]) error) (int, error) {
-	if publish == nil {
-		return 0, errorf(ErrInvalidInput, "RelayBatchesOnce: publish is nil")
-	}
-	return o.relayOnce(ctx, batches[E]{publish, o.batch})
-}
-
-func (o *Outbox[E]) relayOnce(ctx context.Context, p batches[E]) (int, error) {
 	if o.err != nil {
 		return 0, o.err
 	}
-	return o.pass(ctx, p, nil)
+	if publish == nil {
+		return 0, errorf(ErrInvalidInput, "RelayBatchesOnce: publish is nil")
+	}
+	return o.pass(ctx, batches[E]{publish, o.batch}, nil)
 }
 
 // partitionWait is a partition whose publish failed: when it may be tried
