@@ -10,12 +10,12 @@ package etagstore
 
 import (
 	"bytes"
-	"reflect"
 	"slices"
 	"strings"
 	"unsafe"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/meta"
@@ -93,7 +93,7 @@ func (e Extra) dropped(baseline []byte) []byte {
 // baseline, so that a write of the Doc over a later version (ETagAny)
 // applies only the Doc's change to it (see Store.changeOnto).
 func (c *core) extraOf(it driver.Item, baseline []byte) Extra {
-	if c.merger == nil {
+	if !c.merges {
 		return Extra{meta: it.Meta}
 	}
 	if baseline == nil || bytes.Equal(it.Data, baseline) {
@@ -125,24 +125,6 @@ func frozen(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// knownMembers returns the member names codec stores for type t, or nil
-// when codec cannot tell (see driver.Codec).
-func knownMembers(codec driver.Codec, t reflect.Type) members.Known {
-	m, ok := codec.(interface {
-		Members(reflect.Type) map[string]bool
-	})
-	if !ok {
-		return members.Known{}
-	}
-	f, folds := codec.(interface{ FoldsNames() bool })
-	return members.Known{Names: m.Members(t), Fold: folds && f.FoldsNames()}
-}
-
-// merger is a Codec's Merge method (see driver.Codec).
-type merger interface {
-	Merge(stored, base, mine []byte) (data, changes []byte, err error)
-}
-
 // version is a version of a key a write starts from (see package
 // internal/engine).
 type version = engine.Version
@@ -164,8 +146,8 @@ func (c *core) stored(it driver.Item, verified, canonical bool) version {
 }
 
 // over is d's write of a over b.
-func over(d *engine.Delivery, b version, a written) engine.KeyWrite {
-	w := d.Over(b, a.data)
-	w.Write.Changes = a.changes // sent only with If-Match of b (driver.Write.Payload)
+func over(d *engine.Delivery, b version, a codec.Written) engine.KeyWrite {
+	w := d.Over(b, a.Data)
+	w.Write.Changes = a.Changes // sent only with If-Match of b (driver.Write.Payload)
 	return w
 }

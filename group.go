@@ -47,13 +47,13 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 // (updategroup.Work).
 type groupWork[T any] struct{ s *Store[T] }
 
-func (w groupWork[T]) StartFrom(b version) (*T, []byte, error) { return w.s.startFrom(b) }
+func (w groupWork[T]) StartFrom(b version) (*T, []byte, error) { return w.s.enc.StartFrom(b) }
 
 func (w groupWork[T]) Mutate(key string, mutate func(*T) error, v *T) error {
 	return w.s.mutate(key, mutate, v)
 }
 
-func (w groupWork[T]) Encode(key string, v T) ([]byte, error) { return w.s.encode(key, v) }
+func (w groupWork[T]) Encode(key string, v T) ([]byte, error) { return w.s.enc.Encode(key, v) }
 
 func (w groupWork[T]) Cached(ctx context.Context, key string) []version {
 	return w.s.cached(ctx, key, "")

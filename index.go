@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/index"
 )
@@ -61,9 +62,9 @@ type indexes[T any] struct {
 	err  error // the declaration's refusal: every write and read fails with it
 }
 
-// newIndexes are the indexes declared for a Store of codec over b (nil
+// newIndexes are the indexes declared for a Store of T encoded as enc over b (nil
 // for none).
-func newIndexes[T any](b driver.Backend, codec Codec, defs []Index[T]) *indexes[T] {
+func newIndexes[T any](b driver.Backend, enc codec.Of[T], defs []Index[T]) *indexes[T] {
 	if len(defs) == 0 {
 		return nil
 	}
@@ -81,9 +82,9 @@ func newIndexes[T any](b driver.Backend, codec Codec, defs []Index[T]) *indexes[
 		ds[i] = d.def()
 	}
 	x.set, x.err = index.New(b, ds, func(key string, data []byte) ([][]string, error) {
-		var v T
-		if err := codec.Unmarshal(data, &v); err != nil {
-			return nil, decodeError(key, err)
+		v, err := enc.Decode(key, data)
+		if err != nil {
+			return nil, err
 		}
 		return x.values(key, v)
 	})

@@ -71,7 +71,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	reads := 0
 	apply := func(b version) ([]byte, []byte, bool, error) {
 		reads++
-		theirs, baseline, err := s.startFrom(b)
+		theirs, baseline, err := s.enc.StartFrom(b)
 		if err != nil {
 			return nil, nil, false, err
 		}
@@ -89,7 +89,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 				return nil, nil, false, s.mergeConflict(base, edited, Doc[T]{Key: b.Key, Value: *theirs, ETag: b.ETag}, reads-1, err)
 			}
 		}
-		data, err := s.encode(base.Key, mine)
+		data, err := s.enc.Encode(base.Key, mine)
 		return data, baseline, !bytes.Equal(data, baseline), err
 	}
 	// The first attempt writes on base itself when base carries its
@@ -101,7 +101,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 		data, canonical := []byte(base.Extra.doc), false // the document base was read from
 		if base.Extra.doc == "" || base.Extra.etag != base.ETag {
 			var err error
-			if data, err = s.encode(base.Key, base.Value); err != nil {
+			if data, err = s.enc.Encode(base.Key, base.Value); err != nil {
 				return Doc[T]{}, err
 			}
 			canonical = true

@@ -138,7 +138,7 @@ func (s *Store[T]) deliverOne(ctx context.Context, op telemetry.Op, a action[T])
 			// The merge is a change from T's encoding of the version read
 			// to its overlay, applied as every read-modify-write's: what
 			// changed is sent, and a property the merge clears is removed.
-			_, base, err := s.startFrom(b)
+			_, base, err := s.enc.StartFrom(b)
 			if err != nil {
 				return keyWrite{}, err
 			}
@@ -146,7 +146,7 @@ func (s *Store[T]) deliverOne(ctx context.Context, op telemetry.Op, a action[T])
 			if err != nil {
 				return keyWrite{}, err
 			}
-			w, err := s.apply(b, base, mine)
+			w, err := s.enc.Apply(b, base, mine)
 			return over(d, b, w), err
 		})
 	} else {
@@ -219,7 +219,7 @@ func (s *Store[T]) prepareReplace(a *action[T], x Extra, fenced bool) error {
 	}
 	a.mine = a.data
 	w, err := s.onto(a.Key, a.ETag, x, a.data)
-	a.data, a.changes = w.data, w.changes
+	a.data, a.changes = w.Data, w.Changes
 	return err
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/cache"
+	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/heat"
 	"github.com/etagstore/etagstore/internal/members"
@@ -85,6 +86,7 @@ type Store[T any] struct {
 	core
 	seam[T] // the backend packages' way in (seam.go)
 	codec   Codec
+	enc     codec.Of[T] // T's encoding through codec
 	idx     *indexes[T] // its indexes (index.go); nil: none
 
 	groups updategroup.Groups[T, Extra] // group commit for Updates
@@ -104,7 +106,7 @@ type core struct {
 	env       *engine.Env // the delivery engine's environment (deliver.go)
 	obs       *telemetry.Recorder
 	known     members.Known    // the members T's documents hold (nil Names: all; see Extra.Names)
-	merger    merger           // the codec's Merge; nil when it has none
+	merges    bool             // the codec applies a change to a stored document (it has Merge)
 	reads     *readshare.Reads // concurrent Gets' shared reads; nil: off
 	grouped   bool             // group commit is on (Options.DisableGroupCommit unset)
 	reentry   reentry.Reentry  // writes from inside user code of their own key (internal/reentry)
@@ -131,8 +133,8 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	if s.codec == nil {
 		s.codec = JSON
 	}
-	s.known = knownMembers(s.codec, reflect.TypeFor[T]())
-	s.merger, _ = s.codec.(merger)
+	s.enc = codec.New[T](s.codec)
+	s.known, s.merges = codec.Known(s.codec, reflect.TypeFor[T]()), s.enc.Merges()
 	if o.Retry != nil {
 		s.retry = o.Retry.withDefaults()
 	} else {
@@ -145,14 +147,8 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	if s.keepIDs <= 0 {
 		s.keepIDs = 16
 	}
-	s.idx = newIndexes(b, s.codec, idx)
-	s.life = s.idx.lifetimes(func(key string, data []byte) (T, error) {
-		var v T
-		if err := s.codec.Unmarshal(data, &v); err != nil {
-			return v, decodeError(key, err)
-		}
-		return v, nil
-	}, s.clock, o.ExpirySkew)
+	s.idx = newIndexes(b, s.enc, idx)
+	s.life = s.idx.lifetimes(s.enc.Decode, s.clock, o.ExpirySkew)
 	s.b = s.idx.stamping(s.b, s.life) // expiry.go
 	s.env = s.newEnv()
 	if s.idx != nil {

@@ -42,8 +42,8 @@ func (x txStore[T]) Noted(key string, it driver.Item, err error) version {
 }
 
 func (x txStore[T]) Apply(b version, data []byte) (doc, changes []byte, canonical bool, err error) {
-	w, err := x.s.apply(b, nil, data)
-	return w.data, w.changes, w.canonical, err
+	w, err := x.s.enc.Apply(b, nil, data)
+	return w.Data, w.Changes, w.Canonical, err
 }
 
 var _ txn.Store = txStore[int]{}

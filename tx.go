@@ -63,11 +63,7 @@ func (tx *Tx[T]) Get(key string) (T, error) {
 	case got.Own:
 		return valuesOf[T](v)[key], nil
 	case got.Inherited:
-		var val T // a copy of its own: the earlier transaction keeps its value
-		if err := tx.s.codec.Unmarshal(got.Data, &val); err != nil {
-			return zero, decodeError(key, err)
-		}
-		return val, nil
+		return tx.s.enc.Decode(key, got.Data) // a copy of its own: the earlier transaction keeps its value
 	}
 	d, err := tx.s.decode(got.Item)
 	if err == nil && d.Extra.doc == "" {
@@ -84,7 +80,7 @@ func (tx *Tx[T]) Put(key string, v T) error {
 	if err := h.BeforePut(s, key); err != nil {
 		return err
 	}
-	data, err := tx.s.encode(key, v)
+	data, err := tx.s.enc.Encode(key, v)
 	if err != nil {
 		return err
 	}
@@ -136,7 +132,7 @@ func (tx *Tx[T]) createUnread(key string, v T, fresh bool) error {
 		}
 		return tx.Put(key, v)
 	}
-	data, err := tx.s.encode(key, v)
+	data, err := tx.s.enc.Encode(key, v)
 	if err != nil {
 		return err
 	}
@@ -160,7 +156,7 @@ func (tx *Tx[T]) Upsert(key string, v T) error {
 		}
 		return tx.Put(key, v)
 	}
-	data, err := tx.s.encode(key, v)
+	data, err := tx.s.enc.Encode(key, v)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/telemetry"
@@ -143,7 +144,7 @@ type mutation[T any] struct {
 }
 
 func (m *mutation[T]) change(b version) ([]byte, []byte, bool, error) {
-	v, baseline, err := m.s.startFrom(b)
+	v, baseline, err := m.s.enc.StartFrom(b)
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -155,7 +156,7 @@ func (m *mutation[T]) change(b version) ([]byte, []byte, bool, error) {
 		return nil, nil, false, err
 	}
 	m.mine = *v
-	data, err := m.s.encode(m.key, *v)
+	data, err := m.s.enc.Encode(m.key, *v)
 	return data, baseline, !b.Exists || !bytes.Equal(data, baseline), err
 }
 
@@ -198,16 +199,16 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 // group-commit batch — through the engine: each attempt starts from start
 // (first) or a read, and ch computes the new encoding from that version
 // and reports whether it differs; the change is applied to that version's
-// document (Store.apply). *mine is the value the last change computed, for
+// document (codec.Of.Apply). *mine is the value the last change computed, for
 // a *ConflictError when every attempt lost its race. It returns the
 // engine's result and the Extra of the document written.
 func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, create bool, start []version, mine *T, ch changer, f engine.Flight) (engine.Result, Extra, error) {
-	m := &modification{create: create, changer: ch, apply: s.apply}
+	m := &modification{create: create, changer: ch, apply: s.enc.Apply}
 	d := s.delivery(ctx, op, engine.Based, []string{key}, m, start, f)
 	d.TakeTurns()
 	res, err := d.Run(ctx)
 	if err == nil {
-		s.cacheWritten(res, m.last.canonical)
+		s.cacheWritten(res, m.last.Canonical)
 		return res, s.extraOf(res.Out[0], m.mine), nil
 	}
 	if res.Raced && ctx.Err() == nil && (errors.Is(err, ErrConflict) || errors.Is(err, ErrExists)) {
@@ -221,9 +222,9 @@ func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, crea
 type modification struct {
 	create  bool
 	changer changer
-	apply   func(b version, baseline, data []byte) (written, error)
-	last    written // the last attempt's write
-	mine    []byte  // the last attempt's new encoding
+	apply   func(b version, baseline, data []byte) (codec.Written, error)
+	last    codec.Written // the last attempt's write
+	mine    []byte        // the last attempt's new encoding
 }
 
 func (m *modification) Build(d *engine.Delivery, base []version) (request, error) {
@@ -236,7 +237,7 @@ func (m *modification) Build(d *engine.Delivery, base []version) (request, error
 	}
 	data, baseline, changed, err := m.changer.change(b)
 	if err != nil || !changed {
-		m.last, m.mine = written{canonical: b.Canonical}, baseline // nothing to write: the Doc is b's
+		m.last, m.mine = codec.Written{Canonical: b.Canonical}, baseline // nothing to write: the Doc is b's
 		return nil, err
 	}
 	if m.last, err = m.apply(b, baseline, data); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -31,7 +32,7 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
 	}
-	data, err := s.encode(key, v)
+	data, err := s.enc.Encode(key, v)
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -79,7 +80,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if d.ETag == "" {
 		return Doc[T]{}, errorf(ErrETagRequired, "Replace %q", d.Key)
 	}
-	mine, err := s.encode(d.Key, d.Value)
+	mine, err := s.enc.Encode(d.Key, d.Value)
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -97,15 +98,15 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 				return keyWrite{}, err
 			}
 			if !fenced { // an unfenced Replace starts a new history, as a blind one does (see WithFence)
-				fresh := engine.Fresh(d.Key, driver.IfMatch(b.ETag), w.data, 0)
-				fresh.Write.Changes = w.changes
+				fresh := engine.Fresh(d.Key, driver.IfMatch(b.ETag), w.Data, 0)
+				fresh.Write.Changes = w.Changes
 				return fresh.Replacing(b), nil
 			}
 			return over(e, b, w), nil
 		})
 	} else {
-		fresh := engine.Fresh(d.Key, driver.IfMatch(d.ETag), w.data, 0)
-		fresh.Write.Changes = w.changes
+		fresh := engine.Fresh(d.Key, driver.IfMatch(d.ETag), w.Data, 0)
+		fresh.Write.Changes = w.Changes
 		if d.Extra.at(d.ETag) { // the version it replaces is the Doc's read (an index's base)
 			b := s.life.judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.stored()), ETag: d.ETag}, Exists: true})
 			if !b.Exists {
@@ -121,29 +122,29 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return s.idx.dated(Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: d.Key, Data: w.data, ETag: it.ETag, Meta: it.Meta}, mine)}), nil
+	return s.idx.dated(Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: d.Key, Data: w.Data, ETag: it.ETag, Meta: it.Meta}, mine)}), nil
 }
 
 // onto is the write of mine, T's encoding of a Doc's value, over the
 // document x holds (the Doc's read; see Extra): its change applied to that
 // document, with the changes a merging backend sends when the write is
 // conditioned on that very version (etag). A zero Extra writes mine alone.
-func (s *Store[T]) onto(key string, etag ETag, x Extra, mine []byte) (written, error) {
+func (s *Store[T]) onto(key string, etag ETag, x Extra, mine []byte) (codec.Written, error) {
 	if x.doc == "" {
-		return written{data: mine, canonical: true}, nil
+		return codec.Whole(mine), nil
 	}
 	b := version{Item: driver.Item{Key: key, Data: []byte(x.doc), ETag: x.etag}, Exists: true}
 	var baseline []byte
 	if x.drop != "" {
-		_, base, err := s.startFrom(b)
+		_, base, err := s.enc.StartFrom(b)
 		if err != nil {
-			return written{}, err
+			return codec.Written{}, err
 		}
 		baseline = x.dropped(base)
 	}
-	w, err := s.apply(b, baseline, mine)
+	w, err := s.enc.Apply(b, baseline, mine)
 	if x.etag != etag {
-		w.changes = nil // not the version the write is conditioned on
+		w.Changes = nil // not the version the write is conditioned on
 	}
 	return w, err
 }
@@ -153,15 +154,15 @@ func (s *Store[T]) onto(key string, etag ETag, x Extra, mine []byte) (written, e
 // encoding of the version it was read from, x.base, to mine) applied to
 // b's document, so that what others changed since the Doc's read stays.
 // A Doc built by hand (no x.base) writes mine alone: T, whole.
-func (s *Store[T]) changeOnto(b version, x Extra, mine []byte) (written, error) {
+func (s *Store[T]) changeOnto(b version, x Extra, mine []byte) (codec.Written, error) {
 	if x.base == "" {
-		return written{data: mine, canonical: true}, nil
+		return codec.Whole(mine), nil
 	}
 	baseline := []byte(x.base)
 	if x.drop != "" {
 		baseline = x.dropped(baseline)
 	}
-	return s.apply(b, baseline, mine)
+	return s.enc.Apply(b, baseline, mine)
 }
 
 // blind delivers w, a write that starts from nothing: the request is the
@@ -228,7 +229,7 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if _, fenced := FenceFrom(ctx); fenced {
 		return Doc[T]{}, errorf(ErrInvalidInput, "Upsert %q checks nothing and cannot honour a fencing token; use Update or Replace with ETagAny", key)
 	}
-	data, err := s.encode(key, v)
+	data, err := s.enc.Encode(key, v)
 	if err != nil {
 		return Doc[T]{}, err
 	}
