@@ -6,12 +6,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"reflect"
 	"strings"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/fieldmerge"
 	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -143,59 +141,9 @@ func (s *Store[T]) mergeConflict(base Doc[T], edited T, theirs Doc[T], attempts 
 // (slices, maps, pointers) and structs with unexported fields (time.Time)
 // are compared whole.
 func MergeFields[T any](base, mine, theirs T) (T, error) {
-	var out T
-	rv := reflect.ValueOf(&out).Elem()
-	var paths []string
-	mergeValue("", reflect.ValueOf(&base).Elem(), reflect.ValueOf(&mine).Elem(), reflect.ValueOf(&theirs).Elem(), rv, &paths)
+	out, paths := fieldmerge.Merge(base, mine, theirs)
 	if len(paths) > 0 {
 		return out, &MergeError{Fields: paths}
 	}
 	return out, nil
-}
-
-// allExported reports whether t is a struct whose fields are all exported:
-// only such structs are merged field by field.
-func allExported(t reflect.Type) bool {
-	if t.Kind() != reflect.Struct {
-		return false
-	}
-	for i := range t.NumField() {
-		if !t.Field(i).IsExported() {
-			return false
-		}
-	}
-	return true
-}
-
-func mergeValue(path string, base, mine, theirs, out reflect.Value, conflicts *[]string) {
-	t := out.Type()
-	if allExported(t) {
-		for i := range t.NumField() {
-			f := t.Field(i)
-			p := f.Name
-			if path != "" {
-				p = path + "." + f.Name
-			}
-			mergeValue(p, base.Field(i), mine.Field(i), theirs.Field(i), out.Field(i), conflicts)
-		}
-		return
-	}
-	mineChanged := !equal(base, mine)
-	theirsChanged := !equal(base, theirs)
-	switch {
-	case mineChanged && theirsChanged && !equal(mine, theirs):
-		if path == "" {
-			path = "(value)"
-		}
-		*conflicts = append(*conflicts, path)
-		out.Set(theirs)
-	case mineChanged:
-		out.Set(mine)
-	default:
-		out.Set(theirs)
-	}
-}
-
-func equal(a, b reflect.Value) bool {
-	return cmp.Equal(a.Interface(), b.Interface(), exportAll)
 }
