@@ -1,7 +1,6 @@
 package etagstore
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -91,28 +90,15 @@ func newIndexes[T any](b driver.Backend, enc codec.Of[T], defs []Index[T]) *inde
 	return x
 }
 
-// values are the values v holds, per index: sorted, without duplicates
-// or "". An index function's panic is an error of the write asking.
+// values are the values v holds, per index (index.Values).
 func (x *indexes[T]) values(key string, v T) (out [][]string, err error) {
 	out = make([][]string, len(x.defs))
 	for i, d := range x.defs {
-		if out[i], err = d.call(key, v); err != nil {
+		if out[i], err = index.Values(d.name, key, d.of, v); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
-}
-
-// call is d's values of v.
-func (d Index[T]) call(key string, v T) (vals []string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = errorf(ErrInvalidInput, "the function of index %q panicked on %q: %v", d.name, key, r)
-		}
-	}()
-	vals = slices.DeleteFunc(slices.Clone(d.of(v)), func(s string) bool { return s == "" })
-	slices.Sort(vals)
-	return slices.Compact(vals), nil
 }
 
 // keepsEntries reports whether x keeps entries a write changes, which
@@ -140,7 +126,7 @@ func (x *indexes[T]) find(idx Index[T]) (Index[T], error) {
 
 // holds reports whether v holds value in d.
 func (d Index[T]) holds(key string, v T, value string) (bool, error) {
-	vals, err := d.call(key, v)
+	vals, err := index.Values(d.name, key, d.of, v)
 	return slices.Contains(vals, value), err
 }
 
@@ -150,18 +136,7 @@ func (d Index[T]) String() string { return fmt.Sprintf("index %q", d.name) }
 // or, when the declaration was refused, a refusal of every write.
 func (x *indexes[T]) implier() engine.Implier {
 	if x.err != nil {
-		return refusing{x.err}
+		return index.Refusing{Err: x.err}
 	}
 	return x.set
-}
-
-// refusing refuses every write with err (engine.Implier).
-type refusing struct{ err error }
-
-func (r refusing) Imply(_ context.Context, _ engine.Request, m any) ([]driver.Action, any, error) {
-	return nil, m, r.err
-}
-
-func (r refusing) Refused(_ context.Context, _ engine.Request, _ []driver.Action, _ int, err error, m any) (any, error) {
-	return m, err
 }
