@@ -15,7 +15,6 @@ import (
 	"unsafe"
 
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/meta"
@@ -143,11 +142,4 @@ func (c *core) readVersion(key string, it driver.Item, err error) version {
 // An expired document's version reads as missing (core.judged).
 func (c *core) stored(it driver.Item, verified, canonical bool) version {
 	return c.life.judged(version{Item: it, Exists: true, Verified: verified, MetaKnown: true, Canonical: canonical, Meta: meta.Parse(it.Meta)})
-}
-
-// over is d's write of a over b.
-func over(d *engine.Delivery, b version, a codec.Written) engine.KeyWrite {
-	w := d.Over(b, a.Data)
-	w.Write.Changes = a.Changes // sent only with If-Match of b (driver.Write.Payload)
-	return w
 }

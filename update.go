@@ -244,5 +244,5 @@ func (m *modification) Build(d *engine.Delivery, base []version) (request, error
 		return nil, err
 	}
 	m.mine = data
-	return request{over(d, b, m.last)}, nil
+	return request{m.last.Over(d, b)}, nil
 }

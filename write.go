@@ -102,7 +102,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 				fresh.Write.Changes = w.Changes
 				return fresh.Replacing(b), nil
 			}
-			return over(e, b, w), nil
+			return w.Over(e, b), nil
 		})
 	} else {
 		fresh := engine.Fresh(d.Key, driver.IfMatch(d.ETag), w.Data, 0)

@@ -119,6 +119,13 @@ type Written struct {
 	Canonical     bool
 }
 
+// Over is d's write of w over b, the version its change started from.
+func (w Written) Over(d *engine.Delivery, b engine.Version) engine.KeyWrite {
+	kw := d.Over(b, w.Data)
+	kw.Write.Changes = w.Changes // sent only with If-Match of b (driver.Write.Payload)
+	return kw
+}
+
 // Whole is the write of data alone: T, whole.
 func Whole(data []byte) Written { return Written{Data: data, Canonical: true} }
 
