@@ -61,7 +61,7 @@ func (w groupWork[T]) Cached(ctx context.Context, key string) []version {
 
 func (w groupWork[T]) Modify(ctx context.Context, key string, create bool, start []version, mine *T,
 	change func(version) ([]byte, []byte, bool, error), f engine.Flight) (engine.Result, Extra, error) {
-	return w.s.modify(ctx, telemetry.OpUpdate, key, create, start, mine, changeFunc(change), f)
+	return w.s.modify(ctx, telemetry.OpUpdate, key, create, start, mine, change, f)
 }
 
 func (w groupWork[T]) Committed(ctx context.Context, n int) { w.s.obs.Committed(ctx, n) }

@@ -107,7 +107,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 		it := driver.Item{Key: base.Key, Data: data, Meta: base.Extra.meta, ETag: base.ETag}
 		start = []version{s.stored(it, false, canonical)}
 	}
-	res, extra, err := s.modify(ctx, telemetry.OpSave, base.Key, false, start, &mine, changeFunc(apply), nil)
+	res, extra, err := s.modify(ctx, telemetry.OpSave, base.Key, false, start, &mine, apply, nil)
 	st.Attempts = res.Attempts
 	var ce *ConflictError[T]
 	if errors.As(err, &ce) {

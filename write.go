@@ -7,6 +7,7 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/plan"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -185,20 +186,8 @@ func (c *core) blind(ctx context.Context, op telemetry.Op, w keyWrite) (driver.I
 // A version that holds another ETag is a *ConflictError; a lost race with
 // ETagAny is retried on the new version.
 func (s *Store[T]) conditioned(ctx context.Context, op telemetry.Op, key string, held ETag, mine T, write func(*engine.Delivery, version) (keyWrite, error)) (driver.Item, error) {
-	p := engine.PlanFunc(func(d *engine.Delivery, base []version) (request, error) {
-		b := base[0]
-		switch {
-		case !b.Exists:
-			return nil, errorf(ErrNotFound, "%q", key)
-		case held != ETagAny && b.ETag != held:
-			return nil, s.conflictWith(b.Item, held, mine, d.Attempts())
-		}
-		w, err := write(d, b)
-		if err != nil {
-			return nil, err
-		}
-		return request{w}, nil
-	})
+	conflict := func(b version, attempts int) error { return s.conflictWith(b.Item, held, mine, attempts) }
+	p := plan.Conditioned(key, held, conflict, write)
 	res, err := s.deliver(ctx, s.delivery(ctx, op, engine.Based, []string{key}, p, nil, nil))
 	if err != nil && res.Raced && ctx.Err() == nil && errors.Is(err, ErrConflict) {
 		err = s.conflictNow(ctx, key, res.Held, mine, res.Attempts) // every attempt lost its race
@@ -332,19 +321,11 @@ func (s *Store[T]) conflictWith(it driver.Item, held ETag, mine T, attempts int)
 	return &ConflictError[T]{Key: it.Key, ETag: held, Mine: mine, Theirs: theirs, Attempts: attempts}
 }
 
-// upsertOver is an Upsert of data under key for a Store with indexes,
-// whose entries need the version it replaces: a write over the version
-// the cache holds or a read finds (created when missing), again over the
-// new one after a lost race, so that the last writer still wins.
+// upsertOver is an Upsert of data under key for a Store with indexes
+// (plan.UpsertOver), starting from the version the cache holds or a read
+// finds.
 func (s *Store[T]) upsertOver(ctx context.Context, key string, data []byte) (driver.Item, error) {
-	p := engine.PlanFunc(func(_ *engine.Delivery, base []version) (request, error) {
-		b := base[0]
-		c := driver.Cond{Kind: driver.CondCreate}
-		if b.Stored() { // an expired version, too
-			c = driver.IfMatch(b.ETag)
-		}
-		return request{engine.Fresh(key, c, data, 0).Replacing(b)}, nil
-	})
+	p := plan.UpsertOver(key, data)
 	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpUpsert, engine.Based, []string{key}, p, s.cached(ctx, key, ""), nil))
 	if err != nil {
 		return driver.Item{}, err
@@ -353,22 +334,10 @@ func (s *Store[T]) upsertOver(ctx context.Context, key string, data []byte) (dri
 }
 
 // createOver is a Create of data under key that found the key present,
-// for a Store whose documents expire: over the version a read finds, if
-// it has expired (conditioned on its ETag, so that a write that refreshes
-// it meanwhile wins), and as a create again if it is gone; a live
-// version matches ErrExists.
+// for a Store whose documents expire (plan.CreateOver): a live version
+// matches ErrExists.
 func (s *Store[T]) createOver(ctx context.Context, key string, data []byte, fence int64) (driver.Item, error) {
-	p := engine.PlanFunc(func(_ *engine.Delivery, base []version) (request, error) {
-		b := base[0]
-		if b.Exists {
-			return nil, errorf(ErrExists, "%q", key)
-		}
-		c := driver.Cond{Kind: driver.CondCreate}
-		if b.Stored() {
-			c = driver.IfMatch(b.ETag)
-		}
-		return request{engine.Fresh(key, c, data, fence).Replacing(b)}, nil
-	})
+	p := plan.CreateOver(key, data, fence)
 	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpCreate, engine.Based, []string{key}, p, nil, nil))
 	if err != nil {
 		return driver.Item{}, err
