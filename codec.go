@@ -3,6 +3,7 @@ package etagstore
 import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/codec"
+	"github.com/etagstore/etagstore/internal/extra"
 )
 
 // Codec turns documents into the bytes a Backend stores and back (see
@@ -44,7 +45,7 @@ func (s *Store[T]) decodeDoc(it driver.Item) (Doc[T], error) {
 		if err != nil {
 			return Doc[T]{}, err
 		}
-		return Doc[T]{Key: it.Key, Value: v, ETag: it.ETag, Extra: Extra{meta: it.Meta}}, nil
+		return Doc[T]{Key: it.Key, Value: v, ETag: it.ETag, Extra: Extra{extra.Extra{Meta: it.Meta}}}, nil
 	}
 	v, baseline, err := s.enc.StartFrom(version{Item: it, Exists: true})
 	if err != nil {

@@ -38,7 +38,7 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	}
 	d := s.idx.dated(Doc[T]{Key: key, Value: res.Value, ETag: res.ETag, Extra: res.Extra})
 	if res.Superseded {
-		d.Extra = res.Extra.superseded(res.ETag, res.Data) // its own state, not the version written
+		d.Extra = Extra{res.Extra.x.Superseded(res.ETag, res.Data)} // its own state, not the version written
 	}
 	return d, nil
 }
@@ -67,7 +67,7 @@ func (w groupWork[T]) Modify(ctx context.Context, key string, create bool, start
 func (w groupWork[T]) Committed(ctx context.Context, n int) { w.s.obs.Committed(ctx, n) }
 
 func (w groupWork[T]) Chain(it driver.Item, x Extra) version {
-	return w.s.stored(it, false, x.doc == "")
+	return w.s.stored(it, false, x.x.Doc == "")
 }
 
 func (w groupWork[T]) Mine(err error, v T) (error, bool) {

@@ -95,16 +95,16 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	// of that version; otherwise it reads first: a write continues the
 	// stored bookkeeping (write ids, fencing token).
 	start := s.cached(ctx, base.Key, base.ETag)
-	if start == nil && base.Extra.meta != "" {
-		data, canonical := []byte(base.Extra.doc), false // the document base was read from
-		if base.Extra.doc == "" || base.Extra.etag != base.ETag {
+	if start == nil && base.Extra.x.Meta != "" {
+		data, canonical := []byte(base.Extra.x.Doc), false // the document base was read from
+		if base.Extra.x.Doc == "" || base.Extra.x.ETag != base.ETag {
 			var err error
 			if data, err = s.enc.Encode(base.Key, base.Value); err != nil {
 				return Doc[T]{}, err
 			}
 			canonical = true
 		}
-		it := driver.Item{Key: base.Key, Data: data, Meta: base.Extra.meta, ETag: base.ETag}
+		it := driver.Item{Key: base.Key, Data: data, Meta: base.Extra.x.Meta, ETag: base.ETag}
 		start = []version{s.stored(it, false, canonical)}
 	}
 	res, extra, err := s.modify(ctx, telemetry.OpSave, base.Key, false, start, &mine, apply, nil)

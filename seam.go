@@ -92,7 +92,7 @@ func (x actionStore[T]) ConflictWith(it driver.Item, held ETag, mine T, attempts
 
 func (x actionStore[T]) ReadOf(extra any) (read bool, etag ETag, ok bool) {
 	e, ok := extra.(Extra)
-	return e.base != "", e.etag, ok
+	return e.x.Base != "", e.x.ETag, ok
 }
 
 func (x actionStore[T]) Onto(key string, etag ETag, extra any, mine []byte) (codec.Written, error) {

@@ -66,7 +66,7 @@ func (tx *Tx[T]) Get(key string) (T, error) {
 		return tx.s.enc.Decode(key, got.Data) // a copy of its own: the earlier transaction keeps its value
 	}
 	d, err := tx.s.decode(got.Item)
-	if err == nil && d.Extra.doc == "" {
+	if err == nil && d.Extra.x.Doc == "" {
 		v.Canonical(key) // T encodes it as stored: a Put over it need not work that out again
 	}
 	return d.Value, err

@@ -7,6 +7,7 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/extra"
 	"github.com/etagstore/etagstore/internal/plan"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -90,7 +91,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 		return Doc[T]{}, err
 	}
 	var it driver.Item
-	if _, fenced := FenceFrom(ctx); fenced || d.ETag == ETagAny && d.Extra.base != "" || s.idx != nil && !d.Extra.at(d.ETag) {
+	if _, fenced := FenceFrom(ctx); fenced || d.ETag == ETagAny && d.Extra.x.Base != "" || s.idx != nil && !d.Extra.x.At(d.ETag) {
 		// Read first, and write the Doc's change onto the version read,
 		// conditioned on it: with ETagAny, a version other writers made
 		// since the Doc's read keeps their changes.
@@ -108,8 +109,8 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	} else {
 		fresh := engine.Fresh(d.Key, driver.IfMatch(d.ETag), w.Data, 0)
 		fresh.Write.Changes = w.Changes
-		if d.Extra.at(d.ETag) { // the version it replaces is the Doc's read (an index's base)
-			b := s.life.judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.stored()), ETag: d.ETag}, Exists: true})
+		if d.Extra.x.At(d.ETag) { // the version it replaces is the Doc's read (an index's base)
+			b := s.life.judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.x.Stored()), ETag: d.ETag}, Exists: true})
 			if !b.Exists {
 				return Doc[T]{}, b.Missing // expired since it was read
 			}
@@ -127,43 +128,15 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 }
 
 // onto is the write of mine, T's encoding of a Doc's value, over the
-// document x holds (the Doc's read; see Extra): its change applied to that
-// document, with the changes a merging backend sends when the write is
-// conditioned on that very version (etag). A zero Extra writes mine alone.
+// document x holds (extra.Onto).
 func (s *Store[T]) onto(key string, etag ETag, x Extra, mine []byte) (codec.Written, error) {
-	if x.doc == "" {
-		return codec.Whole(mine), nil
-	}
-	b := version{Item: driver.Item{Key: key, Data: []byte(x.doc), ETag: x.etag}, Exists: true}
-	var baseline []byte
-	if x.drop != "" {
-		_, base, err := s.enc.StartFrom(b)
-		if err != nil {
-			return codec.Written{}, err
-		}
-		baseline = x.dropped(base)
-	}
-	w, err := s.enc.Apply(b, baseline, mine)
-	if x.etag != etag {
-		w.Changes = nil // not the version the write is conditioned on
-	}
-	return w, err
+	return extra.Onto(s.enc, key, etag, x.x, mine)
 }
 
 // changeOnto is the write of mine, T's encoding of a Doc's value, over b,
-// a version of the Doc's key read just now: the Doc's change (from T's
-// encoding of the version it was read from, x.base, to mine) applied to
-// b's document, so that what others changed since the Doc's read stays.
-// A Doc built by hand (no x.base) writes mine alone: T, whole.
+// a version of the Doc's key read just now (extra.ChangeOnto).
 func (s *Store[T]) changeOnto(b version, x Extra, mine []byte) (codec.Written, error) {
-	if x.base == "" {
-		return codec.Whole(mine), nil
-	}
-	baseline := []byte(x.base)
-	if x.drop != "" {
-		baseline = x.dropped(baseline)
-	}
-	return s.enc.Apply(b, baseline, mine)
+	return extra.ChangeOnto(s.enc, b, x.x, mine)
 }
 
 // blind delivers w, a write that starts from nothing: the request is the
