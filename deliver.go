@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/etagstore/etagstore/internal/cache"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/outcome"
 	"github.com/etagstore/etagstore/internal/telemetry"
@@ -51,30 +50,9 @@ func (c *core) delivery(ctx context.Context, op telemetry.Op, mode engine.Mode, 
 func (c *core) deliver(ctx context.Context, d *engine.Delivery) (engine.Result, error) {
 	res, err := d.Run(ctx)
 	if err == nil {
-		c.cacheWritten(res, false)
+		c.cache.Written(res, false)
 	}
 	return res, err
-}
-
-// cacheWritten puts in the version cache the versions res wrote.
-// canonical says the one version written is exactly T's encoding of its
-// value, so that a write starting from the cached copy need not encode it
-// again.
-func (c *core) cacheWritten(res engine.Result, canonical bool) {
-	var w cache.Notes
-	if canonical && len(res.Out) == 1 {
-		w.Canonical = true
-		if len(res.Sent) == 1 && res.Out[0].Meta == res.Sent[0].Write.Meta {
-			w.Parsed, w.ParsedMeta = true, res.Sent[0].Meta
-		}
-	}
-	for _, it := range res.Out {
-		if it.ETag == "" || it.Data == nil {
-			c.cache.Drop(it.Key)
-			continue
-		}
-		c.cache.Put(it.Key, it, w)
-	}
 }
 
 // hooks are the engine's way to its Store (engine.Hooks).

@@ -267,21 +267,5 @@ func (c *core) reserved(prefix string) bool {
 // copy kept is current (ReadIfChanged), else from the backend. hit
 // reports the former.
 func (c *core) fetch(ctx context.Context, key string) (it driver.Item, hit bool, err error) {
-	if cached, ok := c.cache.Get(key); ok {
-		if revalidate := c.abilities.ReadIfChanged; revalidate != nil {
-			it, changed, err := revalidate(ctx, key, cached.ETag)
-			switch {
-			case err == nil && !changed:
-				return cached, true, nil // still current: nothing downloaded
-			case err == nil:
-				c.cache.Put(key, it, cache.Notes{})
-				return it, false, nil
-			}
-			c.cache.Note(key, it, err)
-			return driver.Item{}, false, err
-		}
-	}
-	it, err = c.b.Read(ctx, key)
-	c.cache.Note(key, it, err)
-	return it, false, err
+	return c.cache.Fetch(ctx, c.b, c.abilities.ReadIfChanged, key)
 }

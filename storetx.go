@@ -25,7 +25,7 @@ func (x txStore[T]) Grouped() bool                 { return x.s.grouped }
 func (x txStore[T]) CheckKey(key string) error     { return x.s.checkKey(key) }
 func (x txStore[T]) Holds(key string) bool         { return x.s.holds(key) }
 func (x txStore[T]) CacheWritten(res engine.Result, canonical bool) {
-	x.s.cacheWritten(res, canonical)
+	x.s.cache.Written(res, canonical)
 }
 
 func (x txStore[T]) Read(ctx context.Context, key string) (version, error) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/internal/engine"
-	"github.com/etagstore/etagstore/internal/meta"
 	"github.com/etagstore/etagstore/internal/plan"
 	"github.com/etagstore/etagstore/internal/telemetry"
 	"github.com/etagstore/etagstore/internal/updategroup"
@@ -169,15 +168,10 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 	if s.cache == nil {
 		return nil
 	}
-	en, ok := s.cache.Base(key, s.clock)
-	ok = ok && (etag == "" || en.ETag == etag)
+	v, ok := s.cache.Version(key, s.clock, etag)
 	s.obs.CacheLookup(ctx, ok, false)
 	if !ok {
 		return nil
-	}
-	v := version{Item: en.Item, Exists: true, MetaKnown: true, Canonical: en.Canonical}
-	if v.Meta = en.ParsedMeta; !en.Parsed {
-		v.Meta = meta.Parse(en.Item.Meta)
 	}
 	return []version{s.life.judged(v)}
 }
@@ -195,7 +189,7 @@ func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, crea
 	d.TakeTurns()
 	res, err := d.Run(ctx)
 	if err == nil {
-		s.cacheWritten(res, m.Last.Canonical)
+		s.cache.Written(res, m.Last.Canonical)
 		return res, s.extraOf(res.Out[0], m.Mine), nil
 	}
 	if res.Raced && ctx.Err() == nil && (errors.Is(err, ErrConflict) || errors.Is(err, ErrExists)) {

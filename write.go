@@ -242,17 +242,14 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 		})
 		return err
 	}
+	w := engine.DeleteOf(key, etag)
 	if s.idx != nil {
 		if !start[0].Exists {
 			return start[0].Missing // the version named has expired
 		}
-		_, err := s.blind(ctx, telemetry.OpDelete, engine.DeleteOf(key, etag).Replacing(start[0]))
-		if errors.Is(err, ErrConflict) {
-			return s.refused(ctx, key, etag, *new(T))
-		}
-		return err
+		w = w.Replacing(start[0])
 	}
-	_, err := s.blind(ctx, telemetry.OpDelete, engine.DeleteOf(key, etag))
+	_, err := s.blind(ctx, telemetry.OpDelete, w)
 	if errors.Is(err, ErrConflict) {
 		return s.refused(ctx, key, etag, *new(T))
 	}
