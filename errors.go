@@ -4,7 +4,6 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/groupcommit"
-	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // This file holds every sentinel and error type of the package but the
@@ -106,13 +105,6 @@ var errPanicked = groupcommit.ErrPanicked
 // errorf is driver.Errorf: an error that matches sentinel and says more.
 func errorf(sentinel error, format string, args ...any) error {
 	return driver.Errorf(sentinel, format, args...)
-}
-
-// sentinelOf returns the sentinel err matches, or nil.
-func sentinelOf(err error) error { return driver.SentinelOf(err) }
-
-func outcomeUnknown(op telemetry.Op, key string, cause error) error {
-	return &OutcomeUnknownError{Op: op.String(), Key: key, Cause: cause}
 }
 
 // prefixed is err printed as `etagstore: op "key": …` (codec.Prefixed).

@@ -17,6 +17,7 @@ import (
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/heat"
 	"github.com/etagstore/etagstore/internal/members"
+	"github.com/etagstore/etagstore/internal/paging"
 	"github.com/etagstore/etagstore/internal/readshare"
 	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/telemetry"
@@ -233,22 +234,7 @@ func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], er
 			failed = nil
 			return
 		}
-		for it, err := range s.b.List(ctx, prefix) {
-			if err != nil {
-				failed = err
-				yield(Doc[T]{}, err)
-				return
-			}
-			d, err := s.decode(it)
-			if isExpired(err) {
-				continue
-			}
-			failed = err
-			if !yield(d, err) || err != nil {
-				return
-			}
-		}
-		failed = nil
+		failed = paging.Each(s.b.List(ctx, prefix), s.decode, isExpired, yield)
 	}
 }
 

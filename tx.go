@@ -80,11 +80,17 @@ func (tx *Tx[T]) Put(key string, v T) error {
 	if err := h.BeforePut(s, key); err != nil {
 		return err
 	}
+	return tx.buffer(key, v, func(data []byte) (*txn.View, error) { return h.Put(s, key, data) })
+}
+
+// buffer encodes v and buffers it through write, which returns the view
+// holding it: v is then the value fn put under key.
+func (tx *Tx[T]) buffer(key string, v T, write func(data []byte) (*txn.View, error)) error {
 	data, err := tx.s.enc.Encode(key, v)
 	if err != nil {
 		return err
 	}
-	view, err := h.Put(s, key, data)
+	view, err := write(data)
 	if err != nil {
 		return err
 	}
@@ -132,12 +138,7 @@ func (tx *Tx[T]) createUnread(key string, v T, fresh bool) error {
 		}
 		return tx.Put(key, v)
 	}
-	data, err := tx.s.enc.Encode(key, v)
-	if err != nil {
-		return err
-	}
-	valuesOf[T](h.Create(s, key, data, fresh))[key] = v
-	return nil
+	return tx.buffer(key, v, func(data []byte) (*txn.View, error) { return h.Create(s, key, data, fresh), nil })
 }
 
 // Upsert buffers a write of v under key with no condition, as
@@ -156,12 +157,7 @@ func (tx *Tx[T]) Upsert(key string, v T) error {
 		}
 		return tx.Put(key, v)
 	}
-	data, err := tx.s.enc.Encode(key, v)
-	if err != nil {
-		return err
-	}
-	valuesOf[T](h.Upsert(s, key, data))[key] = v
-	return nil
+	return tx.buffer(key, v, func(data []byte) (*txn.View, error) { return h.Upsert(s, key, data), nil })
 }
 
 // Delete buffers the delete of key, conditioned on the version the

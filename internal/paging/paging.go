@@ -2,13 +2,15 @@
 // type: the limit and the token checked, the items decoded, expired ones
 // skipped and the page filled from the items after them, and the next
 // page's token (internal/pagetoken) made. Store.Page and the backends'
-// paged queries (through internal/access) share it. Its refusals match
+// paged queries (through internal/access) share it; Store.List decodes a
+// whole listing as it streams (Each). Its refusals match
 // the driver's sentinels, as the root's do.
 package paging
 
 import (
 	"context"
 	"fmt"
+	"iter"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/pagetoken"
@@ -80,6 +82,29 @@ func Fill[D any](ctx context.Context, l Lister, scope string, limit int, token s
 			return docs, pagetoken.Encode(scope, after), nil
 		}
 	}
+}
+
+// Each yields the items of a listing decoded with decode, leaving out
+// an item whose error skipped reports (an expired document). An error,
+// the listing's (with a zero D) or a decoding's, is yielded once, ends
+// the sequence and is returned; nil when the listing ended or yield
+// stopped it.
+func Each[D any](items iter.Seq2[driver.Item, error], decode func(driver.Item) (D, error), skipped func(error) bool, yield func(D, error) bool) error {
+	for it, err := range items {
+		if err != nil {
+			var zero D
+			yield(zero, err)
+			return err
+		}
+		d, err := decode(it)
+		if skipped(err) {
+			continue
+		}
+		if !yield(d, err) || err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decodeInto adds items, decoded, to docs, and reports whether it
