@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore/internal/engine"
-	"github.com/etagstore/etagstore/internal/outcome"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -30,7 +29,7 @@ func (c *core) newEnv() *engine.Env {
 		Clock:   c.clock,
 		KeepIDs: c.keepIDs,
 		Heat:    &c.heat,
-		Hooks:   hooks{c},
+		Hooks:   hooks{c.obs, c},
 		Reentry: &c.reentry,
 		// the hot-key hand-over (internal/turns)
 		Contention: &c.turns,
@@ -55,8 +54,12 @@ func (c *core) deliver(ctx context.Context, d *engine.Delivery) (engine.Result, 
 	return res, err
 }
 
-// hooks are the engine's way to its Store (engine.Hooks).
-type hooks struct{ c *core }
+// hooks are the engine's way to its Store (engine.Hooks): reads made as
+// the Store makes them, and events counted by its recorder.
+type hooks struct {
+	*telemetry.Recorder
+	c *core
+}
 
 func (h hooks) Read(ctx context.Context, key string) (version, error) {
 	it, err := h.c.b.Read(ctx, key)
@@ -69,16 +72,6 @@ func (h hooks) Read(ctx context.Context, key string) (version, error) {
 
 func (h hooks) StaleCopy(key string, etag ETag) { h.c.cache.Stale(key, etag, h.c.clock) }
 
-func (h hooks) Conflict(ctx context.Context) { h.c.obs.Conflict(ctx) }
-
-func (h hooks) Lost(ctx context.Context, op, key string, v outcome.Verdict) {
-	h.c.obs.Lost(ctx, op, key, v)
-}
-
-func (h hooks) Retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error) {
-	h.c.obs.Retrying(ctx, op, attempt, delay, err)
-}
-
 func (h hooks) Attempted(ctx context.Context, attempt int, err error, delay time.Duration) {
-	h.c.obs.Attempt(ctx, attempt, err, delay)
+	h.Attempt(ctx, attempt, err, delay)
 }
