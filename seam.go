@@ -6,7 +6,6 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/actions"
-	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // This file is the Store's side of the one seam to the backend packages
@@ -44,15 +43,7 @@ func (x extras[T]) Observe(ctx context.Context, op access.Op, subject string) (c
 
 // DeliverWrite delivers w, one span.
 func (x extras[T]) DeliverWrite(ctx context.Context, w access.Write[T]) ([]ETag, error) {
-	op, key := telemetry.OpBatch, ""
-	if len(w.Actions) > 0 {
-		key = w.Actions[0].Key
-	}
-	if !w.Batch && len(w.Actions) == 1 && w.Actions[0].Kind == access.Merge {
-		op = telemetry.OpMerge
-	} else if !w.Batch {
-		op = telemetry.OpUpsertMerge
-	}
+	op, key := actions.Named(w)
 	ctx, sp := x.s.obs.Begin(ctx, op, key)
 	defer sp.EndOnPanic() // Encode runs the user's codec
 	etags, err := actions.Deliver(ctx, adapter[T]{x.s}, op, w)

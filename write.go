@@ -100,15 +100,12 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 				return keyWrite{}, err
 			}
 			if !fenced { // an unfenced Replace starts a new history, as a blind one does (see WithFence)
-				fresh := engine.Fresh(d.Key, driver.IfMatch(b.ETag), w.Data, 0)
-				fresh.Write.Changes = w.Changes
-				return fresh.Replacing(b), nil
+				return w.Fresh(d.Key, b.ETag).Replacing(b), nil
 			}
 			return w.Over(e, b), nil
 		})
 	} else {
-		fresh := engine.Fresh(d.Key, driver.IfMatch(d.ETag), w.Data, 0)
-		fresh.Write.Changes = w.Changes
+		fresh := w.Fresh(d.Key, d.ETag)
 		if d.Extra.x.At(d.ETag) { // the version it replaces is the Doc's read (an index's base)
 			b := s.life.judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.x.Stored()), ETag: d.ETag}, Exists: true})
 			if !b.Exists {

@@ -59,6 +59,24 @@ type action[T any] struct {
 	mine    []byte // a Replace's encoding of its Doc's value, before it was applied (data)
 }
 
+// written is a's document and, for a Replace, its changes.
+func (a action[T]) written() codec.Written { return codec.Written{Data: a.data, Changes: a.changes} }
+
+// Named is the operation w is (Batch, Merge or UpsertMerge) and the key
+// its span names: its first action's.
+func Named[T any](w access.Write[T]) (op telemetry.Op, key string) {
+	op = telemetry.OpBatch
+	if len(w.Actions) > 0 {
+		key = w.Actions[0].Key
+	}
+	if !w.Batch && len(w.Actions) == 1 && w.Actions[0].Kind == access.Merge {
+		op = telemetry.OpMerge
+	} else if !w.Batch {
+		op = telemetry.OpUpsertMerge
+	}
+	return op, key
+}
+
 // Deliver delivers w, op, through s, and returns each action's new ETag.
 // A refusal of one action of several is a *driver.ActionError; a stale
 // ETag, a *ConflictError holding the current document.
@@ -230,9 +248,7 @@ func (a action[T]) blind(fence int64) engine.KeyWrite {
 	case access.Create:
 		return engine.Fresh(a.Key, driver.Cond{Kind: driver.CondCreate}, a.data, fence)
 	case access.Replace:
-		w := engine.Fresh(a.Key, driver.IfMatch(a.ETag), a.data, 0)
-		w.Write.Changes = a.changes
-		return w
+		return a.written().Fresh(a.Key, a.ETag)
 	case access.Upsert:
 		return engine.Fresh(a.Key, driver.Cond{Kind: driver.CondNone}, a.data, 0)
 	case access.Merge:
@@ -268,8 +284,7 @@ func overAll[T any](s Store[T], d *engine.Delivery, acts []action[T], base []eng
 			req[i].Write.Mode = driver.ModeMerge
 		case access.Replace:
 			if read, etag, _ := s.ReadOf(a.Extra); !read || b.ETag == etag {
-				req[i] = d.Over(b, a.data)
-				req[i].Write.Changes = a.changes // nil unless relative to a.ETag, which b is
+				req[i] = a.written().Over(d, b) // its changes nil unless relative to a.ETag, which b is
 				continue
 			}
 			w, err := s.ChangeOnto(b, a.Extra, a.mine) // ETagAny over a later version: the Doc's change onto it

@@ -126,6 +126,14 @@ func (w Written) Over(d *engine.Delivery, b engine.Version) engine.KeyWrite {
 	return kw
 }
 
+// Fresh is the write of w under key that starts a new history, If-Match
+// etag (a blind Replace).
+func (w Written) Fresh(key string, etag driver.ETag) engine.KeyWrite {
+	kw := engine.Fresh(key, driver.IfMatch(etag), w.Data, 0)
+	kw.Write.Changes = w.Changes
+	return kw
+}
+
 // Whole is the write of data alone: T, whole.
 func Whole(data []byte) Written { return Written{Data: data, Canonical: true} }
 
