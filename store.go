@@ -5,7 +5,6 @@ import (
 	"iter"
 	"log/slog"
 	"reflect"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -16,6 +15,7 @@ import (
 	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/heat"
+	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/paging"
 	"github.com/etagstore/etagstore/internal/readshare"
@@ -238,16 +238,9 @@ func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], er
 	}
 }
 
-// reserved reports whether prefix reaches into the keys a backend keeps
-// index entries under (driver.Entries: after the scope, U+FFFF), which
-// no document has: List and Page of it yield nothing.
-func (c *core) reserved(prefix string) bool {
-	if c.abilities.Entries == nil {
-		return false
-	}
-	scope, err := c.abilities.Entries.Scope(prefix)
-	return err == nil && strings.HasPrefix(prefix[len(scope):], "\uFFFF")
-}
+// reserved reports whether prefix reaches into the keys of entries
+// (index.Reserved): List and Page of it yield nothing.
+func (c *core) reserved(prefix string) bool { return index.Reserved(c.abilities.Entries, prefix) }
 
 // fetch reads key: from the version cache when the backend confirms the
 // copy kept is current (ReadIfChanged), else from the backend. hit
