@@ -1,6 +1,7 @@
 package etagstore
 
 import (
+	"cmp"
 	"context"
 	"iter"
 	"log/slog"
@@ -85,9 +86,8 @@ type Options struct {
 // driver.Backend. A Store is safe for concurrent use by multiple goroutines.
 type Store[T any] struct {
 	core
-	seam[T] // the backend packages' way in (seam.go)
-	codec   Codec
-	enc     codec.Of[T] // T's encoding through codec
+	seam[T]             // the backend packages' way in (seam.go)
+	enc     codec.Of[T] // T's encoding through the Store's codec
 	idx     *indexes[T] // its indexes (index.go); nil: none
 
 	groups updategroup.Groups[T, Extra] // group commit for Updates
@@ -125,17 +125,11 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(b, telemetry.Providers{TracerProvider: o.TracerProvider, MeterProvider: o.MeterProvider, Logger: o.Logger, RecordKeys: o.RecordKeys}), grouped: !o.DisableGroupCommit},
-		codec: o.Codec}
+	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(b, telemetry.Providers{TracerProvider: o.TracerProvider, MeterProvider: o.MeterProvider, Logger: o.Logger, RecordKeys: o.RecordKeys}), grouped: !o.DisableGroupCommit}}
 	s.abilities = b.Abilities()
-	if s.codec == nil {
-		s.codec = s.abilities.Codec
-	}
-	if s.codec == nil {
-		s.codec = JSON
-	}
-	s.enc = codec.New[T](s.codec)
-	s.known, s.merges = codec.Known(s.codec, reflect.TypeFor[T]()), s.enc.Merges()
+	c := cmp.Or(o.Codec, s.abilities.Codec, JSON)
+	s.enc = codec.New[T](c)
+	s.known, s.merges = codec.Known(c, reflect.TypeFor[T]()), s.enc.Merges()
 	if o.Retry != nil {
 		s.retry = o.Retry.withDefaults()
 	} else {
@@ -166,7 +160,7 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 func (s *Store[T]) Backend() driver.Backend { return s.b }
 
 // Codec returns the codec the Store encodes documents with.
-func (s *Store[T]) Codec() Codec { return s.codec }
+func (s *Store[T]) Codec() Codec { return s.enc.Codec() }
 
 func (c *core) checkKey(key string) error {
 	if err := driver.CheckKey(key); err != nil {
