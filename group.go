@@ -2,8 +2,12 @@ package etagstore
 
 import (
 	"context"
+	"errors"
 
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/telemetry"
+	"github.com/etagstore/etagstore/internal/updategroup"
 )
 
 // Group commit for Updates (see package internal/updategroup): concurrent
@@ -16,7 +20,7 @@ import (
 // caller, on its own (telling the group when mutate runs); otherwise
 // queued, its mutate applied in a batch's slot on this goroutine.
 func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, mutate func(*T) error, st *telemetry.Stats) (Doc[T], error) {
-	first, r := s.groups.Arrive(ctx, adapter[T]{s}, key, create, mutate)
+	first, r := s.groups.Arrive(ctx, groupWork[T]{s}, key, create, mutate)
 	if first != nil {
 		defer first.Done()
 		return s.updateUngrouped(ctx, key, create, mutate, first, st)
@@ -38,3 +42,42 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	}
 	return d, nil
 }
+
+// groupWork is a Store's typed work in its Updates' group commit
+// (updategroup.Work).
+type groupWork[T any] struct{ s *Store[T] }
+
+func (w groupWork[T]) StartFrom(b version) (*T, []byte, error) { return w.s.enc.StartFrom(b) }
+
+func (w groupWork[T]) Mutate(key string, mutate func(*T) error, v *T) error {
+	return w.s.mutate(key, mutate, v)
+}
+
+func (w groupWork[T]) Encode(key string, v T) ([]byte, error) { return w.s.enc.Encode(key, v) }
+
+func (w groupWork[T]) Cached(ctx context.Context, key string) []version {
+	return w.s.cached(ctx, key, "")
+}
+
+func (w groupWork[T]) Modify(ctx context.Context, key string, create bool, start []version, mine *T,
+	change func(version) ([]byte, []byte, bool, error), f engine.Flight) (engine.Result, Extra, error) {
+	return w.s.modify(ctx, telemetry.OpUpdate, key, create, start, mine, change, f)
+}
+
+func (w groupWork[T]) Committed(ctx context.Context, n int) { w.s.obs.Committed(ctx, n) }
+
+func (w groupWork[T]) Chain(it driver.Item, x Extra) version {
+	return w.s.stored(it, false, x.x.Doc == "")
+}
+
+func (w groupWork[T]) Mine(err error, v T) (error, bool) {
+	var ce *ConflictError[T]
+	if !errors.As(err, &ce) {
+		return nil, false
+	}
+	mine := *ce
+	mine.Mine = v
+	return &mine, true
+}
+
+var _ updategroup.Work[int, Extra] = groupWork[int]{}

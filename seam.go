@@ -6,13 +6,16 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/actions"
+	"github.com/etagstore/etagstore/internal/codec"
+	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // This file is the Store's side of the one seam to the backend packages
 // (package internal/access): the writes they offer beyond the Store's
 // own — tablestore's Merge, UpsertMerge and Batch — go into the same
 // engine as every Store write (the same retries, fences, resolver and
-// telemetry; internal/actions, through the Store's adapter), and they borrow the
+// telemetry; internal/actions, through actionStore), and they borrow the
 // Store's paging, decoding and telemetry
 // (tablestore.Query and QueryPage, blobstore.GetIf).
 
@@ -46,7 +49,52 @@ func (x extras[T]) DeliverWrite(ctx context.Context, w access.Write[T]) ([]ETag,
 	op, key := actions.Named(w)
 	ctx, sp := x.s.obs.Begin(ctx, op, key)
 	defer sp.EndOnPanic() // Encode runs the user's codec
-	etags, err := actions.Deliver(ctx, adapter[T]{x.s}, op, w)
+	etags, err := actions.Deliver(ctx, actionStore[T]{x.s}, op, w)
 	sp.End(err)
 	return etags, err
 }
+
+// actionStore is a Store as a delivery of actions knows it (the typed
+// adapter behind actions.Store).
+type actionStore[T any] struct{ s *Store[T] }
+
+func (x actionStore[T]) CheckKey(key string) error    { return x.s.checkKey(key) }
+func (x actionStore[T]) Abilities() *driver.Abilities { return &x.s.abilities }
+func (x actionStore[T]) Codec() codec.Of[T]           { return x.s.enc }
+
+func (x actionStore[T]) Deliver(ctx context.Context, op telemetry.Op, mode engine.Mode, keys []string, p engine.Plan) (engine.Result, error) {
+	return x.s.deliver(ctx, x.s.delivery(ctx, op, mode, keys, p, nil, nil))
+}
+
+func (x actionStore[T]) Blind(ctx context.Context, op telemetry.Op, w keyWrite) (driver.Item, error) {
+	return x.s.blind(ctx, op, w)
+}
+
+func (x actionStore[T]) Conditioned(ctx context.Context, op telemetry.Op, key string, held ETag, mine T, write func(*engine.Delivery, version) (keyWrite, error)) (driver.Item, error) {
+	return x.s.conditioned(ctx, op, key, held, mine, write)
+}
+
+func (x actionStore[T]) Refused(ctx context.Context, key string, held ETag, mine T) error {
+	return x.s.refused(ctx, key, held, mine)
+}
+
+func (x actionStore[T]) ConflictWith(it driver.Item, held ETag, mine T, attempts int) error {
+	return x.s.conflictWith(it, held, mine, attempts)
+}
+
+func (x actionStore[T]) ReadOf(extra any) (read bool, etag ETag, ok bool) {
+	e, ok := extra.(Extra)
+	return e.x.Base != "", e.x.ETag, ok
+}
+
+func (x actionStore[T]) Onto(key string, etag ETag, extra any, mine []byte) (codec.Written, error) {
+	e, _ := extra.(Extra)
+	return x.s.onto(key, etag, e, mine)
+}
+
+func (x actionStore[T]) ChangeOnto(b version, extra any, mine []byte) (codec.Written, error) {
+	e, _ := extra.(Extra)
+	return x.s.changeOnto(b, e, mine)
+}
+
+var _ actions.Store[int] = actionStore[int]{}

@@ -105,7 +105,7 @@ func (s *Store[T]) Transact(ctx context.Context, fn func(tx *Tx[T]) error) ([]Do
 		sp.End(err)
 		return nil, err
 	}
-	h, err := txn.NewCall(ctx, onHandles(func(t *Txn) error { return fn(s.In(t)) }), adapter[T]{s}, &sp).Run()
+	h, err := txn.NewCall(ctx, onHandles(func(t *Txn) error { return fn(s.In(t)) }), txStore[T]{s}, &sp).Run()
 	var docs []Doc[T]
 	if err == nil {
 		docs = s.In(&Txn{h: h}).docs()

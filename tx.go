@@ -27,7 +27,7 @@ type Tx[T any] struct {
 func (s *Store[T]) In(tx *Txn) *Tx[T] { return &Tx[T]{s: s, txn: tx} }
 
 // store is tx's Store as the transaction machinery knows it.
-func (tx *Tx[T]) store() txn.Store { return adapter[T]{tx.s} }
+func (tx *Tx[T]) store() txn.Store { return txStore[T]{tx.s} }
 
 // valuesOf is the values fn put through v, the view of a Store of T.
 func valuesOf[T any](v *txn.View) map[string]T {
