@@ -2,10 +2,11 @@ package etagstore
 
 import (
 	"fmt"
-	"reflect"
 	"strings"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/etagstore/etagstore/internal/fieldmerge"
 )
 
 // ConflictError reports a write that lost to another writer (HTTP 412). It
@@ -46,12 +47,9 @@ func (e *ConflictError[T]) Is(target error) bool { return target == ErrConflict 
 // format: lines starting with "-" are theirs (stored), "+" are mine. It is
 // empty when they are equal.
 func (e *ConflictError[T]) Diff() string {
-	d := cmp.Diff(e.Theirs.Value, e.Mine, exportAll)
+	d := cmp.Diff(e.Theirs.Value, e.Mine, fieldmerge.ExportAll)
 	if d == "" {
 		return ""
 	}
 	return "(-theirs +mine)\n" + d
 }
-
-// exportAll lets cmp look into unexported fields instead of panicking.
-var exportAll = cmp.Exporter(func(reflect.Type) bool { return true })

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/etagstore/etagstore/internal/cache"
 	"github.com/etagstore/etagstore/internal/engine"
-	"github.com/etagstore/etagstore/internal/outcome"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -31,7 +29,7 @@ func (c *core) newEnv() *engine.Env {
 		Clock:   c.clock,
 		KeepIDs: c.keepIDs,
 		Heat:    &c.heat,
-		Hooks:   hooks{c},
+		Hooks:   hooks{c.obs, c},
 		Reentry: &c.reentry,
 		// the hot-key hand-over (internal/turns)
 		Contention: &c.turns,
@@ -51,34 +49,17 @@ func (c *core) delivery(ctx context.Context, op telemetry.Op, mode engine.Mode, 
 func (c *core) deliver(ctx context.Context, d *engine.Delivery) (engine.Result, error) {
 	res, err := d.Run(ctx)
 	if err == nil {
-		c.cacheWritten(res, false)
+		c.cache.Written(res, false)
 	}
 	return res, err
 }
 
-// cacheWritten puts in the version cache the versions res wrote.
-// canonical says the one version written is exactly T's encoding of its
-// value, so that a write starting from the cached copy need not encode it
-// again.
-func (c *core) cacheWritten(res engine.Result, canonical bool) {
-	var w cache.Notes
-	if canonical && len(res.Out) == 1 {
-		w.Canonical = true
-		if len(res.Sent) == 1 && res.Out[0].Meta == res.Sent[0].Write.Meta {
-			w.Parsed, w.ParsedMeta = true, res.Sent[0].Meta
-		}
-	}
-	for _, it := range res.Out {
-		if it.ETag == "" || it.Data == nil {
-			c.cache.Drop(it.Key)
-			continue
-		}
-		c.cache.Put(it.Key, it, w)
-	}
+// hooks are the engine's way to its Store (engine.Hooks): reads made as
+// the Store makes them, and events counted by its recorder.
+type hooks struct {
+	*telemetry.Recorder
+	c *core
 }
-
-// hooks are the engine's way to its Store (engine.Hooks).
-type hooks struct{ c *core }
 
 func (h hooks) Read(ctx context.Context, key string) (version, error) {
 	it, err := h.c.b.Read(ctx, key)
@@ -91,16 +72,6 @@ func (h hooks) Read(ctx context.Context, key string) (version, error) {
 
 func (h hooks) StaleCopy(key string, etag ETag) { h.c.cache.Stale(key, etag, h.c.clock) }
 
-func (h hooks) Conflict(ctx context.Context) { h.c.obs.Conflict(ctx) }
-
-func (h hooks) Lost(ctx context.Context, op, key string, v outcome.Verdict) {
-	h.c.obs.Lost(ctx, op, key, v)
-}
-
-func (h hooks) Retrying(ctx context.Context, op string, attempt int, delay time.Duration, err error) {
-	h.c.obs.Retrying(ctx, op, attempt, delay, err)
-}
-
 func (h hooks) Attempted(ctx context.Context, attempt int, err error, delay time.Duration) {
-	h.c.obs.Attempt(ctx, attempt, err, delay)
+	h.Attempt(ctx, attempt, err, delay)
 }

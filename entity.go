@@ -9,15 +9,9 @@ package etagstore
 // which every write that starts from a read keeps.
 
 import (
-	"bytes"
-	"reflect"
-	"slices"
-	"strings"
-	"unsafe"
-
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
-	"github.com/etagstore/etagstore/internal/members"
+	"github.com/etagstore/etagstore/internal/extra"
 	"github.com/etagstore/etagstore/internal/meta"
 )
 
@@ -28,119 +22,30 @@ import (
 // none: a Doc with it writes T alone. Extra is opaque and comparable;
 // Equal (which go-cmp uses) compares the documents held, == the
 // bookkeeping too, which is the same for every Doc of one version.
-type Extra struct {
-	doc     string // the stored document, when it holds more than T encodes; "" otherwise
-	etag    ETag   // the version doc is
-	meta    string // the version's bookkeeping (driver.Item.Meta); "" when not known
-	unknown string // doc's top-level members T does not know (Names)
-	beyond  bool   // doc holds a member T does not know, at some depth
-	drop    string // the members Without drops, each name ended by NUL
-	base    string // T's encoding of the version's value; "" for a Doc built by hand
-}
-
-// at reports whether e holds the stored document of the version etag
-// names (the Doc's read, not since replaced): stored.
-func (e Extra) at(etag ETag) bool {
-	return e.etag == etag && etag != ETagAny && !etag.Superseded() && e.stored() != ""
-}
-
-// stored is the document of e's version as stored, when e holds it.
-func (e Extra) stored() string {
-	if e.doc != "" {
-		return e.doc
-	}
-	return e.base
-}
+type Extra struct{ x extra.Extra }
 
 // Empty reports whether e holds no member T does not know, at any depth
 // (on tables: no property T does not store).
-func (e Extra) Empty() bool { return !e.beyond }
+func (e Extra) Empty() bool { return !e.x.Beyond }
 
 // Names returns the names of the top-level members e holds that T does
 // not know (on tables, a typed property's type annotation is a member of
 // its own, "Name@odata.type").
-func (e Extra) Names() []string { return members.Names([]byte(e.unknown)) }
+func (e Extra) Names() []string { return e.x.Names() }
 
 // Equal reports whether e and o hold the same document.
-func (e Extra) Equal(o Extra) bool { return e.doc == o.doc && e.drop == o.drop }
+func (e Extra) Equal(o Extra) bool { return e.x.Equal(o.x) }
 
 // Without returns e without the top-level member name, which T does not
 // know (on tables, the property name and its type annotation): a Replace
 // of the Doc then removes it from the stored document and keeps the rest.
 // A name e does not hold changes nothing.
-func (e Extra) Without(name string) Extra {
-	if e.doc == "" || !slices.Contains(members.Names([]byte(e.unknown)), name) {
-		return e
-	}
-	e.drop += name + "\x00"
-	e.unknown = string(members.Without([]byte("{"+e.unknown+"}"), name))
-	e.unknown = e.unknown[1 : len(e.unknown)-1]
-	return e
-}
-
-// dropped returns baseline, T's encoding of e's document, with the
-// members Without dropped added as they are stored: to the merge they
-// are then members T had and removed (see Store.onto).
-func (e Extra) dropped(baseline []byte) []byte {
-	for _, name := range strings.Split(strings.TrimSuffix(e.drop, "\x00"), "\x00") {
-		baseline = members.Add(baseline, members.Only([]byte(e.doc), name))
-	}
-	return baseline
-}
+func (e Extra) Without(name string) Extra { return Extra{e.x.Without(name)} }
 
 // extraOf is the Extra of it, a stored document, whose value T encodes as
-// baseline (nil: the same as stored). With a codec that merges it keeps
-// baseline, so that a write of the Doc over a later version (ETagAny)
-// applies only the Doc's change to it (see Store.changeOnto).
+// baseline (nil: the same as stored; see extra.Of).
 func (c *core) extraOf(it driver.Item, baseline []byte) Extra {
-	if c.merger == nil {
-		return Extra{meta: it.Meta}
-	}
-	if baseline == nil || bytes.Equal(it.Data, baseline) {
-		return Extra{etag: it.ETag, meta: it.Meta, base: frozen(it.Data)}
-	}
-	return Extra{doc: string(it.Data), etag: it.ETag, meta: it.Meta, base: frozen(baseline),
-		unknown: string(members.Unknown(it.Data, c.known)), beyond: members.Beyond(it.Data, baseline)}
-}
-
-// superseded is the Extra of a state a group-commit batch's member left
-// (data, T's encoding of it) that was never stored as a version of its
-// own (etag, a superseded ETag): a write of its Doc over a later version
-// (ETagAny) applies only its own change, from that state. Nothing else
-// of e applies to it.
-func (e Extra) superseded(etag driver.ETag, data []byte) Extra {
-	if e.base == "" {
-		return Extra{meta: e.meta} // a codec that cannot merge
-	}
-	return Extra{etag: etag, meta: e.meta, base: frozen(data)}
-}
-
-// frozen is b as a string, sharing its bytes: an encoding a Store wrote
-// or read is read-only once made, as a string is (see driver.Item), so
-// keeping it in a Doc costs no copy.
-func frozen(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
-}
-
-// knownMembers returns the member names codec stores for type t, or nil
-// when codec cannot tell (see driver.Codec).
-func knownMembers(codec driver.Codec, t reflect.Type) members.Known {
-	m, ok := codec.(interface {
-		Members(reflect.Type) map[string]bool
-	})
-	if !ok {
-		return members.Known{}
-	}
-	f, folds := codec.(interface{ FoldsNames() bool })
-	return members.Known{Names: m.Members(t), Fold: folds && f.FoldsNames()}
-}
-
-// merger is a Codec's Merge method (see driver.Codec).
-type merger interface {
-	Merge(stored, base, mine []byte) (data, changes []byte, err error)
+	return Extra{extra.Of(it, baseline, c.merges, c.known)}
 }
 
 // version is a version of a key a write starts from (see package
@@ -161,11 +66,4 @@ func (c *core) readVersion(key string, it driver.Item, err error) version {
 // An expired document's version reads as missing (core.judged).
 func (c *core) stored(it driver.Item, verified, canonical bool) version {
 	return c.life.judged(version{Item: it, Exists: true, Verified: verified, MetaKnown: true, Canonical: canonical, Meta: meta.Parse(it.Meta)})
-}
-
-// over is d's write of a over b.
-func over(d *engine.Delivery, b version, a written) engine.KeyWrite {
-	w := d.Over(b, a.data)
-	w.Write.Changes = a.changes // sent only with If-Match of b (driver.Write.Payload)
-	return w
 }

@@ -1,12 +1,9 @@
 package etagstore
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/groupcommit"
-	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
 // This file holds every sentinel and error type of the package but the
@@ -110,24 +107,5 @@ func errorf(sentinel error, format string, args ...any) error {
 	return driver.Errorf(sentinel, format, args...)
 }
 
-// sentinelOf returns the sentinel err matches, or nil.
-func sentinelOf(err error) error { return driver.SentinelOf(err) }
-
-func outcomeUnknown(op telemetry.Op, key string, cause error) error {
-	return &OutcomeUnknownError{Op: op.String(), Key: key, Cause: cause}
-}
-
-// prefixed is err, unwrapped to as it is, printed as
-// `etagstore: op "key": …` with err's own "etagstore: " prefix left out, so
-// that the prefix does not repeat: `etagstore: encode "k": too large: …`.
-func prefixed(op, key string, err error) error {
-	return &prefixedError{msg: fmt.Sprintf("etagstore: %s %q: %s", op, key, strings.TrimPrefix(err.Error(), "etagstore: ")), err: err}
-}
-
-type prefixedError struct {
-	msg string
-	err error
-}
-
-func (e *prefixedError) Error() string { return e.msg }
-func (e *prefixedError) Unwrap() error { return e.err }
+// prefixed is err printed as `etagstore: op "key": …` (codec.Prefixed).
+func prefixed(op, key string, err error) error { return codec.Prefixed(op, key, err) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"iter"
-	"sync"
 
 	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/telemetry"
@@ -39,7 +38,7 @@ func (s *Store[T]) getBy(ctx context.Context, idx Index[T], value string, st *te
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	doc, err := s.holding(ctx, d, e, st)
+	doc, err := s.reader(d, func(ctx context.Context, key string) (Doc[T], error) { return s.get(ctx, key, st) }).Holding(ctx, e)
 	if err == nil && doc == nil {
 		err = errorf(ErrNotFound, "no document holds %q in index %q", value, d.name)
 	}
@@ -49,61 +48,12 @@ func (s *Store[T]) getBy(ctx context.Context, idx Index[T], value string, st *te
 	return *doc, nil
 }
 
-// holding is the document e names if it holds e's value now (nil
-// otherwise).
-func (s *Store[T]) holding(ctx context.Context, d Index[T], e index.Entry, st *telemetry.Stats) (*Doc[T], error) {
-	doc, err := s.get(ctx, e.Doc, st)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	}
-	holds, err := d.holds(doc.Key, doc.Value, e.Value)
-	if err != nil || !holds {
-		return nil, err
-	}
-	return &doc, nil
+// reader reads the documents of d's entries (index.Reader), get with
+// each read.
+func (s *Store[T]) reader(d Index[T], get func(ctx context.Context, key string) (Doc[T], error)) index.Reader[Doc[T]] {
+	return index.Reader[Doc[T]]{Get: get, Decode: s.decode, Skip: isExpired, ReadMany: s.abilities.ReadMany,
+		Holds: func(doc Doc[T], value string) (bool, error) { return d.holds(doc.Key, doc.Value, value) }}
 }
-
-// holdingAll is holding of each of es: the documents read together
-// (driver.Abilities.ReadMany: one query per 14 keys on tables), or one
-// by one in parallel.
-func (s *Store[T]) holdingAll(ctx context.Context, d Index[T], es []index.Entry) ([]*Doc[T], []error) {
-	docs, errs := make([]*Doc[T], len(es)), make([]error, len(es))
-	if many := s.abilities.ReadMany; many != nil && len(es) > 1 {
-		keys := make([]string, len(es))
-		for i, e := range es {
-			keys[i] = e.Doc
-		}
-		items, err := many(ctx, keys)
-		for i, e := range es {
-			if errs[i] = err; err != nil || items[i].ETag == "" {
-				continue
-			}
-			doc, err := s.decode(items[i])
-			if isExpired(err) {
-				continue
-			}
-			if errs[i] = err; err != nil {
-				continue
-			}
-			if holds, err := d.holds(doc.Key, doc.Value, e.Value); err != nil || holds {
-				docs[i], errs[i] = &doc, err
-			}
-		}
-		return docs, errs
-	}
-	var wg sync.WaitGroup
-	for i, e := range es {
-		wg.Go(func() { docs[i], errs[i] = s.holding(ctx, d, e, new(telemetry.Stats)) })
-	}
-	wg.Wait()
-	return docs, errs
-}
-
-// listByReads is how many documents ListBy reads at once.
-const listByReads = 16
 
 // ListBy yields the documents holding value in idx, an index declared on
 // s, in the order of their keys' bytes within the value's scope (see
@@ -147,32 +97,6 @@ func (s *Store[T]) listBy(ctx context.Context, idx Index[T], value string, st *t
 		yield(doc, nil)
 		return nil
 	}
-	var chunk []index.Entry
-	flush := func() (bool, error) {
-		docs, errs := s.holdingAll(ctx, d, chunk)
-		chunk = chunk[:0]
-		for i := range docs {
-			if errs[i] != nil {
-				yield(Doc[T]{}, errs[i])
-				return false, errs[i]
-			}
-			if docs[i] != nil && !yield(*docs[i], nil) {
-				return false, nil
-			}
-		}
-		return true, nil
-	}
-	for e, err := range s.idx.set.Holders(ctx, d.def(), value) {
-		if err != nil {
-			yield(Doc[T]{}, err)
-			return err
-		}
-		if chunk = append(chunk, e); len(chunk) == listByReads {
-			if more, err := flush(); !more {
-				return err
-			}
-		}
-	}
-	_, err = flush()
-	return err
+	get := func(ctx context.Context, key string) (Doc[T], error) { return s.get(ctx, key, new(telemetry.Stats)) }
+	return s.reader(d, get).List(ctx, s.idx.set.Holders(ctx, d.def(), value), yield)
 }

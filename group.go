@@ -38,7 +38,7 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	}
 	d := s.idx.dated(Doc[T]{Key: key, Value: res.Value, ETag: res.ETag, Extra: res.Extra})
 	if res.Superseded {
-		d.Extra = res.Extra.superseded(res.ETag, res.Data) // its own state, not the version written
+		d.Extra = Extra{res.Extra.x.Superseded(res.ETag, res.Data)} // its own state, not the version written
 	}
 	return d, nil
 }
@@ -47,13 +47,13 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 // (updategroup.Work).
 type groupWork[T any] struct{ s *Store[T] }
 
-func (w groupWork[T]) StartFrom(b version) (*T, []byte, error) { return w.s.startFrom(b) }
+func (w groupWork[T]) StartFrom(b version) (*T, []byte, error) { return w.s.enc.StartFrom(b) }
 
 func (w groupWork[T]) Mutate(key string, mutate func(*T) error, v *T) error {
 	return w.s.mutate(key, mutate, v)
 }
 
-func (w groupWork[T]) Encode(key string, v T) ([]byte, error) { return w.s.encode(key, v) }
+func (w groupWork[T]) Encode(key string, v T) ([]byte, error) { return w.s.enc.Encode(key, v) }
 
 func (w groupWork[T]) Cached(ctx context.Context, key string) []version {
 	return w.s.cached(ctx, key, "")
@@ -61,13 +61,13 @@ func (w groupWork[T]) Cached(ctx context.Context, key string) []version {
 
 func (w groupWork[T]) Modify(ctx context.Context, key string, create bool, start []version, mine *T,
 	change func(version) ([]byte, []byte, bool, error), f engine.Flight) (engine.Result, Extra, error) {
-	return w.s.modify(ctx, telemetry.OpUpdate, key, create, start, mine, changeFunc(change), f)
+	return w.s.modify(ctx, telemetry.OpUpdate, key, create, start, mine, change, f)
 }
 
 func (w groupWork[T]) Committed(ctx context.Context, n int) { w.s.obs.Committed(ctx, n) }
 
 func (w groupWork[T]) Chain(it driver.Item, x Extra) version {
-	return w.s.stored(it, false, x.doc == "")
+	return w.s.stored(it, false, x.x.Doc == "")
 }
 
 func (w groupWork[T]) Mine(err error, v T) (error, bool) {

@@ -1,12 +1,12 @@
 package etagstore
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/index"
 )
@@ -61,9 +61,9 @@ type indexes[T any] struct {
 	err  error // the declaration's refusal: every write and read fails with it
 }
 
-// newIndexes are the indexes declared for a Store of codec over b (nil
+// newIndexes are the indexes declared for a Store of T encoded as enc over b (nil
 // for none).
-func newIndexes[T any](b driver.Backend, codec Codec, defs []Index[T]) *indexes[T] {
+func newIndexes[T any](b driver.Backend, enc codec.Of[T], defs []Index[T]) *indexes[T] {
 	if len(defs) == 0 {
 		return nil
 	}
@@ -81,37 +81,24 @@ func newIndexes[T any](b driver.Backend, codec Codec, defs []Index[T]) *indexes[
 		ds[i] = d.def()
 	}
 	x.set, x.err = index.New(b, ds, func(key string, data []byte) ([][]string, error) {
-		var v T
-		if err := codec.Unmarshal(data, &v); err != nil {
-			return nil, decodeError(key, err)
+		v, err := enc.Decode(key, data)
+		if err != nil {
+			return nil, err
 		}
 		return x.values(key, v)
 	})
 	return x
 }
 
-// values are the values v holds, per index: sorted, without duplicates
-// or "". An index function's panic is an error of the write asking.
+// values are the values v holds, per index (index.Values).
 func (x *indexes[T]) values(key string, v T) (out [][]string, err error) {
 	out = make([][]string, len(x.defs))
 	for i, d := range x.defs {
-		if out[i], err = d.call(key, v); err != nil {
+		if out[i], err = index.Values(d.name, key, d.of, v); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
-}
-
-// call is d's values of v.
-func (d Index[T]) call(key string, v T) (vals []string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = errorf(ErrInvalidInput, "the function of index %q panicked on %q: %v", d.name, key, r)
-		}
-	}()
-	vals = slices.DeleteFunc(slices.Clone(d.of(v)), func(s string) bool { return s == "" })
-	slices.Sort(vals)
-	return slices.Compact(vals), nil
 }
 
 // keepsEntries reports whether x keeps entries a write changes, which
@@ -139,7 +126,7 @@ func (x *indexes[T]) find(idx Index[T]) (Index[T], error) {
 
 // holds reports whether v holds value in d.
 func (d Index[T]) holds(key string, v T, value string) (bool, error) {
-	vals, err := d.call(key, v)
+	vals, err := index.Values(d.name, key, d.of, v)
 	return slices.Contains(vals, value), err
 }
 
@@ -149,18 +136,7 @@ func (d Index[T]) String() string { return fmt.Sprintf("index %q", d.name) }
 // or, when the declaration was refused, a refusal of every write.
 func (x *indexes[T]) implier() engine.Implier {
 	if x.err != nil {
-		return refusing{x.err}
+		return index.Refusing{Err: x.err}
 	}
 	return x.set
-}
-
-// refusing refuses every write with err (engine.Implier).
-type refusing struct{ err error }
-
-func (r refusing) Imply(_ context.Context, _ engine.Request, m any) ([]driver.Action, any, error) {
-	return nil, m, r.err
-}
-
-func (r refusing) Refused(_ context.Context, _ engine.Request, _ []driver.Action, _ int, err error, m any) (any, error) {
-	return m, err
 }

@@ -6,12 +6,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"reflect"
 	"strings"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/fieldmerge"
 	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -71,7 +69,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	reads := 0
 	apply := func(b version) ([]byte, []byte, bool, error) {
 		reads++
-		theirs, baseline, err := s.startFrom(b)
+		theirs, baseline, err := s.enc.StartFrom(b)
 		if err != nil {
 			return nil, nil, false, err
 		}
@@ -89,7 +87,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 				return nil, nil, false, s.mergeConflict(base, edited, Doc[T]{Key: b.Key, Value: *theirs, ETag: b.ETag}, reads-1, err)
 			}
 		}
-		data, err := s.encode(base.Key, mine)
+		data, err := s.enc.Encode(base.Key, mine)
 		return data, baseline, !bytes.Equal(data, baseline), err
 	}
 	// The first attempt writes on base itself when base carries its
@@ -97,19 +95,19 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	// of that version; otherwise it reads first: a write continues the
 	// stored bookkeeping (write ids, fencing token).
 	start := s.cached(ctx, base.Key, base.ETag)
-	if start == nil && base.Extra.meta != "" {
-		data, canonical := []byte(base.Extra.doc), false // the document base was read from
-		if base.Extra.doc == "" || base.Extra.etag != base.ETag {
+	if start == nil && base.Extra.x.Meta != "" {
+		data, canonical := []byte(base.Extra.x.Doc), false // the document base was read from
+		if base.Extra.x.Doc == "" || base.Extra.x.ETag != base.ETag {
 			var err error
-			if data, err = s.encode(base.Key, base.Value); err != nil {
+			if data, err = s.enc.Encode(base.Key, base.Value); err != nil {
 				return Doc[T]{}, err
 			}
 			canonical = true
 		}
-		it := driver.Item{Key: base.Key, Data: data, Meta: base.Extra.meta, ETag: base.ETag}
+		it := driver.Item{Key: base.Key, Data: data, Meta: base.Extra.x.Meta, ETag: base.ETag}
 		start = []version{s.stored(it, false, canonical)}
 	}
-	res, extra, err := s.modify(ctx, telemetry.OpSave, base.Key, false, start, &mine, changeFunc(apply), nil)
+	res, extra, err := s.modify(ctx, telemetry.OpSave, base.Key, false, start, &mine, apply, nil)
 	st.Attempts = res.Attempts
 	var ce *ConflictError[T]
 	if errors.As(err, &ce) {
@@ -143,59 +141,9 @@ func (s *Store[T]) mergeConflict(base Doc[T], edited T, theirs Doc[T], attempts 
 // (slices, maps, pointers) and structs with unexported fields (time.Time)
 // are compared whole.
 func MergeFields[T any](base, mine, theirs T) (T, error) {
-	var out T
-	rv := reflect.ValueOf(&out).Elem()
-	var paths []string
-	mergeValue("", reflect.ValueOf(&base).Elem(), reflect.ValueOf(&mine).Elem(), reflect.ValueOf(&theirs).Elem(), rv, &paths)
+	out, paths := fieldmerge.Merge(base, mine, theirs)
 	if len(paths) > 0 {
 		return out, &MergeError{Fields: paths}
 	}
 	return out, nil
-}
-
-// allExported reports whether t is a struct whose fields are all exported:
-// only such structs are merged field by field.
-func allExported(t reflect.Type) bool {
-	if t.Kind() != reflect.Struct {
-		return false
-	}
-	for i := range t.NumField() {
-		if !t.Field(i).IsExported() {
-			return false
-		}
-	}
-	return true
-}
-
-func mergeValue(path string, base, mine, theirs, out reflect.Value, conflicts *[]string) {
-	t := out.Type()
-	if allExported(t) {
-		for i := range t.NumField() {
-			f := t.Field(i)
-			p := f.Name
-			if path != "" {
-				p = path + "." + f.Name
-			}
-			mergeValue(p, base.Field(i), mine.Field(i), theirs.Field(i), out.Field(i), conflicts)
-		}
-		return
-	}
-	mineChanged := !equal(base, mine)
-	theirsChanged := !equal(base, theirs)
-	switch {
-	case mineChanged && theirsChanged && !equal(mine, theirs):
-		if path == "" {
-			path = "(value)"
-		}
-		*conflicts = append(*conflicts, path)
-		out.Set(theirs)
-	case mineChanged:
-		out.Set(mine)
-	default:
-		out.Set(theirs)
-	}
-}
-
-func equal(a, b reflect.Value) bool {
-	return cmp.Equal(a.Interface(), b.Interface(), exportAll)
 }

@@ -1,8 +1,11 @@
 package etagstore
 
 import (
+	"context"
 	"fmt"
 	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/telemetry"
@@ -14,7 +17,7 @@ import (
 // and the cache, and slog records of what needs attention. The library
 // uses the OpenTelemetry API only; with no SDK installed every call is a
 // no-op. A caller adds attributes of its own to every span and data
-// point of a call through its context (WithAttributes, attributes.go).
+// point of a call through its context (WithAttributes).
 // Names are listed in docs/observability.md.
 
 // instrumentationName is the name of the tracer and meter the Store uses.
@@ -31,4 +34,34 @@ func backendName(b driver.Backend) string {
 	name := strings.TrimPrefix(fmt.Sprintf("%T", b), "*")
 	name, _, _ = strings.Cut(name, ".")
 	return name
+}
+
+// WithAttributes returns a copy of ctx carrying kvs, which the library adds
+// to every span and metric data point it records for a call made with
+// that context (or one derived from it): the operation's span and
+// etagstore.operation.duration, the storage requests it sends
+// (etagstore.requests), its conflicts, lost responses, cache lookups,
+// attempts and batch sizes. So do the operations of packages tablestore
+// and blobstore on a Store, and blobstore's lease and lock calls; what a
+// Locker does in the background (renewals, a lost lock, the
+// etagstore.lock.events counter) belongs to no call and carries none.
+// With it an app can count per route, tenant or job:
+//
+//	ctx = etagstore.WithAttributes(r.Context(), attribute.String("route", "/cards"))
+//
+// Calls add up: the attributes of ctx come first, then kvs, and on a key
+// given twice the later value wins. An attribute with an empty key is
+// dropped. The library's own attributes (etagstore.operation,
+// etagstore.outcome, …) keep their names and values: on a key the library
+// records, its value wins.
+//
+// Each attribute value is a new series of every instrument, so give only
+// values of few kinds (a route's pattern, not its path with IDs). In a
+// group-commit batch, which commits several callers' Updates (or
+// transactions) in one write, each caller's span, duration and attempts
+// carry its own attributes, and what the batch does as a whole (its write
+// and reads, the conflicts it absorbed, its batch size) carries those of
+// the batch's first caller. See docs/observability.md.
+func WithAttributes(ctx context.Context, kvs ...attribute.KeyValue) context.Context {
+	return telemetry.WithAttributes(ctx, kvs...)
 }

@@ -2,11 +2,10 @@ package etagstore
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/pagetoken"
+	"github.com/etagstore/etagstore/internal/paging"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -68,77 +67,12 @@ func (s *Store[T]) Page(ctx context.Context, prefix string, limit int, token str
 // or +1. A prefix selects the same documents in either order.
 func (s *Store[T]) CompareKeys(a, b string) int { return s.abilities.KeyOrder()(a, b) }
 
-// page checks limit and token (made for scope), calls list with the key
-// to resume after ("" for the first page) and limit, which must answer as
-// driver.Backend.ListPage does, decodes the items and makes the next token.
-func (s *Store[T]) page(ctx context.Context, scope string, limit int, token string, list func(ctx context.Context, after string, limit int) (items []driver.Item, more bool, err error)) (Page[T], error) {
-	if limit < 1 || limit > driver.MaxPageLimit {
-		return Page[T]{}, errorf(ErrInvalidInput, "page limit %d is not between 1 and %d", limit, driver.MaxPageLimit)
-	}
-	if s.abilities.CompareKeys != nil {
-		// Tokens of a backend with an order of its own (a tablestore
-		// without Options.Partition) are bound to it: one made in the
-		// UTF-16 order of earlier versions is refused, never resumed in
-		// the wrong place.
-		scope += "\x00backend key order"
-	}
-	after, err := pagetoken.Decode(scope, token, max(s.abilities.MaxKeyLen, pagetoken.DefaultMaxKey))
+// page is one page of the documents list yields after the key token
+// names, made for scope (see paging.Fill).
+func (s *Store[T]) page(ctx context.Context, scope string, limit int, token string, list paging.List) (Page[T], error) {
+	docs, next, err := paging.Fill(ctx, paging.Lister{Backend: s.b, Abilities: &s.abilities}, scope, limit, token, list, s.decode, isExpired)
 	if err != nil {
 		return Page[T]{}, err
 	}
-	if after != "" {
-		if err := s.b.ValidateKey(after); err != nil {
-			return Page[T]{}, errorf(ErrInvalidInput, "page token holds no key of this store: %v", err)
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return Page[T]{}, err
-	}
-	var p Page[T]
-	for {
-		// Expired documents (Expiry) are skipped: the page is filled from
-		// the listing's next items.
-		want := limit - len(p.Docs)
-		items, more, err := list(ctx, after, want)
-		if err != nil {
-			return Page[T]{}, err
-		}
-		if len(items) > want {
-			return Page[T]{}, fmt.Errorf("etagstore: backend %T returned %d items for a page of %d", s.b, len(items), want)
-		}
-		skipped, err := s.decodeInto(&p, items)
-		switch {
-		case err != nil:
-			return Page[T]{}, err
-		case !more:
-			return p, nil
-		case len(items) == 0:
-			return Page[T]{}, fmt.Errorf("etagstore: backend %T reported more items after an empty page", s.b)
-		}
-		after = items[len(items)-1].Key
-		if !skipped || len(p.Docs) == limit || ctx.Err() != nil {
-			p.Next = pagetoken.Encode(scope, after)
-			return p, nil
-		}
-	}
-}
-
-// decodeInto adds items, decoded, to p's documents, and reports whether
-// it skipped one that has expired (Expiry).
-func (s *Store[T]) decodeInto(p *Page[T], items []driver.Item) (skipped bool, err error) {
-	if p.Docs == nil {
-		p.Docs = make([]Doc[T], 0, len(items))
-	}
-	for _, it := range items {
-		d, err := s.decode(it)
-		switch {
-		case isExpired(err):
-			skipped = true
-		case err != nil:
-			return skipped, err
-		default:
-			p.Docs = append(p.Docs, d)
-		}
-	}
-	return skipped, nil
+	return Page[T]{Docs: docs, Next: next}, nil
 }

@@ -5,13 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
-
-// reindexPage is how many documents Reindex holds at once.
-const reindexPage = 1000
 
 // Reindex builds idx's entries for every document of s, and repairs
 // them: an entry a document needs is made, one left by a writer that did
@@ -44,47 +39,15 @@ func (s *Store[T]) reindex(ctx context.Context, idx Index[T]) error {
 	if err != nil {
 		return err
 	}
-	if err := s.idx.set.Usable(); err != nil {
+	dups, err := s.idx.set.Reindex(ctx, d.def())
+	if err != nil || len(dups) == 0 {
 		return err
 	}
-	if s.idx.set.Entryless() {
-		return nil // an Expiry over a backend that keeps no entries: nothing to build
+	e := &ReindexError{Index: d.name}
+	for _, dup := range dups {
+		e.Duplicates = append(e.Duplicates, Duplicate(dup))
 	}
-	def := d.def()
-	var out index.Rebuilt
-	for after := ""; ; {
-		page, more, err := s.b.ListPage(ctx, "", after, reindexPage)
-		if err != nil {
-			return err
-		}
-		if len(page) == 0 {
-			break
-		}
-		from := after
-		relist := func() ([]driver.Item, error) {
-			items, _, err := s.b.ListPage(ctx, "", from, len(page))
-			return items, err
-		}
-		if err := s.idx.set.Rebuild(ctx, def, page, relist, &out); err != nil {
-			return err
-		}
-		if after = page[len(page)-1].Key; !more {
-			break
-		}
-	}
-	for _, scope := range out.Scopes {
-		if err := s.idx.set.Repair(ctx, def, scope); err != nil {
-			return err
-		}
-	}
-	if len(out.Duplicates) > 0 {
-		e := &ReindexError{Index: d.name}
-		for _, dup := range out.Duplicates {
-			e.Duplicates = append(e.Duplicates, Duplicate(dup))
-		}
-		return e
-	}
-	return nil
+	return e
 }
 
 // Duplicate is a value of a Unique index that two documents hold: Key,

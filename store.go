@@ -1,11 +1,11 @@
 package etagstore
 
 import (
+	"cmp"
 	"context"
 	"iter"
 	"log/slog"
 	"reflect"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -13,9 +13,12 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/cache"
+	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/heat"
+	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/members"
+	"github.com/etagstore/etagstore/internal/paging"
 	"github.com/etagstore/etagstore/internal/readshare"
 	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/telemetry"
@@ -83,8 +86,8 @@ type Options struct {
 // driver.Backend. A Store is safe for concurrent use by multiple goroutines.
 type Store[T any] struct {
 	core
-	seam[T] // the backend packages' way in (seam.go)
-	codec   Codec
+	seam[T]             // the backend packages' way in (seam.go)
+	enc     codec.Of[T] // T's encoding through the Store's codec
 	idx     *indexes[T] // its indexes (index.go); nil: none
 
 	groups updategroup.Groups[T, Extra] // group commit for Updates
@@ -104,7 +107,7 @@ type core struct {
 	env       *engine.Env // the delivery engine's environment (deliver.go)
 	obs       *telemetry.Recorder
 	known     members.Known    // the members T's documents hold (nil Names: all; see Extra.Names)
-	merger    merger           // the codec's Merge; nil when it has none
+	merges    bool             // the codec applies a change to a stored document (it has Merge)
 	reads     *readshare.Reads // concurrent Gets' shared reads; nil: off
 	grouped   bool             // group commit is on (Options.DisableGroupCommit unset)
 	reentry   reentry.Reentry  // writes from inside user code of their own key (internal/reentry)
@@ -122,17 +125,11 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(b, telemetry.Providers{TracerProvider: o.TracerProvider, MeterProvider: o.MeterProvider, Logger: o.Logger, RecordKeys: o.RecordKeys}), grouped: !o.DisableGroupCommit},
-		codec: o.Codec}
+	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(b, telemetry.Providers{TracerProvider: o.TracerProvider, MeterProvider: o.MeterProvider, Logger: o.Logger, RecordKeys: o.RecordKeys}), grouped: !o.DisableGroupCommit}}
 	s.abilities = b.Abilities()
-	if s.codec == nil {
-		s.codec = s.abilities.Codec
-	}
-	if s.codec == nil {
-		s.codec = JSON
-	}
-	s.known = knownMembers(s.codec, reflect.TypeFor[T]())
-	s.merger, _ = s.codec.(merger)
+	c := cmp.Or(o.Codec, s.abilities.Codec, JSON)
+	s.enc = codec.New[T](c)
+	s.known, s.merges = codec.Known(c, reflect.TypeFor[T]()), s.enc.Merges()
 	if o.Retry != nil {
 		s.retry = o.Retry.withDefaults()
 	} else {
@@ -145,14 +142,8 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	if s.keepIDs <= 0 {
 		s.keepIDs = 16
 	}
-	s.idx = newIndexes(b, s.codec, idx)
-	s.life = s.idx.lifetimes(func(key string, data []byte) (T, error) {
-		var v T
-		if err := s.codec.Unmarshal(data, &v); err != nil {
-			return v, decodeError(key, err)
-		}
-		return v, nil
-	}, s.clock, o.ExpirySkew)
+	s.idx = newIndexes(b, s.enc, idx)
+	s.life = s.idx.lifetimes(s.enc.Decode, s.clock, o.ExpirySkew)
 	s.b = s.idx.stamping(s.b, s.life) // expiry.go
 	s.env = s.newEnv()
 	if s.idx != nil {
@@ -169,7 +160,7 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 func (s *Store[T]) Backend() driver.Backend { return s.b }
 
 // Codec returns the codec the Store encodes documents with.
-func (s *Store[T]) Codec() Codec { return s.codec }
+func (s *Store[T]) Codec() Codec { return s.enc.Codec() }
 
 func (c *core) checkKey(key string) error {
 	if err := driver.CheckKey(key); err != nil {
@@ -237,55 +228,17 @@ func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], er
 			failed = nil
 			return
 		}
-		for it, err := range s.b.List(ctx, prefix) {
-			if err != nil {
-				failed = err
-				yield(Doc[T]{}, err)
-				return
-			}
-			d, err := s.decode(it)
-			if isExpired(err) {
-				continue
-			}
-			failed = err
-			if !yield(d, err) || err != nil {
-				return
-			}
-		}
-		failed = nil
+		failed = paging.Each(s.b.List(ctx, prefix), s.decode, isExpired, yield)
 	}
 }
 
-// reserved reports whether prefix reaches into the keys a backend keeps
-// index entries under (driver.Entries: after the scope, U+FFFF), which
-// no document has: List and Page of it yield nothing.
-func (c *core) reserved(prefix string) bool {
-	if c.abilities.Entries == nil {
-		return false
-	}
-	scope, err := c.abilities.Entries.Scope(prefix)
-	return err == nil && strings.HasPrefix(prefix[len(scope):], "\uFFFF")
-}
+// reserved reports whether prefix reaches into the keys of entries
+// (index.Reserved): List and Page of it yield nothing.
+func (c *core) reserved(prefix string) bool { return index.Reserved(c.abilities.Entries, prefix) }
 
 // fetch reads key: from the version cache when the backend confirms the
 // copy kept is current (ReadIfChanged), else from the backend. hit
 // reports the former.
 func (c *core) fetch(ctx context.Context, key string) (it driver.Item, hit bool, err error) {
-	if cached, ok := c.cache.Get(key); ok {
-		if revalidate := c.abilities.ReadIfChanged; revalidate != nil {
-			it, changed, err := revalidate(ctx, key, cached.ETag)
-			switch {
-			case err == nil && !changed:
-				return cached, true, nil // still current: nothing downloaded
-			case err == nil:
-				c.cache.Put(key, it, cache.Notes{})
-				return it, false, nil
-			}
-			c.cache.Note(key, it, err)
-			return driver.Item{}, false, err
-		}
-	}
-	it, err = c.b.Read(ctx, key)
-	c.cache.Note(key, it, err)
-	return it, false, err
+	return c.cache.Fetch(ctx, c.b, c.abilities.ReadIfChanged, key)
 }

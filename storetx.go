@@ -25,11 +25,11 @@ func (x txStore[T]) Grouped() bool                 { return x.s.grouped }
 func (x txStore[T]) CheckKey(key string) error     { return x.s.checkKey(key) }
 func (x txStore[T]) Holds(key string) bool         { return x.s.holds(key) }
 func (x txStore[T]) CacheWritten(res engine.Result, canonical bool) {
-	x.s.cacheWritten(res, canonical)
+	x.s.cache.Written(res, canonical)
 }
 
 func (x txStore[T]) Read(ctx context.Context, key string) (version, error) {
-	return hooks{&x.s.core}.Read(ctx, key)
+	return hooks{x.s.obs, &x.s.core}.Read(ctx, key)
 }
 
 func (x txStore[T]) Cached(ctx context.Context, key string) []version {
@@ -42,8 +42,8 @@ func (x txStore[T]) Noted(key string, it driver.Item, err error) version {
 }
 
 func (x txStore[T]) Apply(b version, data []byte) (doc, changes []byte, canonical bool, err error) {
-	w, err := x.s.apply(b, nil, data)
-	return w.data, w.changes, w.canonical, err
+	w, err := x.s.enc.Apply(b, nil, data)
+	return w.Data, w.Changes, w.Canonical, err
 }
 
 var _ txn.Store = txStore[int]{}

@@ -63,14 +63,10 @@ func (tx *Tx[T]) Get(key string) (T, error) {
 	case got.Own:
 		return valuesOf[T](v)[key], nil
 	case got.Inherited:
-		var val T // a copy of its own: the earlier transaction keeps its value
-		if err := tx.s.codec.Unmarshal(got.Data, &val); err != nil {
-			return zero, decodeError(key, err)
-		}
-		return val, nil
+		return tx.s.enc.Decode(key, got.Data) // a copy of its own: the earlier transaction keeps its value
 	}
 	d, err := tx.s.decode(got.Item)
-	if err == nil && d.Extra.doc == "" {
+	if err == nil && d.Extra.x.Doc == "" {
 		v.Canonical(key) // T encodes it as stored: a Put over it need not work that out again
 	}
 	return d.Value, err
@@ -84,11 +80,17 @@ func (tx *Tx[T]) Put(key string, v T) error {
 	if err := h.BeforePut(s, key); err != nil {
 		return err
 	}
-	data, err := tx.s.encode(key, v)
+	return tx.buffer(key, v, func(data []byte) (*txn.View, error) { return h.Put(s, key, data) })
+}
+
+// buffer encodes v and buffers it through write, which returns the view
+// holding it: v is then the value fn put under key.
+func (tx *Tx[T]) buffer(key string, v T, write func(data []byte) (*txn.View, error)) error {
+	data, err := tx.s.enc.Encode(key, v)
 	if err != nil {
 		return err
 	}
-	view, err := h.Put(s, key, data)
+	view, err := write(data)
 	if err != nil {
 		return err
 	}
@@ -136,12 +138,7 @@ func (tx *Tx[T]) createUnread(key string, v T, fresh bool) error {
 		}
 		return tx.Put(key, v)
 	}
-	data, err := tx.s.encode(key, v)
-	if err != nil {
-		return err
-	}
-	valuesOf[T](h.Create(s, key, data, fresh))[key] = v
-	return nil
+	return tx.buffer(key, v, func(data []byte) (*txn.View, error) { return h.Create(s, key, data, fresh), nil })
 }
 
 // Upsert buffers a write of v under key with no condition, as
@@ -160,12 +157,7 @@ func (tx *Tx[T]) Upsert(key string, v T) error {
 		}
 		return tx.Put(key, v)
 	}
-	data, err := tx.s.encode(key, v)
-	if err != nil {
-		return err
-	}
-	valuesOf[T](h.Upsert(s, key, data))[key] = v
-	return nil
+	return tx.buffer(key, v, func(data []byte) (*txn.View, error) { return h.Upsert(s, key, data), nil })
 }
 
 // Delete buffers the delete of key, conditioned on the version the

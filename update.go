@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/internal/engine"
-	"github.com/etagstore/etagstore/internal/meta"
+	"github.com/etagstore/etagstore/internal/plan"
 	"github.com/etagstore/etagstore/internal/telemetry"
 	"github.com/etagstore/etagstore/internal/updategroup"
 )
@@ -108,7 +108,7 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 // mutate starts and ends.
 func (s *Store[T]) updateUngrouped(ctx context.Context, key string, create bool, mutate func(*T) error, o *updategroup.Group[T, Extra], st *telemetry.Stats) (Doc[T], error) {
 	mut := &mutation[T]{s: s, key: key, mutate: mutate, o: o}
-	res, extra, err := s.modify(ctx, telemetry.OpUpdate, key, create, s.cached(ctx, key, ""), &mut.mine, mut, nil)
+	res, extra, err := s.modify(ctx, telemetry.OpUpdate, key, create, s.cached(ctx, key, ""), &mut.mine, mut.change, nil)
 	st.Attempts, st.Batch, st.CacheHit = res.Attempts, 1, res.FromCopy
 	if err != nil {
 		return Doc[T]{}, err
@@ -118,19 +118,6 @@ func (s *Store[T]) updateUngrouped(ctx context.Context, key string, create bool,
 	}
 	return s.idx.dated(Doc[T]{Key: key, Value: mut.mine, ETag: res.Out[0].ETag, Extra: extra}), nil
 }
-
-// changer computes a read-modify-write's new encoding from the version b
-// it starts from, with the encoding of b's value it changed (baseline; nil
-// when b is missing or it was not at hand), and reports whether it differs
-// from b's.
-type changer interface {
-	change(b version) (data, baseline []byte, changed bool, err error)
-}
-
-// changeFunc is a changer written as a function.
-type changeFunc func(b version) ([]byte, []byte, bool, error)
-
-func (f changeFunc) change(b version) ([]byte, []byte, bool, error) { return f(b) }
 
 // mutation is the change of a plain Update: mutate applied to a fresh copy
 // of the version's value; mine is the value it made.
@@ -143,7 +130,7 @@ type mutation[T any] struct {
 }
 
 func (m *mutation[T]) change(b version) ([]byte, []byte, bool, error) {
-	v, baseline, err := m.s.startFrom(b)
+	v, baseline, err := m.s.enc.StartFrom(b)
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -155,7 +142,7 @@ func (m *mutation[T]) change(b version) ([]byte, []byte, bool, error) {
 		return nil, nil, false, err
 	}
 	m.mine = *v
-	data, err := m.s.encode(m.key, *v)
+	data, err := m.s.enc.Encode(m.key, *v)
 	return data, baseline, !b.Exists || !bytes.Equal(data, baseline), err
 }
 
@@ -181,15 +168,10 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 	if s.cache == nil {
 		return nil
 	}
-	en, ok := s.cache.Base(key, s.clock)
-	ok = ok && (etag == "" || en.ETag == etag)
+	v, ok := s.cache.Version(key, s.clock, etag)
 	s.obs.CacheLookup(ctx, ok, false)
 	if !ok {
 		return nil
-	}
-	v := version{Item: en.Item, Exists: true, MetaKnown: true, Canonical: en.Canonical}
-	if v.Meta = en.ParsedMeta; !en.Parsed {
-		v.Meta = meta.Parse(en.Item.Meta)
 	}
 	return []version{s.life.judged(v)}
 }
@@ -198,50 +180,20 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 // group-commit batch — through the engine: each attempt starts from start
 // (first) or a read, and ch computes the new encoding from that version
 // and reports whether it differs; the change is applied to that version's
-// document (Store.apply). *mine is the value the last change computed, for
+// document (codec.Of.Apply; plan.Modification). *mine is the value the last change computed, for
 // a *ConflictError when every attempt lost its race. It returns the
 // engine's result and the Extra of the document written.
-func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, create bool, start []version, mine *T, ch changer, f engine.Flight) (engine.Result, Extra, error) {
-	m := &modification{create: create, changer: ch, apply: s.apply}
+func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, create bool, start []version, mine *T, ch plan.Change, f engine.Flight) (engine.Result, Extra, error) {
+	m := &plan.Modification{Create: create, Change: ch, Apply: s.enc.Apply}
 	d := s.delivery(ctx, op, engine.Based, []string{key}, m, start, f)
 	d.TakeTurns()
 	res, err := d.Run(ctx)
 	if err == nil {
-		s.cacheWritten(res, m.last.canonical)
-		return res, s.extraOf(res.Out[0], m.mine), nil
+		s.cache.Written(res, m.Last.Canonical)
+		return res, s.extraOf(res.Out[0], m.Mine), nil
 	}
 	if res.Raced && ctx.Err() == nil && (errors.Is(err, ErrConflict) || errors.Is(err, ErrExists)) {
 		err = s.conflictNow(ctx, key, res.Held, *mine, res.Attempts)
 	}
 	return res, Extra{}, err
-}
-
-// modification is the plan of a read-modify-write: over the version an
-// attempt starts from, the changer's new encoding applied to it.
-type modification struct {
-	create  bool
-	changer changer
-	apply   func(b version, baseline, data []byte) (written, error)
-	last    written // the last attempt's write
-	mine    []byte  // the last attempt's new encoding
-}
-
-func (m *modification) Build(d *engine.Delivery, base []version) (request, error) {
-	b := base[0]
-	if !b.Exists && !m.create {
-		if b.Missing != nil {
-			return nil, b.Missing // the read's ErrNotFound, in the backend's words
-		}
-		return nil, errorf(ErrNotFound, "%q", b.Key)
-	}
-	data, baseline, changed, err := m.changer.change(b)
-	if err != nil || !changed {
-		m.last, m.mine = written{canonical: b.Canonical}, baseline // nothing to write: the Doc is b's
-		return nil, err
-	}
-	if m.last, err = m.apply(b, baseline, data); err != nil {
-		return nil, err
-	}
-	m.mine = data
-	return request{over(d, b, m.last)}, nil
 }

@@ -5,7 +5,10 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/extra"
+	"github.com/etagstore/etagstore/internal/plan"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -31,7 +34,7 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 	if err := s.checkKey(key); err != nil {
 		return Doc[T]{}, err
 	}
-	data, err := s.encode(key, v)
+	data, err := s.enc.Encode(key, v)
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -79,7 +82,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if d.ETag == "" {
 		return Doc[T]{}, errorf(ErrETagRequired, "Replace %q", d.Key)
 	}
-	mine, err := s.encode(d.Key, d.Value)
+	mine, err := s.enc.Encode(d.Key, d.Value)
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -88,7 +91,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 		return Doc[T]{}, err
 	}
 	var it driver.Item
-	if _, fenced := FenceFrom(ctx); fenced || d.ETag == ETagAny && d.Extra.base != "" || s.idx != nil && !d.Extra.at(d.ETag) {
+	if _, fenced := FenceFrom(ctx); fenced || d.ETag == ETagAny && d.Extra.x.Base != "" || s.idx != nil && !d.Extra.x.At(d.ETag) {
 		// Read first, and write the Doc's change onto the version read,
 		// conditioned on it: with ETagAny, a version other writers made
 		// since the Doc's read keeps their changes.
@@ -97,17 +100,14 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 				return keyWrite{}, err
 			}
 			if !fenced { // an unfenced Replace starts a new history, as a blind one does (see WithFence)
-				fresh := engine.Fresh(d.Key, driver.IfMatch(b.ETag), w.data, 0)
-				fresh.Write.Changes = w.changes
-				return fresh.Replacing(b), nil
+				return w.Fresh(d.Key, b.ETag).Replacing(b), nil
 			}
-			return over(e, b, w), nil
+			return w.Over(e, b), nil
 		})
 	} else {
-		fresh := engine.Fresh(d.Key, driver.IfMatch(d.ETag), w.data, 0)
-		fresh.Write.Changes = w.changes
-		if d.Extra.at(d.ETag) { // the version it replaces is the Doc's read (an index's base)
-			b := s.life.judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.stored()), ETag: d.ETag}, Exists: true})
+		fresh := w.Fresh(d.Key, d.ETag)
+		if d.Extra.x.At(d.ETag) { // the version it replaces is the Doc's read (an index's base)
+			b := s.life.judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.x.Stored()), ETag: d.ETag}, Exists: true})
 			if !b.Exists {
 				return Doc[T]{}, b.Missing // expired since it was read
 			}
@@ -121,47 +121,19 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return s.idx.dated(Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: d.Key, Data: w.data, ETag: it.ETag, Meta: it.Meta}, mine)}), nil
+	return s.idx.dated(Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: d.Key, Data: w.Data, ETag: it.ETag, Meta: it.Meta}, mine)}), nil
 }
 
 // onto is the write of mine, T's encoding of a Doc's value, over the
-// document x holds (the Doc's read; see Extra): its change applied to that
-// document, with the changes a merging backend sends when the write is
-// conditioned on that very version (etag). A zero Extra writes mine alone.
-func (s *Store[T]) onto(key string, etag ETag, x Extra, mine []byte) (written, error) {
-	if x.doc == "" {
-		return written{data: mine, canonical: true}, nil
-	}
-	b := version{Item: driver.Item{Key: key, Data: []byte(x.doc), ETag: x.etag}, Exists: true}
-	var baseline []byte
-	if x.drop != "" {
-		_, base, err := s.startFrom(b)
-		if err != nil {
-			return written{}, err
-		}
-		baseline = x.dropped(base)
-	}
-	w, err := s.apply(b, baseline, mine)
-	if x.etag != etag {
-		w.changes = nil // not the version the write is conditioned on
-	}
-	return w, err
+// document x holds (extra.Onto).
+func (s *Store[T]) onto(key string, etag ETag, x Extra, mine []byte) (codec.Written, error) {
+	return extra.Onto(s.enc, key, etag, x.x, mine)
 }
 
 // changeOnto is the write of mine, T's encoding of a Doc's value, over b,
-// a version of the Doc's key read just now: the Doc's change (from T's
-// encoding of the version it was read from, x.base, to mine) applied to
-// b's document, so that what others changed since the Doc's read stays.
-// A Doc built by hand (no x.base) writes mine alone: T, whole.
-func (s *Store[T]) changeOnto(b version, x Extra, mine []byte) (written, error) {
-	if x.base == "" {
-		return written{data: mine, canonical: true}, nil
-	}
-	baseline := []byte(x.base)
-	if x.drop != "" {
-		baseline = x.dropped(baseline)
-	}
-	return s.apply(b, baseline, mine)
+// a version of the Doc's key read just now (extra.ChangeOnto).
+func (s *Store[T]) changeOnto(b version, x Extra, mine []byte) (codec.Written, error) {
+	return extra.ChangeOnto(s.enc, b, x.x, mine)
 }
 
 // blind delivers w, a write that starts from nothing: the request is the
@@ -184,20 +156,8 @@ func (c *core) blind(ctx context.Context, op telemetry.Op, w keyWrite) (driver.I
 // A version that holds another ETag is a *ConflictError; a lost race with
 // ETagAny is retried on the new version.
 func (s *Store[T]) conditioned(ctx context.Context, op telemetry.Op, key string, held ETag, mine T, write func(*engine.Delivery, version) (keyWrite, error)) (driver.Item, error) {
-	p := engine.PlanFunc(func(d *engine.Delivery, base []version) (request, error) {
-		b := base[0]
-		switch {
-		case !b.Exists:
-			return nil, errorf(ErrNotFound, "%q", key)
-		case held != ETagAny && b.ETag != held:
-			return nil, s.conflictWith(b.Item, held, mine, d.Attempts())
-		}
-		w, err := write(d, b)
-		if err != nil {
-			return nil, err
-		}
-		return request{w}, nil
-	})
+	conflict := func(b version, attempts int) error { return s.conflictWith(b.Item, held, mine, attempts) }
+	p := plan.Conditioned(key, held, conflict, write)
 	res, err := s.deliver(ctx, s.delivery(ctx, op, engine.Based, []string{key}, p, nil, nil))
 	if err != nil && res.Raced && ctx.Err() == nil && errors.Is(err, ErrConflict) {
 		err = s.conflictNow(ctx, key, res.Held, mine, res.Attempts) // every attempt lost its race
@@ -228,7 +188,7 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 	if _, fenced := FenceFrom(ctx); fenced {
 		return Doc[T]{}, errorf(ErrInvalidInput, "Upsert %q checks nothing and cannot honour a fencing token; use Update or Replace with ETagAny", key)
 	}
-	data, err := s.encode(key, v)
+	data, err := s.enc.Encode(key, v)
 	if err != nil {
 		return Doc[T]{}, err
 	}
@@ -279,17 +239,14 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 		})
 		return err
 	}
+	w := engine.DeleteOf(key, etag)
 	if s.idx != nil {
 		if !start[0].Exists {
 			return start[0].Missing // the version named has expired
 		}
-		_, err := s.blind(ctx, telemetry.OpDelete, engine.DeleteOf(key, etag).Replacing(start[0]))
-		if errors.Is(err, ErrConflict) {
-			return s.refused(ctx, key, etag, *new(T))
-		}
-		return err
+		w = w.Replacing(start[0])
 	}
-	_, err := s.blind(ctx, telemetry.OpDelete, engine.DeleteOf(key, etag))
+	_, err := s.blind(ctx, telemetry.OpDelete, w)
 	if errors.Is(err, ErrConflict) {
 		return s.refused(ctx, key, etag, *new(T))
 	}
@@ -331,19 +288,11 @@ func (s *Store[T]) conflictWith(it driver.Item, held ETag, mine T, attempts int)
 	return &ConflictError[T]{Key: it.Key, ETag: held, Mine: mine, Theirs: theirs, Attempts: attempts}
 }
 
-// upsertOver is an Upsert of data under key for a Store with indexes,
-// whose entries need the version it replaces: a write over the version
-// the cache holds or a read finds (created when missing), again over the
-// new one after a lost race, so that the last writer still wins.
+// upsertOver is an Upsert of data under key for a Store with indexes
+// (plan.UpsertOver), starting from the version the cache holds or a read
+// finds.
 func (s *Store[T]) upsertOver(ctx context.Context, key string, data []byte) (driver.Item, error) {
-	p := engine.PlanFunc(func(_ *engine.Delivery, base []version) (request, error) {
-		b := base[0]
-		c := driver.Cond{Kind: driver.CondCreate}
-		if b.Stored() { // an expired version, too
-			c = driver.IfMatch(b.ETag)
-		}
-		return request{engine.Fresh(key, c, data, 0).Replacing(b)}, nil
-	})
+	p := plan.UpsertOver(key, data)
 	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpUpsert, engine.Based, []string{key}, p, s.cached(ctx, key, ""), nil))
 	if err != nil {
 		return driver.Item{}, err
@@ -352,22 +301,10 @@ func (s *Store[T]) upsertOver(ctx context.Context, key string, data []byte) (dri
 }
 
 // createOver is a Create of data under key that found the key present,
-// for a Store whose documents expire: over the version a read finds, if
-// it has expired (conditioned on its ETag, so that a write that refreshes
-// it meanwhile wins), and as a create again if it is gone; a live
-// version matches ErrExists.
+// for a Store whose documents expire (plan.CreateOver): a live version
+// matches ErrExists.
 func (s *Store[T]) createOver(ctx context.Context, key string, data []byte, fence int64) (driver.Item, error) {
-	p := engine.PlanFunc(func(_ *engine.Delivery, base []version) (request, error) {
-		b := base[0]
-		if b.Exists {
-			return nil, errorf(ErrExists, "%q", key)
-		}
-		c := driver.Cond{Kind: driver.CondCreate}
-		if b.Stored() {
-			c = driver.IfMatch(b.ETag)
-		}
-		return request{engine.Fresh(key, c, data, fence).Replacing(b)}, nil
-	})
+	p := plan.CreateOver(key, data, fence)
 	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpCreate, engine.Based, []string{key}, p, nil, nil))
 	if err != nil {
 		return driver.Item{}, err

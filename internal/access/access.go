@@ -14,6 +14,7 @@ import (
 	"context"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/paging"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -55,9 +56,8 @@ const (
 	GetIf     = telemetry.OpGetIf     // blobstore.GetIf; subject: the key
 )
 
-// List answers as driver.Backend.ListPage does: up to limit items after
-// the key after, and whether more follow.
-type List func(ctx context.Context, after string, limit int) (items []driver.Item, more bool, err error)
+// List answers as driver.Backend.ListPage does (paging.List).
+type List = paging.List
 
 // Kind is what an Action does, in the words of Azure's table operations.
 type Kind uint8

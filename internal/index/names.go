@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
@@ -38,6 +39,17 @@ const (
 	uniqueRoom = driver.MaxEntryName - len("u..") - MaxName
 	lookupRoom = (driver.MaxEntryName - len("l...") - MaxName) / 2
 )
+
+// Reserved reports whether prefix reaches into the keys space keeps
+// entries under (driver.Entries: after the scope, U+FFFF; nil: none),
+// which no document has.
+func Reserved(space *driver.Entries, prefix string) bool {
+	if space == nil {
+		return false
+	}
+	scope, err := space.Scope(prefix)
+	return err == nil && strings.HasPrefix(prefix[len(scope):], "\uFFFF")
+}
 
 // CheckName refuses an index name that is empty, too long, or holds other
 // than letters, digits, "_" and "-" (ErrInvalidInput).

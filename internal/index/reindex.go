@@ -40,6 +40,51 @@ type want struct {
 	etag  driver.ETag // of the document, as the page read it
 }
 
+// ReindexPage is how many documents Reindex holds at once.
+const ReindexPage = 1000
+
+// Reindex builds d's entries for every document of the backend, a page
+// of ReindexPage at a time (Rebuild), then repairs the entries of every
+// scope it met (Repair). It returns the values of a unique index that
+// two documents hold; the entry stays with the document that held it
+// first. Over a backend that keeps no entries, an expiry index has none
+// to build.
+func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
+	if err := s.Usable(); err != nil {
+		return nil, err
+	}
+	if s.Entryless() {
+		return nil, nil // an Expiry over a backend that keeps no entries: nothing to build
+	}
+	var out Rebuilt
+	for after := ""; ; {
+		page, more, err := s.Backend.ListPage(ctx, "", after, ReindexPage)
+		if err != nil {
+			return nil, err
+		}
+		if len(page) == 0 {
+			break
+		}
+		from := after
+		relist := func() ([]driver.Item, error) {
+			items, _, err := s.Backend.ListPage(ctx, "", from, len(page))
+			return items, err
+		}
+		if err := s.Rebuild(ctx, d, page, relist, &out); err != nil {
+			return nil, err
+		}
+		if after = page[len(page)-1].Key; !more {
+			break
+		}
+	}
+	for _, scope := range out.Scopes {
+		if err := s.Repair(ctx, d, scope); err != nil {
+			return nil, err
+		}
+	}
+	return out.Duplicates, nil
+}
+
 // Rebuild makes d's entries for docs, one page of a listing; relist
 // lists that page again, to learn which documents changed meanwhile.
 func (s *Set) Rebuild(ctx context.Context, d Def, docs []driver.Item, relist func() ([]driver.Item, error), out *Rebuilt) error {

@@ -54,6 +54,32 @@ func New(b driver.Backend, defs []Def, values func(key string, data []byte) ([][
 	return &Set{Defs: defs, Backend: b, Values: values, space: a.Entries, check: a.CheckCommit}, nil
 }
 
+// Values is the values of v, key's document, in the index named name
+// whose function is of: sorted, without duplicates or "". A panic of of
+// is an error (ErrInvalidInput) of the write or read asking.
+func Values[T any](name, key string, of func(T) []string, v T) (vals []string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = driver.Errorf(driver.ErrInvalidInput, "the function of index %q panicked on %q: %v", name, key, r)
+		}
+	}()
+	vals = slices.DeleteFunc(slices.Clone(of(v)), func(s string) bool { return s == "" })
+	slices.Sort(vals)
+	return slices.Compact(vals), nil
+}
+
+// Refusing is the engine.Implier of indexes whose declaration was
+// refused: every write fails with Err.
+type Refusing struct{ Err error }
+
+func (r Refusing) Imply(_ context.Context, _ engine.Request, m any) ([]driver.Action, any, error) {
+	return nil, m, r.Err
+}
+
+func (r Refusing) Refused(_ context.Context, _ engine.Request, _ []driver.Action, _ int, err error, m any) (any, error) {
+	return m, err
+}
+
 // Usable refuses writes when the backend keeps no entries or cannot
 // commit them with a document (errors.ErrUnsupported). An expiry index
 // alone needs none: over such a backend it keeps no entries (Entryless),
