@@ -29,7 +29,8 @@ type Duplicate struct{ Value, Key, Other string }
 // Rebuilt is what a Reindex pass found.
 type Rebuilt struct {
 	Duplicates []Duplicate
-	Scopes     []string // the scopes of the documents met, for Repair
+	Scopes     []string  // the scopes of the documents met, for Repair
+	confirmed  confirmed // the entries the pass wrote or found right (confirmed.go)
 }
 
 // want is one entry a document needs.
@@ -56,7 +57,7 @@ func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
 	if s.Entryless() {
 		return nil, nil // an Expiry over a backend that keeps no entries: nothing to build
 	}
-	var out Rebuilt
+	out := Rebuilt{confirmed: confirmed{}}
 	for after := ""; ; {
 		page, more, err := s.Backend.ListPage(ctx, "", after, ReindexPage)
 		if err != nil {
@@ -78,7 +79,7 @@ func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
 		}
 	}
 	for _, scope := range out.Scopes {
-		if err := s.Repair(ctx, d, scope); err != nil {
+		if err := s.Repair(ctx, d, scope, out.confirmed); err != nil {
 			return nil, err
 		}
 	}
@@ -125,6 +126,18 @@ func (s *Set) Rebuild(ctx context.Context, d Def, docs []driver.Item, relist fun
 	return s.recheck(ctx, d, docs, relist)
 }
 
+// confirm remembers acts, committed, at etags (confirmed.go).
+func (out *Rebuilt) confirm(acts []driver.Action, etags []driver.ETag) {
+	if out.confirmed == nil {
+		return
+	}
+	for i, a := range acts {
+		if i < len(etags) {
+			out.confirmed.add(a.Key, etags[i])
+		}
+	}
+}
+
 // dedupe drops the second of two documents of the page that want one
 // entry (a unique value both hold), reporting it.
 func dedupe(ws []want, out *Rebuilt) []want {
@@ -146,7 +159,10 @@ func (s *Set) commitWants(ctx context.Context, d Def, ws []want, out *Rebuilt) e
 	for i, w := range ws {
 		acts[i] = s.wantAction(d, w, "", false)
 	}
-	_, err := s.commit(ctx, acts)
+	etags, err := s.commit(ctx, acts)
+	if err == nil {
+		out.confirm(acts, etags)
+	}
 	if err == nil || !d.Unique || !errors.Is(err, driver.ErrExists) {
 		return err
 	}
@@ -165,6 +181,7 @@ func (s *Set) commitWants(ctx context.Context, d Def, ws []want, out *Rebuilt) e
 		}
 		held, derr := decode(it)
 		if derr == nil && held.Doc == w.entry.Doc {
+			out.confirm([]driver.Action{{Key: it.Key}}, []driver.ETag{it.ETag})
 			continue // already the document's
 		}
 		if derr == nil && held.Value == w.entry.Value {
@@ -182,7 +199,10 @@ func (s *Set) commitWants(ctx context.Context, d Def, ws []want, out *Rebuilt) e
 	if len(acts) == 0 {
 		return nil
 	}
-	_, err = s.commit(ctx, acts)
+	etags, err = s.commit(ctx, acts)
+	if err == nil {
+		out.confirm(acts, etags)
+	}
 	if errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrConflict) {
 		return fmt.Errorf("%w: index %q: entries changed while Reindex wrote them; run it again", driver.ErrConflict, d.Name)
 	}
@@ -353,12 +373,17 @@ func (s *Set) readItems(ctx context.Context, keys []string) (map[string]driver.I
 
 // Repair deletes d's entries in scope whose document does not hold
 // their value now: left by a writer that did not declare the index, or
-// by a Reindex that met a concurrent write.
-func (s *Set) Repair(ctx context.Context, d Def, scope string) error {
+// by a Reindex that met a concurrent write. The entries listed at a
+// version sure holds (this pass wrote them, or found them right, and
+// its recheck kept them) are not read again.
+func (s *Set) Repair(ctx context.Context, d Def, scope string, sure confirmed) error {
 	var chunk []driver.Item
 	for it, err := range s.Backend.List(ctx, s.space.Key(scope, indexPrefix(d))) {
 		if err != nil {
 			return err
+		}
+		if sure.has(it.Key, it.ETag) {
+			continue // as this pass wrote it, or found it right
 		}
 		if chunk = append(chunk, it); len(chunk) == batchSize {
 			if err := s.repair(ctx, chunk); err != nil {
