@@ -133,9 +133,23 @@ type Options struct {
 // accepted it. It is safe for concurrent use. A nil q makes every call
 // fail with etagstore.ErrInvalidInput.
 func New[E any](q *azqueue.QueueClient, opts *Options) func(context.Context, etagstore.Event[E]) error {
+	send := sender(q, opts, "New")
+	return func(ctx context.Context, ev etagstore.Event[E]) error {
+		body, err := Encode(ev)
+		if err != nil {
+			return err
+		}
+		return send(ctx, body)
+	}
+}
+
+// sender enqueues one message body to q with opts, its error mapped to
+// the sentinels; with a nil q every call fails with
+// etagstore.ErrInvalidInput, naming constructor.
+func sender(q *azqueue.QueueClient, opts *Options, constructor string) func(ctx context.Context, body string) error {
 	if q == nil {
-		return func(context.Context, etagstore.Event[E]) error {
-			return fmt.Errorf("%w: azqueuepub: New was given a nil queue client", etagstore.ErrInvalidInput)
+		return func(context.Context, string) error {
+			return fmt.Errorf("%w: azqueuepub: %s was given a nil queue client", etagstore.ErrInvalidInput, constructor)
 		}
 	}
 	var o Options
@@ -144,12 +158,8 @@ func New[E any](q *azqueue.QueueClient, opts *Options) func(context.Context, eta
 	}
 	enqueue := &azqueue.EnqueueMessageOptions{TimeToLive: ttlSeconds(o.TimeToLive)}
 	queue := queueName(q)
-	return func(ctx context.Context, ev etagstore.Event[E]) error {
-		body, err := Encode(ev)
-		if err != nil {
-			return err
-		}
-		_, err = q.EnqueueMessage(ctx, body, enqueue)
+	return func(ctx context.Context, body string) error {
+		_, err := q.EnqueueMessage(ctx, body, enqueue)
 		return mapError(queue, err)
 	}
 }

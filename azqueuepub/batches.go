@@ -27,25 +27,15 @@ import (
 // concurrent use. A nil q makes every call fail with
 // etagstore.ErrInvalidInput.
 func NewBatches[E any](q *azqueue.QueueClient, opts *Options) func(context.Context, []etagstore.Event[E]) error {
-	if q == nil {
-		return func(context.Context, []etagstore.Event[E]) error {
-			return fmt.Errorf("%w: azqueuepub: NewBatches was given a nil queue client", etagstore.ErrInvalidInput)
-		}
-	}
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	enqueue := &azqueue.EnqueueMessageOptions{TimeToLive: ttlSeconds(o.TimeToLive)}
-	queue := queueName(q)
+	send := sender(q, opts, "NewBatches")
 	return func(ctx context.Context, evs []etagstore.Event[E]) error {
 		bodies, err := EncodeBatch(evs)
 		if err != nil {
 			return err
 		}
 		for _, body := range bodies {
-			if _, err := q.EnqueueMessage(ctx, body, enqueue); err != nil {
-				return mapError(queue, err)
+			if err := send(ctx, body); err != nil {
+				return err
 			}
 		}
 		return nil

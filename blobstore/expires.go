@@ -58,32 +58,10 @@ func expiresOf(md map[string]*string) time.Time {
 // Expires, from the listing alone: a page per 5,000 blobs, no blob read.
 // See driver.Abilities.Versions.
 func (b *Backend) versions(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
-	return func(yield func(driver.Item, error) bool) {
-		if err := b.checkPrefix(prefix); err != nil {
-			yield(driver.Item{}, err)
-			return
+	return b.documents(ctx, prefix, func(key string, bi *container.BlobItem) (driver.Item, bool, error) {
+		if bi.Properties == nil || bi.Properties.ETag == nil {
+			return driver.Item{}, false, nil
 		}
-		full := b.opts.Prefix + prefix
-		pager := b.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full, Include: container.ListBlobsInclude{Metadata: true}})
-		for pager.More() {
-			page, err := pager.NextPage(ctx)
-			if err := driver.Sent(ctx, mapError("list", driver.CondNone, prefix, err)); err != nil {
-				yield(driver.Item{}, err)
-				return
-			}
-			for _, bi := range page.Segment.BlobItems {
-				if bi.Name == nil || bi.Properties == nil || bi.Properties.ETag == nil {
-					continue
-				}
-				key := strings.TrimPrefix(*bi.Name, b.opts.Prefix)
-				if driver.CheckKey(key) != nil || b.ValidateKey(key) != nil || isLockBlob(bi.Metadata) || isTombstone(bi.Metadata) {
-					continue // not a document of this Backend
-				}
-				it := driver.Item{Key: key, Meta: metaOf(bi.Metadata), ETag: etagstore.ETag(*bi.Properties.ETag), Expires: expiresOf(bi.Metadata)}
-				if !yield(it, nil) {
-					return
-				}
-			}
-		}
-	}
+		return driver.Item{Key: key, Meta: metaOf(bi.Metadata), ETag: etagstore.ETag(*bi.Properties.ETag), Expires: expiresOf(bi.Metadata)}, true, nil
+	})
 }
