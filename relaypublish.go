@@ -9,8 +9,9 @@ import (
 )
 
 // This file is how a relay pass moves through one partition's run of
-// events: publishes started in order, a window of them at a time, and
-// the published ones marked sent behind them.
+// events: calls of the publisher handed out in order, a batch each and
+// a window of them at a time, and the published events marked sent
+// behind them.
 
 // batches is a relay's publisher: publish takes up to size consecutive
 // events of one partition at a time (Relay's: one, by singly).
@@ -25,8 +26,9 @@ func singly[E any](publish func(context.Context, Event[E]) error) batches[E] {
 }
 
 // inOrder publishes evs in order, a batch of up to p.size at a call, and
-// inFlight calls at once at most: each starts after every earlier one
-// started, and one more starts as one in flight lands. progress(k) is
+// inFlight calls at once at most: the calls are handed out in order
+// (with more than one in flight, their goroutines may enter publish in
+// any order), and one more is handed out as one in flight lands. progress(k) is
 // called each time the first k events have all landed (k grows); when
 // it returns false, or a call fails, no more start. It returns how many
 // events, from the first, landed before the first call that failed, and
