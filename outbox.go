@@ -59,10 +59,11 @@ type OutboxOptions struct {
 	// stops its partition before any later event goes. More is faster
 	// where each publish is a round trip (Azure Queue storage takes one
 	// message a request: about 80 events a second at 10 ms, against
-	// about 970 with 16), but the publishes of a window may land in any
+	// 370 to 970 with 16), but the publishes of a window may land in any
 	// order, and a later event may be published before an earlier one
 	// whose publish fails (it is published again after it; consumers
 	// order by Seq). A window slides: one more starts as each lands.
+	// RelayBatches keeps the order and goes faster still.
 	InFlight int
 	// Batch is how many events of one partition RelayBatches hands its
 	// publish at most in one call. Default: 32. (Relay's publish takes
