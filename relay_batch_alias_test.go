@@ -60,3 +60,35 @@ func TestRelayBatchesPublisherAppendLosesNoEvent(t *testing.T) {
 		t.Errorf("published Seqs %v, want [1 2 3 4]; RelayBatchesOnce marked %d sent", seqs, n)
 	}
 }
+
+// FAILS: (under -race: a data race) with InFlight 2, a publisher appending to its batch writes the next batch's first event while that batch's publish, on another goroutine, reads it
+//
+// The same publisher with InFlight 2: two calls run at once, and each
+// must own its batch.
+func TestRelayBatchesInFlightPublisherAppendRace(t *testing.T) {
+	ctx := t.Context()
+	b := memstore.New(nil)
+	docs := etagstore.New[struct{ N int }](b, nil)
+	ob := etagstore.NewOutbox[orderPlaced](b, &etagstore.OutboxOptions{Batch: 2, InFlight: 2})
+	emitOrders(t, docs, ob, 4)
+	var mu sync.Mutex
+	var seqs []int64
+	_, err := ob.RelayBatchesOnce(ctx, func(_ context.Context, evs []etagstore.Event[orderPlaced]) error {
+		mine := make([]int64, 0, len(evs))
+		for _, ev := range evs {
+			mine = append(mine, ev.Seq)
+		}
+		_ = append(evs, etagstore.Event[orderPlaced]{ID: "trailer"})
+		mu.Lock()
+		seqs = append(seqs, mine...)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(seqs)
+	if !slices.Equal(seqs, []int64{1, 2, 3, 4}) {
+		t.Errorf("published Seqs %v, want [1 2 3 4]", seqs)
+	}
+}
