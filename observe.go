@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -31,7 +32,7 @@ func newRecorder(b driver.Backend, p telemetry.Providers) *telemetry.Recorder {
 // backendName is the short name of b's package: memstore, tablestore,
 // blobstore, or a wrapper's.
 func backendName(b driver.Backend) string {
-	name := strings.TrimPrefix(fmt.Sprintf("%T", b), "*")
+	name := strings.TrimPrefix(fmt.Sprintf("%T", index.Unstamped(b)), "*")
 	name, _, _ = strings.Cut(name, ".")
 	return name
 }

@@ -1,6 +1,7 @@
 package etagstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/index"
-	reqs "github.com/etagstore/etagstore/internal/request"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -205,7 +205,7 @@ func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []
 		mu.Lock()
 		delete(waits, scope)
 		mu.Unlock()
-		return n, reqs.JoinLine(err, merr)
+		return n, cmp.Or(merr, err)
 	}
 	mu.Lock()
 	st.Failed++
@@ -214,7 +214,16 @@ func (o *Outbox[E]) relayPartition(ctx context.Context, scope string, pending []
 	}
 	o.wait(waits, scope, now)
 	mu.Unlock()
-	return n, reqs.JoinLine(prefixed(fmt.Sprintf("relay of event %d of", evs[ok].Seq), scope, perr), merr)
+	switch {
+	case ctx.Err() != nil:
+		return n, ctx.Err() // the pass was cut short: a done context is its own error
+	case merr != nil:
+		// A mark failed: it stopped the publishes, and it is the error
+		// (one failure, one sentinel); the publish's still backs the
+		// partition off.
+		return n, merr
+	}
+	return n, prefixed(fmt.Sprintf("relay of event %d of", evs[ok].Seq), scope, perr)
 }
 
 // run is the pending events (as listed, in order) that follow cursor

@@ -30,8 +30,6 @@ func emitOrders(t *testing.T, docs *etagstore.Store[struct{ N int }], ob *etagst
 	}
 }
 
-// FAILS: RelayBatches hands publish a sub-slice of the run with spare capacity (rest[:n], not rest[:n:n]): a publisher that appends to its batch overwrites the next batch's first event, which is then never published yet marked sent (a lost event)
-//
 // A publisher of batches that appends to the slice it is given (here a
 // trailer, as a publisher adding a marker or a heartbeat might) owns
 // nothing beyond len(evs): the relay must still publish every event,
@@ -61,8 +59,6 @@ func TestRelayBatchesPublisherAppendLosesNoEvent(t *testing.T) {
 	}
 }
 
-// FAILS: (under -race: a data race) with InFlight 2, a publisher appending to its batch writes the next batch's first event while that batch's publish, on another goroutine, reads it
-//
 // The same publisher with InFlight 2: two calls run at once, and each
 // must own its batch.
 func TestRelayBatchesInFlightPublisherAppendRace(t *testing.T) {

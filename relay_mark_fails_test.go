@@ -53,8 +53,6 @@ var relaySentinels = []error{etagstore.ErrNotFound, etagstore.ErrStorageNotFound
 	etagstore.ErrETagRequired, etagstore.ErrInvalidKey, etagstore.ErrTooLarge, etagstore.ErrInvalidInput, etagstore.ErrFenced,
 	etagstore.ErrLocked, etagstore.ErrLockLost, etagstore.ErrOutcomeUnknown, etagstore.ErrUnavailable}
 
-// FAILS: when a mark fails while the publishes go on and a later publish then fails too, RelayOnce joins both failures: its error matches two sentinels (ErrStorageNotFound and ErrUnavailable), where the docs promise "the first failure" as its error
-//
 // 40 events; the mark of 1..32 fails (storage gone) while event 33's
 // publish is held, then 33's publish fails (unavailable). RelayOnce
 // returns 0 marked and one failure: an error that matches one sentinel.

@@ -3,6 +3,7 @@ package etagstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/etagstore/etagstore/driver"
@@ -36,8 +37,10 @@ func singly[E any](publish func(context.Context, Event[E]) error) batches[E] {
 // goroutine, one after another.
 func (p batches[E]) inOrder(ctx context.Context, evs []Event[E], inFlight int, progress func(k int) bool) (int, error) {
 	var units [][]Event[E]
-	for rest := evs; len(rest) > 0; rest = rest[min(len(rest), p.size):] {
-		units = append(units, rest[:min(len(rest), p.size)])
+	for rest := evs; len(rest) > 0; {
+		n := min(len(rest), p.size)
+		units = append(units, rest[:n:n]) // full: a publisher that appends to its batch copies it
+		rest = rest[n:]
 	}
 	ends := make([]int, len(units)+1) // ends[k]: the events of units[:k]
 	for i, u := range units {
@@ -98,7 +101,7 @@ func (p batches[E]) unitsInOrder(ctx context.Context, units [][]Event[E], inFlig
 func callPublish[E any](ctx context.Context, publish func(context.Context, []Event[E]) error, evs []Event[E]) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("publish panicked: %v", r)
+			err = fmt.Errorf("publish panicked: %s", strings.Join(strings.Fields(fmt.Sprint(r)), " ")) // one line
 		}
 	}()
 	return publish(ctx, evs)

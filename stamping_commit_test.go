@@ -46,8 +46,6 @@ func (b *entrylessCommitter) Abilities() driver.Abilities {
 	return a
 }
 
-// FAILS: the Store takes its Commit from the backend's Abilities before it wraps the backend in index.Stamping, so a transaction's writes over an entryless backend that commits carry no Write.Expires (stamping.go's "a Commit that stamps each write it carries" is never used)
-//
 // Over a backend that keeps no entries but commits, every write of a
 // Store with an Expiry carries driver.Write.Expires: a Create (Write)
 // and a Transact of two documents (Commit) alike.

@@ -145,6 +145,7 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	s.idx = newIndexes(b, s.enc, idx)
 	s.life = s.idx.lifetimes(s.enc.Decode, s.clock, o.ExpirySkew)
 	s.b = s.idx.stamping(s.b, s.life) // expiry.go
+	s.abilities = s.b.Abilities()     // its Commit, when b has one, stamps too
 	s.env = s.newEnv()
 	if s.idx != nil {
 		s.env.Implier = s.idx.implier()
@@ -156,8 +157,8 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	return s
 }
 
-// Backend returns the backend the Store uses.
-func (s *Store[T]) Backend() driver.Backend { return s.b }
+// Backend returns the backend the Store was given (New's b).
+func (s *Store[T]) Backend() driver.Backend { return index.Unstamped(s.b) }
 
 // Codec returns the codec the Store encodes documents with.
 func (s *Store[T]) Codec() Codec { return s.enc.Codec() }

@@ -81,9 +81,9 @@ func EncodeBatch[E any](evs []etagstore.Event[E]) ([]string, error) {
 
 // DecodeAll is the events a message's body holds, in order: one as New
 // enqueues it, or several as NewBatches does; base64, or the JSON itself
-// (a body that starts with "{" or "["). A body that is neither, an event
-// without an id, or a value that does not decode into E, matches
-// etagstore.ErrInvalidInput.
+// (a body that starts with "{" or "["). A body that is neither, one that
+// holds no event (null, []), an event without an id, or a value that
+// does not decode into E, matches etagstore.ErrInvalidInput.
 func DecodeAll[E any](body string) ([]etagstore.Event[E], error) {
 	b := bytes.TrimSpace([]byte(body))
 	if len(b) == 0 || b[0] != '{' && b[0] != '[' {
@@ -103,6 +103,9 @@ func DecodeAll[E any](body string) ([]etagstore.Event[E], error) {
 	var ms []message[E]
 	if err := json.Unmarshal(b, &ms); err != nil {
 		return nil, fmt.Errorf("%w: azqueuepub: decode a batch of events: %v", etagstore.ErrInvalidInput, err)
+	}
+	if len(ms) == 0 { // null or []: no message this package writes
+		return nil, fmt.Errorf("%w: azqueuepub: the message holds no event", etagstore.ErrInvalidInput)
 	}
 	out := make([]etagstore.Event[E], len(ms))
 	for i, m := range ms {

@@ -9,8 +9,6 @@ import (
 	"github.com/etagstore/etagstore/azqueuepub"
 )
 
-// FAILS: DecodeAll accepts a body that holds no event (the base64 of JSON null) as a batch of none, with no error, where Decode refuses it: a consumer would delete a message it never understood
-//
 // A message that is the base64 of JSON null is neither an event nor a
 // batch of events: DecodeAll must refuse it as Decode does
 // (ErrInvalidInput), not hand back zero events and nil.

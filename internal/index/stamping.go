@@ -15,12 +15,25 @@ import (
 // the documents due.
 
 // Stamping is b whose writes carry when the document they write expires,
-// by at (its error, or a document that never expires, sends none: the
-// write itself is refused or judged as it would be without). Read,
+// by at: 9999-12-31 for a document that never expires (at's error sends
+// none: the write itself is refused or judged as it would be without). Read,
 // List and the rest are b's.
 func Stamping(b driver.Backend, at func(key string, data []byte) (time.Time, error)) driver.Backend {
-	return stamping{Backend: b, at: at}
+	return stamping{Backend: Unstamped(b), at: at} // b of another Store's: its stamps are not this one's
 }
+
+// Unstamped is b without Stamping's wrapper: the backend a Store was
+// given.
+func Unstamped(b driver.Backend) driver.Backend {
+	if s, ok := b.(stamping); ok {
+		return s.Backend
+	}
+	return b
+}
+
+// never is the instant a document that never expires is stamped with, so
+// that a sweep lists it as not due instead of reading it.
+var never = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 
 type stamping struct {
 	driver.Backend
@@ -30,6 +43,9 @@ type stamping struct {
 func (s stamping) stamp(key string, w driver.Write) driver.Write {
 	if w.Mode == driver.ModeReplace && w.Data != nil {
 		if at, err := s.at(key, w.Data); err == nil {
+			if at.IsZero() {
+				at = never
+			}
 			w.Expires = at
 		}
 	}
