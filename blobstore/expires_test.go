@@ -130,3 +130,24 @@ func TestSweepReadsOnlyDueBlobs(t *testing.T) {
 		}
 	}
 }
+
+// A Store's Backend is the one New was given, not the wrapper that
+// stamps its writes; a second Store over it with another Expiry stamps
+// its writes by its own function alone.
+func TestExpiresStoreOverAnotherStoresBackend(t *testing.T) {
+	ctx := t.Context()
+	c := azuritetest.NewContainer(t)
+	b := blobstore.New(c, nil)
+	first := etagstore.New[storetest.ExpCard](b, nil, storetest.ExpUntil)
+	if got := first.Backend(); got != driver.Backend(b) {
+		t.Fatalf("Backend() = %T %p, want the *blobstore.Backend given to New (%p)", got, got, b)
+	}
+	later := etagstore.Expiry(func(c storetest.ExpCard) time.Time { return c.Until.Add(time.Hour) })
+	second := etagstore.New[storetest.ExpCard](first.Backend(), nil, later)
+	if _, err := second.Create(ctx, "k", storetest.ExpCard{Title: "t", Until: storetest.ExpAt}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := expiresMeta(t, c, "k"), strconv.FormatInt(storetest.ExpAt.Add(time.Hour).UnixMilli(), 10); got != want {
+		t.Errorf("etagstoreexpires = %q, want %q: the second Store's function", got, want)
+	}
+}
