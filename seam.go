@@ -59,6 +59,7 @@ func (x extras[T]) DeliverWrite(ctx context.Context, w access.Write[T]) ([]ETag,
 type actionStore[T any] struct{ s *Store[T] }
 
 func (x actionStore[T]) CheckKey(key string) error    { return x.s.checkKey(key) }
+func (x actionStore[T]) KeepsEntries() bool           { return x.s.idx.keepsEntries() }
 func (x actionStore[T]) Abilities() *driver.Abilities { return &x.s.abilities }
 func (x actionStore[T]) Codec() codec.Of[T]           { return x.s.enc }
 

@@ -145,6 +145,14 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // Create. A fenced batch that loses a race is checked and built again on
 // the new versions, with the Store's backoff.
 //
+// On a Store with indexes (etagstore.Unique, Lookup, or an Expiry) Submit
+// likewise reads every entity first (one ReadMany) and sends each action
+// with If-Match of the version it read (a Create, with the key found
+// missing: an existing one matches etagstore.ErrExists before anything is
+// sent), carrying the index entries each change implies in the same
+// transaction; a batch holding a Merge or UpsertMerge, which send
+// properties alone, matches errors.ErrUnsupported and nothing is sent.
+//
 // A throttled transaction (503 ServerBusy) is sent again after a pause. One
 // whose answer was lost is resolved by reading the entities: when one of
 // them holds a write id of the batch, it committed (Submit returns nil);

@@ -12,6 +12,7 @@ package actions
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/access"
@@ -49,6 +50,10 @@ type Store[T any] interface {
 	// version read just now.
 	Onto(key string, etag driver.ETag, extra any, mine []byte) (codec.Written, error)
 	ChangeOnto(b engine.Version, extra any, mine []byte) (codec.Written, error)
+	// KeepsEntries reports whether the Store's writes imply index
+	// entries, which need the version each write replaces: a batch then
+	// reads its keys first.
+	KeepsEntries() bool
 }
 
 // action is an access.Action, checked and encoded.
@@ -100,7 +105,12 @@ func Deliver[T any](ctx context.Context, s Store[T], op telemetry.Op, w access.W
 		}
 	}
 	p, mode := engine.PlanFunc(func(*engine.Delivery, []engine.Version) (engine.Request, error) { return blind, nil }), engine.Blind
-	if fenced { // every action is checked against the version read, and conditioned on it
+	if fenced || s.KeepsEntries() && !slices.ContainsFunc(acts, merges[T]) {
+		// Every action is checked against the version read, and
+		// conditioned on it: a fence's token goes on each, and the
+		// index entries a write implies need the version it replaces.
+		// (A merge on an indexed Store goes blind, and its entries
+		// refuse it before anything is sent.)
 		p = func(d *engine.Delivery, base []engine.Version) (engine.Request, error) {
 			req, err := overAll(s, d, acts, base)
 			if check := s.Abilities().CheckCommit; err == nil && check != nil {
@@ -240,6 +250,11 @@ func prepareReplace[T any](s Store[T], a *action[T], read, fenced bool) error {
 	return err
 }
 
+// merges reports whether a sends properties alone (Merge, UpsertMerge).
+func merges[T any](a action[T]) bool {
+	return a.Kind == access.Merge || a.Kind == access.UpsertMerge
+}
+
 // blind is the write of a that starts from nothing: Create, Replace and
 // Upsert start a new history (Create carries fence); Merge and UpsertMerge
 // carry no bookkeeping, so the stored one is kept.
@@ -259,15 +274,24 @@ func (a action[T]) blind(fence int64) engine.KeyWrite {
 	return engine.DeleteOf(a.Key, a.ETag)
 }
 
-// overAll builds a fenced batch over the versions read: each action that
-// names a version must find it (ETagAny: any) and is conditioned on it;
-// Replace and Merge continue its history and record the token.
+// overAll builds a batch over the versions read (fenced, or of a Store
+// that keeps index entries): each action that names a version must find
+// it (ETagAny: any) and is conditioned on it; Replace and Merge continue
+// its history and record the token; a Create must find the key missing
+// (or expired), and an Upsert is conditioned on what it found.
 func overAll[T any](s Store[T], d *engine.Delivery, acts []action[T], base []engine.Version) (engine.Request, error) {
 	req := make(engine.Request, len(acts))
 	for i, a := range acts {
 		b := base[i]
-		if a.Kind == access.Create {
-			req[i] = a.blind(d.Fence())
+		switch a.Kind {
+		case access.Create:
+			if b.Exists {
+				return nil, &driver.ActionError{Index: i, Err: driver.Errorf(driver.ErrExists, "%q", a.Key)}
+			}
+			req[i] = d.Over(b, a.data) // a create, or over an expired version
+			continue
+		case access.Upsert:
+			req[i] = d.Over(b, a.data) // a create, or over the version read
 			continue
 		}
 		switch {
