@@ -137,3 +137,25 @@ func TestIndexedWritePaths(t *testing.T) {
 		}
 	}
 }
+
+// A Batch on an indexed Store creating a key that exists fails with
+// ErrExists, in a *BatchError naming the action, before anything is sent:
+// the other action's document and entries are not written.
+func TestIndexedBatchCreateOfExistingKey(t *testing.T) {
+	ctx := context.Background()
+	s := etagstore.New(tablestore.New(azuritetest.NewTable(t), nil), nil, indexedTitle)
+	if _, err := s.Create(ctx, "b1/x", indexed{Title: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := tablestore.NewBatch(s).Create("b1/y", indexed{Title: "y"}).Create("b1/x", indexed{Title: "x2"}).Submit(ctx)
+	var be *tablestore.BatchError
+	if !errors.Is(err, etagstore.ErrExists) || !errors.As(err, &be) || be.Index != 1 {
+		t.Fatalf("Submit = %v; want ErrExists in a *BatchError naming action 1", err)
+	}
+	if _, err := s.Get(ctx, "b1/y"); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Errorf("b1/y after the refused batch: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetBy(ctx, indexedTitle, "b1/y"); !errors.Is(err, etagstore.ErrNotFound) {
+		t.Errorf("the entry of b1/y after the refused batch: %v, want ErrNotFound", err)
+	}
+}
