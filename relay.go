@@ -270,14 +270,16 @@ func (o *Outbox[E]) wait(waits map[string]*partitionWait, scope string, now time
 
 // markSent moves events, published in order from the cursor on, from
 // pending to sent and advances scope's cursor past them, in one request
-// conditioned on all of them: events another relay marked first are left
-// as they are.
-func (o *Outbox[E]) markSent(ctx context.Context, scope string, events []driver.Item) error {
+// conditioned on all of them, and returns how many it moved: events
+// another relay marked first are left as they are, and not counted.
+func (o *Outbox[E]) markSent(ctx context.Context, scope string, events []driver.Item) (int, error) {
 	last, _ := o.layout.Seq(events[len(events)-1].Key)
 	for _, it := range events {
 		o.store.cache.Note(it.Key, it, nil) // the versions listed: the first run reads none of them again
 	}
+	moved := 0 // by the run of fn that committed
 	_, err := o.store.Transact(ctx, func(tx *Tx[record]) error {
+		moved = 0
 		cur, err := tx.Get(o.layout.Cursor(scope))
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
@@ -299,11 +301,15 @@ func (o *Outbox[E]) markSent(ctx context.Context, scope string, events []driver.
 			if err := tx.createUnread(o.layout.Sent(scope, seq), r, true); err != nil {
 				return err
 			}
+			moved++
 		}
 		if cur.Seq >= last {
 			return nil
 		}
 		return tx.Put(o.layout.Cursor(scope), record{Seq: last})
 	})
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return moved, nil
 }

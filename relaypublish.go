@@ -149,16 +149,17 @@ func (m *marker[E]) mark() {
 		if m.err != nil {
 			continue
 		}
-		if m.err = m.o.markSent(m.ctx, m.scope, events); m.err != nil {
+		moved, err := m.o.markSent(m.ctx, m.scope, events)
+		if m.n += moved; err != nil {
+			m.err = err
 			m.failed.Store(true)
-		} else {
-			m.n += len(events)
 		}
 	}
 }
 
 // wait waits for the marks queued and returns how many events they
-// marked, and the error of the one that failed.
+// marked (not those another relay had marked first), and the error of
+// the one that failed.
 func (m *marker[E]) wait() (int, error) {
 	if m.jobs == nil {
 		return 0, nil

@@ -1159,13 +1159,16 @@ func testOutboxUnsupported(t *testing.T, b driver.Backend) {
 // back to back, no lock) and a reader reads on. Every Read after the last
 // Seq the reader met starts right after it and runs without a gap; the
 // relays publish the events 1…N, each relay in increasing Seq, a repeat
-// with its ID; deduplicated, each once, in order, no gap filled later.
+// with its ID; deduplicated, each once, in order, no gap filled later;
+// the counts the passes return add up to N (an event another relay
+// marked first is not counted twice).
 func testOutboxOrder(t *testing.T, f *obFix) {
 	ctx := t.Context()
 	const stores, writers, ops = 3, 16, 1
 	c := newObConsumer()
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
+	var marked atomic.Int64 // what the passes say they marked sent
 	for _, relay := range []string{"r1", "r2"} {
 		r := f.outbox(etagstore.OutboxOptions{})
 		bg.Go(func() {
@@ -1175,10 +1178,12 @@ func testOutboxOrder(t *testing.T, f *obFix) {
 					return
 				default:
 				}
-				if _, err := r.RelayOnce(ctx, c.publish(relay)); err != nil {
+				k, err := r.RelayOnce(ctx, c.publish(relay))
+				if err != nil {
 					t.Errorf("%s: RelayOnce: %v", relay, err)
 					return
 				}
+				marked.Add(int64(k))
 			}
 		})
 	}
@@ -1231,6 +1236,13 @@ func testOutboxOrder(t *testing.T, f *obFix) {
 	c.waitFor(t, f.part, n, nil)
 	close(stop)
 	bg.Wait()
+	k, err := reader.RelayOnce(ctx, c.publish("r3")) // what the two left pending, if anything
+	if err != nil {
+		t.Fatalf("a last RelayOnce: %v", err)
+	}
+	if got := marked.Load() + int64(k); got != n {
+		t.Errorf("the passes counted %d events marked sent, want %d: each once, by the relay whose mark moved it", got, n)
+	}
 	evs := f.read(reader, f.part, 0)
 	f.wantEvents(evs, f.part, n)
 	for w, k := range writersOf(evs) {
