@@ -62,6 +62,12 @@ func (p batches[E]) unitsInOrder(ctx context.Context, units [][]Event[E], inFlig
 		}
 		return len(units), nil
 	}
+	return p.window(ctx, units, inFlight, progress)
+}
+
+// window is unitsInOrder with more than one call in flight: a window of
+// inFlight calls that slides past each one that lands.
+func (p batches[E]) window(ctx context.Context, units [][]Event[E], inFlight int, progress func(k int) bool) (int, error) {
 	type result struct {
 		i   int
 		err error
