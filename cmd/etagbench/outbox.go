@@ -374,6 +374,8 @@ type publishLog struct {
 	seqs []int64
 	ids  []string
 	at   map[string]time.Time // by order key: the publish's answer
+	// changed, if not nil, is signalled after each publish recorded.
+	changed chan struct{}
 }
 
 func (l *publishLog) wrap(publish func(context.Context, etagstore.Event[OrderPlaced]) error) func(context.Context, etagstore.Event[OrderPlaced]) error {
@@ -390,6 +392,12 @@ func (l *publishLog) wrap(publish func(context.Context, etagstore.Event[OrderPla
 		if l.at != nil {
 			if _, ok := l.at[ev.Value.Order]; !ok {
 				l.at[ev.Value.Order] = time.Now()
+			}
+		}
+		if l.changed != nil {
+			select {
+			case l.changed <- struct{}{}:
+			default:
 			}
 		}
 		return nil
@@ -593,7 +601,7 @@ func outboxLatencyCell(ctx context.Context, e *env, poll time.Duration, inFlight
 	consumerQ := consumerSvc.NewQueueClient(name)
 	r := outboxLatencyRow{poll: poll, inFlight: inFlight, rate: rate}
 	beforeQueue := qc.n.Load() // the queue's creation left out
-	pl := publishLog{at: map[string]time.Time{}}
+	pl := publishLog{at: map[string]time.Time{}, changed: make(chan struct{}, 1)}
 
 	// The relay, its storage requests counted through its context.
 	var relayRequests atomic.Int64
@@ -668,22 +676,29 @@ func outboxLatencyCell(ctx context.Context, e *env, poll time.Duration, inFlight
 	r.seconds = time.Since(start).Seconds()
 	r.commits = len(committed)
 
-	// Wait for the consumer to meet every event.
+	// Wait for the consumer to meet every event, and for every publish to
+	// have returned: the queue may hand a message over before the
+	// enqueue's answer reaches the relay, and stopping the relay then
+	// would cancel a publish that has in fact been delivered.
 	timeout := time.NewTimer(time.Minute)
 	defer timeout.Stop()
 	for {
 		mu.Lock()
 		got := len(dequeued)
 		mu.Unlock()
-		if got >= r.commits {
+		pl.mu.Lock()
+		published := len(pl.seqs)
+		pl.mu.Unlock()
+		if got >= r.commits && published >= r.commits {
 			break
 		}
 		select {
+		case <-pl.changed:
 		case <-arrived:
 		case err := <-consumerDone:
 			log.Fatalf("%s outbox latency: the consumer: %v", e.name, err)
 		case <-timeout.C:
-			log.Fatalf("%s outbox latency: %d of %d events dequeued after a minute", e.name, got, r.commits)
+			log.Fatalf("%s outbox latency: %d of %d events dequeued, %d published, after a minute", e.name, got, r.commits, published)
 		}
 	}
 	stopRelay()
