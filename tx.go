@@ -110,10 +110,13 @@ func (tx *Tx[T]) buffer(key string, v T, write func(data []byte) (*txn.View, err
 // the key first, as Get does, so that an expired document is replaced
 // (Put over it) and a live one returns ErrExists now.
 //
-// In a batch of transactions (group commit), the keys its members create
-// are looked up together in one request before the commit where the
-// backend can (driver.Abilities.ReadMany), so that one member's taken key
-// does not cost the others a round trip.
+// In a batch of transactions (group commit), one member's taken key does
+// not cost the others a commit: a key its Store's version cache holds
+// (most likely taken) makes its member run on its own, beside the batch;
+// a key no cache holds is committed unread, on its absence; after a
+// commit refused on such a key (another process made it), the next
+// batches look up every key created together, in one request where the
+// backend can (driver.Abilities.ReadMany).
 func (tx *Tx[T]) Create(key string, v T) error {
 	if tx.s.life != nil { // an expired document is replaced: it must be read
 		switch _, err := tx.Get(key); {

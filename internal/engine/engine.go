@@ -267,6 +267,13 @@ func (d *Delivery) TakeTurns() { d.rmw = true }
 // SetKeys names the keys of a SelfReading write, as its plan reads them.
 func (d *Delivery) SetKeys(keys []string) { d.keys = keys }
 
+// PendingOf is what d's Implier tells, sending no write, of req's writes
+// that take what another holds (Pending; nil when it tells none), with
+// what it reads kept in d's memo for the send.
+func PendingOf[E error](ctx context.Context, d *Delivery, req Request) map[string]E {
+	return imply.PendingOf[E](ctx, &d.implied, req)
+}
+
 // Fence is the fencing token the write carries (0: none).
 func (d *Delivery) Fence() int64 { return d.fence }
 

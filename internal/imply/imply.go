@@ -37,9 +37,23 @@ type Implier interface {
 // Pending is what an Implier may also tell a batch before it sends: the
 // writes of req, by key, that take what another holds (a unique index's
 // value: held by an earlier write of req, or stored), with the error the
-// Implier would refuse each with. It sends no write.
+// Implier would refuse each with. It sends no write. memo is the
+// delivery's, as Imply takes it, and it returns it updated: what it read
+// to tell is not read again when the request is sent.
 type Pending[E error] interface {
-	Pending(ctx context.Context, req request.Request) map[string]E
+	Pending(ctx context.Context, req request.Request, memo any) (map[string]E, any)
+}
+
+// PendingOf is p's Implier's Pending (nil when it tells none), sharing
+// p's memo.
+func PendingOf[E error](ctx context.Context, p *Part, req request.Request) map[string]E {
+	pi, ok := p.Implier.(Pending[E])
+	if !ok {
+		return nil
+	}
+	out, memo := pi.Pending(ctx, req, p.memo)
+	p.memo = memo
+	return out
 }
 
 // Part is one delivery's part in its Store's Implier: the Implier and

@@ -115,8 +115,10 @@ func (s *Set) validate(req engine.Request) error {
 	return nil
 }
 
-// memo is what a delivery learnt of entries from refusals: a key's
-// current ETag ("" : missing).
+// memo is what a delivery learnt of entries, read before it sends or
+// from refusals: a key's current ETag ("" : missing), for an entry that
+// may be written over on it (missing, the document's own, or stale). An
+// entry another document holds now is never in it.
 type memo map[string]driver.ETag
 
 // planned is one entry's action, as the writes of a request imply it.
@@ -200,18 +202,19 @@ func (s *Set) plan(req engine.Request) (plan []*planned, taken Duplicates, err e
 // unique value held elsewhere (engine.Pending): by an earlier write of
 // req (UniqueError.Pending), or, read as precheck reads them, by a
 // stored document. What Imply would refuse, one write at a time.
-func (s *Set) Pending(ctx context.Context, req engine.Request) map[string]*UniqueError {
+func (s *Set) Pending(ctx context.Context, req engine.Request, m any) (map[string]*UniqueError, any) {
+	known, _ := m.(memo)
 	plan, taken, err := s.plan(req)
 	if err != nil {
-		return nil // Imply refuses the request as a whole
+		return nil, m // Imply refuses the request as a whole
 	}
-	if _, held, err := s.precheck(ctx, plan, nil); err == nil {
-		taken = append(taken, held...)
+	if learnt, held, err := s.precheck(ctx, plan, known); err == nil {
+		known, taken = learnt, append(taken, held...)
 	}
 	if len(taken) == 0 {
-		return nil
+		return nil, known
 	}
-	return Takers(taken)
+	return Takers(taken), known
 }
 
 // prechecked is how many unique values a request must take for precheck
@@ -275,6 +278,7 @@ func (s *Set) precheck(ctx context.Context, plan []*planned, known memo) (memo, 
 		}
 		if holds, err := s.Holds(e.Doc, data, e.Index, e.Value); err != nil || holds {
 			taken = append(taken, &UniqueError{Index: e.Index, Value: e.Value, Key: e.Doc, By: p.entry.Doc})
+			delete(known, p.action.Key) // held: never written over on this ETag (a later precheck reads it again)
 		}
 	}
 	return known, taken, nil
@@ -441,6 +445,7 @@ func (s *Set) Refused(ctx context.Context, req engine.Request, implied []driver.
 		return known, err
 	}
 	if holds {
+		delete(known, a.Key) // held: never written over on this ETag
 		return known, &UniqueError{Index: held.Index, Value: held.Value, Key: held.Doc, By: mine.Doc}
 	}
 	return known, nil // a stale entry: replaced on its ETag

@@ -28,6 +28,7 @@ type batch struct {
 	deferred           []*member       // members taking a unique value an earlier member takes: the next batch
 	keys               []string        // the keys the last attempt touched, read ahead by the next
 	exists             map[string]bool // unread creates' keys looked up, and whether they exist
+	predicted, wary    bool            // the group's prediction asked; look up every key created unread
 	groupcommit.Flight                 // the commit holding applied (guarded by mu)
 	timer              *time.Timer
 	// lastAttempt is how long the last attempt took, from its slots to
@@ -69,7 +70,7 @@ func (b *batch) commit() {
 			b.slots(st)
 			d.SetKeys(st.keys())
 			req, err := st.request(d, true)
-			if err != nil || !b.deferTakers(ctx, lead.Env().Implier, req) {
+			if err != nil || !b.deferTakers(ctx, d, req) {
 				return req, err
 			}
 		}
@@ -135,13 +136,10 @@ func (b *batch) slots(st *State) {
 // whose value an earlier member takes is left for the next batch, where
 // the value is known held or free, and the run does not count toward its
 // MaxAttempts. It reports whether it took one out: the slots run again
-// without it.
-func (b *batch) deferTakers(ctx context.Context, im engine.Implier, req engine.Request) bool {
-	p, ok := im.(engine.Pending[*index.UniqueError])
-	if !ok {
-		return false
-	}
-	takers := p.Pending(ctx, req)
+// without it. What it reads of the entries is the delivery's (its
+// Implier's memo): not read again when the batch sends.
+func (b *batch) deferTakers(ctx context.Context, d *engine.Delivery, req engine.Request) bool {
+	takers := engine.PendingOf[*index.UniqueError](ctx, d, req)
 	if len(takers) == 0 {
 		return false
 	}
@@ -355,6 +353,7 @@ func (b *batch) finish(st *State, res engine.Result, err error) {
 	b.InFlight = false
 	refused := refusedKey(st, err)
 	existing := st.unreadRefused(err)
+	b.g.surprised(existing != "" && !b.knows(existing))
 	takers := index.Takers(err)
 	for i, r := range b.applied {
 		if r.Status != groupcommit.Applied {

@@ -80,6 +80,7 @@ var groups = map[any]*txGroup{}
 type txGroup struct {
 	key any
 	groupcommit.Queue[*member]
+	prediction // which created keys its batches look up (lookup.go); the runner's
 }
 
 // StartRunner hands g to a new runner goroutine (groupcommit.Runner); mu
@@ -168,7 +169,7 @@ func arrive(key any, c *Call, first Store, firstKey string) (*txGroup, *member) 
 	defer mu.Unlock()
 	g := groups[key]
 	if g == nil {
-		g = &txGroup{key: key}
+		g = &txGroup{key: key, prediction: recall(key)}
 		g.Init(&mu, true, g)
 		groups[key] = g
 		return g, nil
@@ -176,6 +177,13 @@ func arrive(key any, c *Call, first Store, firstKey string) (*txGroup, *member) 
 	r := &member{call: c, Member: groupcommit.NewMember[*State, answer](c.ctx), firstCore: first, firstKey: firstKey}
 	g.Arrive(r)
 	return g, r
+}
+
+// end ends g, which has no transaction in flight, keeping its
+// prediction for the scope's next group (mu held).
+func (g *txGroup) end() {
+	delete(groups, g.key)
+	remember(g.key, g.prediction)
 }
 
 // entering and leaving tell the group that its first caller's fn runs,
@@ -207,7 +215,7 @@ func (g *txGroup) firstDone() {
 	mu.Lock()
 	defer mu.Unlock()
 	if !g.FirstDone() {
-		delete(groups, g.key)
+		g.end()
 	}
 }
 
@@ -228,7 +236,7 @@ func (g *txGroup) run() {
 		mu.Lock()
 		batch := g.Take()
 		if len(batch) == 0 {
-			delete(groups, g.key)
+			g.end()
 			mu.Unlock()
 			return
 		}

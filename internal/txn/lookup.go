@@ -15,17 +15,37 @@ import (
 // refuseTaken looks up, in one request where the backend can, the keys
 // the adopted members create unread, and answers each member whose key
 // exists (ErrExists, once its reads are found current). It reports
-// whether it answered one: the slots run again without it.
+// whether it answered one: the slots run again without it. A member
+// whose key the batch already found existing is answered before any
+// read, so that the keys of a member about to leave are not looked up.
 func (b *batch) refuseTaken(st *State) bool {
 	read := st.lead.Abilities().ReadMany
 	if read == nil {
 		return false
 	}
+	if b.refuseKnown(st) {
+		return true // the slots run again without them; the others' keys are looked up then
+	}
 	var keys []string
+	var likely map[string]bool
 	for _, tc := range st.order {
-		if _, unread := tc.view.unreadCreate(tc.key); unread && !tc.view.writes[tc.key].fresh && !b.knows(tc.key) {
+		switch _, unread := tc.view.unreadCreate(tc.key); {
+		case !unread || tc.view.writes[tc.key].fresh || b.knows(tc.key):
+		case b.isWary():
 			keys = append(keys, tc.key)
+		case tc.view.s.Holds(tc.key):
+			if likely == nil {
+				likely = map[string]bool{}
+			}
+			likely[tc.key] = true
 		}
+	}
+	if len(likely) > 0 {
+		ungrouped, look := b.ungroupLikely(likely)
+		if ungrouped {
+			return true
+		}
+		keys = append(keys, look...)
 	}
 	if len(keys) > 0 {
 		items, err := read(st.ctx, keys)
@@ -39,6 +59,13 @@ func (b *batch) refuseTaken(st *State) bool {
 			b.exists[keys[i]] = it.ETag != ""
 		}
 	}
+	return b.refuseKnown(st)
+}
+
+// refuseKnown answers each adopted member that creates unread a key the
+// batch found existing (ErrExists, once its reads are found current),
+// and reports whether it answered one.
+func (b *batch) refuseKnown(st *State) bool {
 	refused := false
 	mu.Lock()
 	defer mu.Unlock()
@@ -55,6 +82,112 @@ func (b *batch) refuseTaken(st *State) bool {
 		}
 	}
 	return refused
+}
+
+// isWary reports whether the batch looks up every key created unread:
+// the group's prediction, asked once, at the batch's first such key.
+func (b *batch) isWary() bool {
+	if !b.predicted {
+		mu.Lock()
+		b.predicted, b.wary = true, b.g.wary()
+		mu.Unlock()
+	}
+	return b.wary
+}
+
+// ungroupLikely hands each adopted member that creates unread a key of
+// likely (keys its Store's version cache holds: most likely taken) its
+// transaction to run on its own, where its commit's condition on the
+// key's absence decides, beside the batch's commit rather than before it.
+// It reports whether it handed one (the slots run again without them),
+// and the keys of the members it could not hand, having no attempt left
+// for a run on their own: those are looked up.
+func (b *batch) ungroupLikely(likely map[string]bool) (ungrouped bool, look []string) {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range b.applied {
+		if r.Status != groupcommit.Applied {
+			continue
+		}
+		for _, key := range r.view.own.keys {
+			if !r.view.own.written[key] || r.view.own.inherited[key] || !likely[key] {
+				continue
+			}
+			if max := r.call.lead.Env().Policy.MaxAttempts; max > 0 && r.runs >= max {
+				look = append(look, key)
+				continue
+			}
+			b.hand(r, result{ungrouped: true, ran: r.runs})
+			ungrouped = true
+			break
+		}
+	}
+	return ungrouped, look
+}
+
+// A group's prediction of the keys its members create unread. A batch
+// looks up only those its Stores' version caches hold (ungroupLikely): a
+// key a process created is most likely still there, and one it never
+// met most likely missing, which the commit's condition then confirms at
+// no cost. A commit refused because such a key existed (another process
+// made it) makes the group wary: its next batches look up every key
+// created unread before they send, 1, then 3, 7… up to 63 batches as
+// such surprises recur, so that one taken key does not cost the others a
+// commit each time. 64 batches in a row that look up nothing and meet no
+// such refusal start the count again. The runner's, under mu; kept
+// between a scope's groups (remember, recall).
+type prediction struct {
+	waryFor   int // batches still to look every key up
+	surprises int // since the last clean stretch: a wary spell is 2^surprises - 1 batches
+	clean     int // batches since the last surprise, out of wary spells
+}
+
+// predictions are the predictions of commit scopes with no group now, by
+// scope, kept while they differ from a new one's (guarded by mu). At most
+// maxPredictions are kept: forgetting one costs a surprise at most.
+var predictions = map[any]prediction{}
+
+const maxPredictions = 1024
+
+// recall is the prediction kept for key's scope, forgotten there (mu held).
+func recall(key any) prediction {
+	p := predictions[key]
+	delete(predictions, key)
+	return p
+}
+
+// remember keeps p for key's scope until its next group (mu held).
+func remember(key any, p prediction) {
+	if p == (prediction{}) {
+		return
+	}
+	if len(predictions) >= maxPredictions {
+		clear(predictions)
+	}
+	predictions[key] = p
+}
+
+// wary reports whether the group's next batch that creates keys unread
+// looks up every one, and counts the batch.
+func (p *prediction) wary() bool {
+	if p.waryFor > 0 {
+		p.waryFor--
+		return true
+	}
+	if p.clean++; p.clean >= 64 {
+		p.surprises = 0
+	}
+	return false
+}
+
+// surprised tells p of a batch's end: yes when its commit was refused
+// because a key created unread, which it did not look up, exists.
+func (p *prediction) surprised(yes bool) {
+	if !yes {
+		return
+	}
+	p.clean, p.surprises = 0, min(p.surprises+1, 6)
+	p.waryFor = 1<<p.surprises - 1
 }
 
 // knows reports whether the batch looked key up already.
