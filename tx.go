@@ -112,7 +112,8 @@ func (tx *Tx[T]) buffer(key string, v T, write func(data []byte) (*txn.View, err
 //
 // In a batch of transactions (group commit), one member's taken key does
 // not cost the others a commit: a key its Store's version cache holds
-// (most likely taken) makes its member run on its own, beside the batch;
+// (most likely taken) makes its member leave the batch and read the key,
+// beside the batch's commit;
 // a key no cache holds is committed unread, on its absence; after a
 // commit refused on such a key (another process made it), the next
 // batches look up every key created together, in one request where the

@@ -11,11 +11,11 @@ import (
 	"github.com/etagstore/etagstore/driver"
 )
 
-// Which keys a batch of transactions looks up before it sends: only those
-// its Stores' version caches hold (most likely taken: the member runs on
-// its own instead), none it never met (the commit's condition decides),
-// and, after a commit refused on a key it did not look up, every key for
-// the next batches.
+// Which keys a batch of transactions looks up before it sends: none that
+// its Stores' version caches hold (most likely taken: the member leaves
+// the batch and reads its key on its own), none it never met (the
+// commit's condition decides), and, after a commit refused on a key it
+// did not look up, every key for the next batches.
 
 // lookedUp is heldCommits that records the keys of each ReadMany.
 type lookedUp struct {
@@ -111,6 +111,27 @@ func TestTxCreateBatchLooksUpByPrediction(t *testing.T) {
 		if l.read("mine") {
 			t.Errorf("a key the cache holds was looked up before the commit")
 		}
+		// A key the cache holds but another process deleted: the member,
+		// out of the batch, reads it, finds it missing, and commits on
+		// its own.
+		if _, err := s.Create(ctx, "gone", counter{100}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := other.Get(ctx, "gone")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Delete(ctx, "gone", d.ETag); err != nil {
+			t.Fatal(err)
+		}
+		e1, e2 = batch(createWithSide("gone"))
+		if e1 != nil || e2 != nil || side("gone") != nil {
+			t.Errorf("a Create of a key the cache holds but is gone: %v, %v; side/gone: %v", e1, e2, side("gone"))
+		}
+		if d, err := s.Get(ctx, "gone"); err != nil || d.Value.N != 1 {
+			t.Errorf("gone = %+v, %v; want the Create's 1", d.Value, err)
+		}
+
 		// And a missing key is committed on its condition, unread.
 		e1, e2 = batch(createWithSide("new2"))
 		if e1 != nil || e2 != nil || side("new2") != nil {
@@ -119,8 +140,8 @@ func TestTxCreateBatchLooksUpByPrediction(t *testing.T) {
 		if l.read("new2") {
 			t.Errorf("a batch out of its wary spell looked a created key up")
 		}
-		if d, err := s.Get(ctx, "x"); err != nil || d.Value.N != 4 {
-			t.Errorf("x = %+v, %v; want 4 (every batch's other member committed)", d.Value, err)
+		if d, err := s.Get(ctx, "x"); err != nil || d.Value.N != 5 {
+			t.Errorf("x = %+v, %v; want 5 (every batch's other member committed)", d.Value, err)
 		}
 	})
 }

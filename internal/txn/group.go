@@ -135,6 +135,7 @@ type result struct {
 	err       error
 	ungrouped bool   // run the transaction on its own instead (left out of the batch)
 	exists    string // a key it created unread exists: ErrExists, once its reads are found current
+	likely    string // a key it created unread most likely exists: its caller reads it (exists), or runs on its own
 	checking  bool   // out of the batch: the caller's check of its own reads decides (member.check)
 	ran       int    // with ungrouped: the attempts its runs in batches count for (err: the failure if that is all)
 	batch     int    // the documents committed
@@ -290,6 +291,17 @@ func (r *member) finish(fr fnRun) (*Handle, error) {
 func (r *member) await() (*Handle, error) {
 	res := r.awaitResult()
 	c := r.call
+	if res.likely != "" {
+		exists, err := r.probe(res.likely)
+		switch {
+		case err != nil:
+			return nil, err
+		case exists:
+			res.exists = res.likely
+		default:
+			res = result{ungrouped: true, ran: res.ran} // the cache was wrong: on its own
+		}
+	}
 	if res.exists != "" { // a key it created exists: so it fails, if the reads its Create followed were current
 		stale := r.view.revalidate(c.lead.Env(), r.view.readBefore(res.exists))
 		switch {
@@ -322,6 +334,21 @@ func (r *member) await() (*Handle, error) {
 	}
 	c.span.Stats.Attempts, c.span.Stats.Batch = res.tries, res.batch
 	return &Handle{st: r.view}, res.err
+}
+
+// probe reads key, which r's transaction creates unread, through its
+// Store, and reports whether it is stored (a commit conditioned on its
+// absence would be refused).
+func (r *member) probe(key string) (bool, error) {
+	s := r.view.owner[key]
+	if s == nil {
+		s = r.call.lead
+	}
+	v, err := s.Read(r.call.ctx, key)
+	if err != nil {
+		return false, err
+	}
+	return v.Stored(), nil
 }
 
 // awaitResult waits for r's slots (running them) and its result.

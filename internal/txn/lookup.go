@@ -41,8 +41,8 @@ func (b *batch) refuseTaken(st *State) bool {
 		}
 	}
 	if len(likely) > 0 {
-		ungrouped, look := b.ungroupLikely(likely)
-		if ungrouped {
+		answered, look := b.answerLikely(likely)
+		if answered {
 			return true
 		}
 		keys = append(keys, look...)
@@ -95,14 +95,15 @@ func (b *batch) isWary() bool {
 	return b.wary
 }
 
-// ungroupLikely hands each adopted member that creates unread a key of
-// likely (keys its Store's version cache holds: most likely taken) its
-// transaction to run on its own, where its commit's condition on the
-// key's absence decides, beside the batch's commit rather than before it.
-// It reports whether it handed one (the slots run again without them),
-// and the keys of the members it could not hand, having no attempt left
-// for a run on their own: those are looked up.
-func (b *batch) ungroupLikely(likely map[string]bool) (ungrouped bool, look []string) {
+// answerLikely answers each adopted member that creates unread a key of
+// likely (keys its Store's version cache holds: most likely taken): its
+// caller reads the key, beside the batch's commit rather than before it,
+// and fails with ErrExists (once its reads are found current) or, the
+// cache wrong, runs its transaction on its own. It reports whether it
+// answered one (the slots run again without them), and the keys of the
+// members it could not answer so, having no attempt left for a run on
+// their own: those are looked up.
+func (b *batch) answerLikely(likely map[string]bool) (answered bool, look []string) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, r := range b.applied {
@@ -117,16 +118,16 @@ func (b *batch) ungroupLikely(likely map[string]bool) (ungrouped bool, look []st
 				look = append(look, key)
 				continue
 			}
-			b.hand(r, result{ungrouped: true, ran: r.runs})
-			ungrouped = true
+			b.hand(r, result{likely: key, ran: r.runs})
+			answered = true
 			break
 		}
 	}
-	return ungrouped, look
+	return answered, look
 }
 
 // A group's prediction of the keys its members create unread. A batch
-// looks up only those its Stores' version caches hold (ungroupLikely): a
+// looks up only those its Stores' version caches hold (answerLikely): a
 // key a process created is most likely still there, and one it never
 // met most likely missing, which the commit's condition then confirms at
 // no cost. A commit refused because such a key existed (another process
