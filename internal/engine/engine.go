@@ -235,6 +235,9 @@ type Options struct {
 	// delivery (a run in a batch of transactions): they count toward the
 	// policy's MaxAttempts, and the first attempt is Made+1.
 	Made int
+	// Implier is the delivery's, instead of its Env's: a transaction's,
+	// whose writes may be of several Stores (index.Mixed).
+	Implier Implier
 }
 
 // New returns the delivery of a write of keys named op (the operation, in
@@ -243,6 +246,9 @@ type Options struct {
 func New(env *Env, op string, mode Mode, keys []string, plan Plan, o Options) *Delivery {
 	d := &Delivery{env: env, op: op, keys: keys, mode: mode, plan: plan, flight: o.Flight, fence: o.Fence, fenced: o.Fenced, made: o.Made}
 	d.implied.Implier = env.Implier
+	if o.Implier != nil {
+		d.implied.Implier = o.Implier
+	}
 	if d.flight == nil {
 		d.flight = ungrouped{}
 	}
@@ -268,10 +274,10 @@ func (d *Delivery) TakeTurns() { d.rmw = true }
 func (d *Delivery) SetKeys(keys []string) { d.keys = keys }
 
 // PendingOf is what d's Implier tells, sending no write, of req's writes
-// that take what another holds (Pending; nil when it tells none), with
-// what it reads kept in d's memo for the send.
-func PendingOf[E error](ctx context.Context, d *Delivery, req Request) map[string]E {
-	return imply.PendingOf[E](ctx, &d.implied, req)
+// that take what another holds (Pending; nil when it tells none; wary: read,
+// not predicted), with what it reads kept in d's memo for the send.
+func PendingOf[E error](ctx context.Context, d *Delivery, req Request, wary bool) map[string]E {
+	return imply.PendingOf[E](ctx, &d.implied, req, wary)
 }
 
 // Fence is the fencing token the write carries (0: none).

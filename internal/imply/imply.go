@@ -37,21 +37,22 @@ type Implier interface {
 // Pending is what an Implier may also tell a batch before it sends: the
 // writes of req, by key, that take what another holds (a unique index's
 // value: held by an earlier write of req, or stored), with the error the
-// Implier would refuse each with. It sends no write. memo is the
-// delivery's, as Imply takes it, and it returns it updated: what it read
-// to tell is not read again when the request is sent.
+// Implier would refuse each with. It sends no write. wary, it reads what
+// it must to tell; otherwise it reads nothing and tells what it predicts.
+// memo is the delivery's, as Imply takes it, and it returns it updated:
+// what it read to tell is not read again when the request is sent.
 type Pending[E error] interface {
-	Pending(ctx context.Context, req request.Request, memo any) (map[string]E, any)
+	Pending(ctx context.Context, req request.Request, memo any, wary bool) (map[string]E, any)
 }
 
 // PendingOf is p's Implier's Pending (nil when it tells none), sharing
 // p's memo.
-func PendingOf[E error](ctx context.Context, p *Part, req request.Request) map[string]E {
+func PendingOf[E error](ctx context.Context, p *Part, req request.Request, wary bool) map[string]E {
 	pi, ok := p.Implier.(Pending[E])
 	if !ok {
 		return nil
 	}
-	out, memo := pi.Pending(ctx, req, p.memo)
+	out, memo := pi.Pending(ctx, req, p.memo, wary)
 	p.memo = memo
 	return out
 }

@@ -34,8 +34,9 @@ type Set struct {
 	// at most one for a unique index. Its error refuses the write.
 	Values func(key string, data []byte) ([][]string, error)
 
-	space *driver.Entries
-	check func([]driver.Action) error
+	space  *driver.Entries
+	check  func([]driver.Action) error
+	recent recent // the unique entries it wrote lately (Pending's prediction)
 }
 
 // New returns the Set of defs over b, or an error refusing them.
@@ -101,15 +102,13 @@ func (s *Set) Entryless() bool {
 	return s.space == nil && len(s.Defs) == 1 && s.Defs[0].Expires
 }
 
-// validate runs the index functions on the documents req writes, as plan
+// validate runs the index functions on the document w writes, as plan
 // does, when no entries are kept: a function that fails (or panics)
 // refuses the write all the same.
-func (s *Set) validate(req engine.Request) error {
-	for _, w := range req {
-		if !w.Check && !w.Delete && w.Write.Mode != driver.ModeMerge {
-			if _, err := s.Values(w.Key, w.Write.Data); err != nil {
-				return err
-			}
+func (s *Set) validate(w engine.KeyWrite) error {
+	if !w.Delete && w.Write.Mode != driver.ModeMerge {
+		if _, err := s.Values(w.Key, w.Write.Data); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -121,6 +120,22 @@ func (s *Set) validate(req engine.Request) error {
 // entry another document holds now is never in it.
 type memo map[string]driver.ETag
 
+// predicted is a memo of a batch that predicted its takers rather than
+// read them (planner.pending, not wary): its send reads no entry first
+// either (precheck), unless a value taken is one its Set wrote lately.
+type predicted memo
+
+// memoOf is m as a memo, and whether it is predicted.
+func memoOf(m any) (memo, bool) {
+	switch v := m.(type) {
+	case memo:
+		return v, false
+	case predicted:
+		return memo(v), true
+	}
+	return nil, false
+}
+
 // planned is one entry's action, as the writes of a request imply it.
 type planned struct {
 	action    driver.Action
@@ -128,6 +143,7 @@ type planned struct {
 	def       Def
 	release   bool // a delete (else a write)
 	overwrite bool // a write of an entry another write of the request releases
+	set       *Set // the Set of the Store whose document implies it
 }
 
 // Imply returns the entry actions req implies (engine.Implier). A
@@ -135,20 +151,45 @@ type planned struct {
 // entries first, together (precheck): every value held elsewhere is
 // found before anything is sent, not one refusal at a time.
 func (s *Set) Imply(ctx context.Context, req engine.Request, m any) ([]driver.Action, any, error) {
-	if err := s.Usable(); err != nil {
-		return nil, m, err
-	}
-	if s.Entryless() {
-		return nil, m, s.validate(req)
-	}
-	known, _ := m.(memo)
-	plan, taken, err := s.plan(req)
+	return s.alone().imply(ctx, req, m)
+}
+
+// Pending is planner.pending, for a request of s's Store alone.
+func (s *Set) Pending(ctx context.Context, req engine.Request, m any, wary bool) (map[string]*UniqueError, any) {
+	return s.alone().pending(ctx, req, m, wary)
+}
+
+// Refused is planner.refused, for a request of s's Store alone.
+func (s *Set) Refused(ctx context.Context, req engine.Request, implied []driver.Action, i int, err error, m any) (any, error) {
+	return s.alone().refused(ctx, req, implied, i, err, m)
+}
+
+// alone is the planner of requests whose writes are all of s's Store.
+func (s *Set) alone() planner {
+	return planner{lead: s, of: func(string) (*Set, error) { return s, nil }}
+}
+
+// planner plans the entries of one request: of is the Set of the Store
+// that writes a key (nil: a Store that keeps no indexes; an error: one
+// whose indexes were refused); lead is the Set whose backend reads
+// entries and checks the commit. A transaction's writes may be of several
+// Stores (Mixed): each write's entries are its own Store's, planned
+// together, so that a value one Store's document frees and another's
+// takes is one write, as within one Store.
+type planner struct {
+	lead *Set
+	of   func(key string) (*Set, error)
+}
+
+func (x planner) imply(ctx context.Context, req engine.Request, m any) ([]driver.Action, any, error) {
+	known, pred := memoOf(m)
+	plan, taken, err := x.plan(req)
 	if err != nil {
 		return nil, m, err
 	}
 	if len(taken) == 0 {
 		var err error
-		if known, taken, err = s.precheck(ctx, plan, known); err != nil {
+		if known, taken, err = x.precheck(ctx, plan, known, pred); err != nil {
 			return nil, known, err
 		}
 	}
@@ -162,24 +203,48 @@ func (s *Set) Imply(ctx context.Context, req engine.Request, m any) ([]driver.Ac
 			out = append(out, a)
 		}
 	}
-	if s.check != nil && len(out) > 0 {
-		if err := s.check(append(req.Actions(), out...)); err != nil {
+	if x.lead.check != nil && len(out) > 0 {
+		if err := x.lead.check(append(req.Actions(), out...)); err != nil {
 			return nil, known, fmt.Errorf("%w (with its index entries)", err)
 		}
+	}
+	for _, p := range plan {
+		p.set.recent.note(p)
+	}
+	if pred {
+		return out, predicted(known), nil
 	}
 	return out, known, nil
 }
 
 // plan is the entry actions the writes of req imply, one per entry (a
 // value one write frees and another takes is one write: merge), and the
-// values two writes of req take (taken).
-func (s *Set) plan(req engine.Request) (plan []*planned, taken Duplicates, err error) {
+// values two writes of req take (taken). A write of a Store whose Set
+// keeps no entries (an expiry index alone, over a backend without them)
+// only has its values checked.
+func (x planner) plan(req engine.Request) (plan []*planned, taken Duplicates, err error) {
 	byKey := map[string]*planned{}
 	for _, w := range req {
 		if w.Check {
 			continue
 		}
-		steps, err := s.steps(w)
+		set, err := x.of(w.Key)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case set == nil:
+			continue
+		}
+		if err := set.Usable(); err != nil {
+			return nil, nil, err
+		}
+		if set.Entryless() {
+			if err := set.validate(w); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		steps, err := set.steps(w)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -198,44 +263,67 @@ func (s *Set) plan(req engine.Request) (plan []*planned, taken Duplicates, err e
 	return plan, taken, nil
 }
 
-// Pending is, sending no write, the writes of req (by key) that take a
+// pending is, sending no write, the writes of req (by key) that take a
 // unique value held elsewhere (engine.Pending): by an earlier write of
-// req (UniqueError.Pending), or, read as precheck reads them, by a
-// stored document. What Imply would refuse, one write at a time.
-func (s *Set) Pending(ctx context.Context, req engine.Request, m any) (map[string]*UniqueError, any) {
-	known, _ := m.(memo)
-	plan, taken, err := s.plan(req)
+// req (UniqueError.Pending), or by a stored document. wary, the stored
+// values are read as precheck reads them: what Imply would refuse, one
+// write at a time. Otherwise nothing is read: a value whose entry the
+// Set wrote lately is most likely held (UniqueError.Likely, naming no
+// holder), and any other is left to the request's conditions.
+func (x planner) pending(ctx context.Context, req engine.Request, m any, wary bool) (map[string]*UniqueError, any) {
+	known, _ := memoOf(m)
+	plan, taken, err := x.plan(req)
 	if err != nil {
 		return nil, m // Imply refuses the request as a whole
 	}
-	if learnt, held, err := s.precheck(ctx, plan, known); err == nil {
-		known, taken = learnt, append(taken, held...)
+	if !wary {
+		taken = append(taken, likely(plan, known)...)
+		m = predicted(known) // its send reads nothing first either
+	} else if learnt, held, err := x.precheck(ctx, plan, known, false); err == nil {
+		known, taken, m = learnt, append(taken, held...), learnt
 	}
 	if len(taken) == 0 {
-		return nil, known
+		return nil, m
 	}
-	return Takers(taken), known
+	return Takers(taken), m
+}
+
+// likely is, reading nothing, the values plan takes whose entries their
+// Set wrote lately (and known does not know): most likely held.
+func likely(plan []*planned, known memo) Duplicates {
+	var out Duplicates
+	for _, p := range plan {
+		if _, learnt := known[p.action.Key]; p.def.Unique && !p.release && !p.overwrite && !learnt && p.set.recent.has(p.action.Key) {
+			out = append(out, &UniqueError{Index: p.def.Name, Value: p.entry.Value, By: p.entry.Doc, likely: true})
+		}
+	}
+	return out
 }
 
 // prechecked is how many unique values a request must take for precheck
-// to read their entries first.
+// to read their entries first, unless one is a value whose entry the Set
+// wrote lately (most likely held: read rather than refused).
 const prechecked = 2
 
 // precheck reads, together (driver.Abilities.ReadMany), the entries of
 // the unique values plan takes that known does not know, when there are
-// several: one held by another document that holds it now is taken; one
-// that is the taker's own, or stale, is known by its ETag, to be
-// written over; a missing one is known missing.
-func (s *Set) precheck(ctx context.Context, plan []*planned, known memo) (memo, Duplicates, error) {
+// several (pred, a batch that predicted its takers: never), or when one
+// is a value whose entry its Set wrote lately: one held by another
+// document that holds it now is taken; one that is the taker's own, or
+// stale, is known by its ETag, to be written over; a missing one is
+// known missing.
+func (x planner) precheck(ctx context.Context, plan []*planned, known memo, pred bool) (memo, Duplicates, error) {
 	var keys []string
 	var takes []*planned
+	recent := false
 	for _, p := range plan {
 		if _, learnt := known[p.action.Key]; p.def.Unique && !p.release && !p.overwrite && !learnt {
 			keys, takes = append(keys, p.action.Key), append(takes, p)
+			recent = recent || p.set.recent.has(p.action.Key)
 		}
 	}
-	many := s.Backend.Abilities().ReadMany
-	if len(keys) < prechecked || many == nil {
+	many := x.lead.Backend.Abilities().ReadMany
+	if (len(keys) < prechecked || pred) && !recent || len(keys) == 0 || many == nil {
 		return known, nil, nil
 	}
 	items, err := many(ctx, keys)
@@ -259,7 +347,7 @@ func (s *Set) precheck(ctx context.Context, plan []*planned, known memo) (memo, 
 	if len(holders) == 0 {
 		return known, nil, nil
 	}
-	docs, err := s.readDocs(ctx, holders)
+	docs, err := x.lead.readDocs(ctx, holders)
 	if err != nil {
 		return known, nil, err
 	}
@@ -276,7 +364,7 @@ func (s *Set) precheck(ctx context.Context, plan []*planned, known memo) (memo, 
 		if e.Value != p.entry.Value {
 			return known, nil, driver.Errorf(driver.ErrInvalidInput, "index %q: the values %q and %q share a hash", e.Index, e.Value, p.entry.Value)
 		}
-		if holds, err := s.Holds(e.Doc, data, e.Index, e.Value); err != nil || holds {
+		if holds, err := p.set.Holds(e.Doc, data, e.Index, e.Value); err != nil || holds {
 			taken = append(taken, &UniqueError{Index: e.Index, Value: e.Value, Key: e.Doc, By: p.entry.Doc})
 			delete(known, p.action.Key) // held: never written over on this ETag (a later precheck reads it again)
 		}
@@ -344,7 +432,7 @@ func (s *Set) step(d Def, scope, rest string, e Entry, release bool) *planned {
 	default:
 		name = lookupName(d.Name, e.Value, rest)
 	}
-	p := &planned{entry: e, def: d, release: release}
+	p := &planned{entry: e, def: d, release: release, set: s}
 	p.action.Key = s.space.Key(scope, name)
 	if !release {
 		p.action.Write.Data = e.data()
@@ -405,11 +493,11 @@ func (p *planned) condition(known memo) (driver.Action, bool) {
 	return a, true
 }
 
-// Refused learns why implied action i was refused (engine.Implier): the
+// refused learns why implied action i was refused (engine.Implier): the
 // entry's state, read now. A value held by another document that holds
 // it now ends the write with a *UniqueError; anything else is sent again.
-func (s *Set) Refused(ctx context.Context, req engine.Request, implied []driver.Action, i int, err error, m any) (any, error) {
-	known, _ := m.(memo)
+func (x planner) refused(ctx context.Context, req engine.Request, implied []driver.Action, i int, err error, m any) (any, error) {
+	known, _ := memoOf(m) // after a refusal, the send reads what it takes first (not predicted)
 	if known == nil {
 		known = memo{}
 	}
@@ -417,7 +505,7 @@ func (s *Set) Refused(ctx context.Context, req engine.Request, implied []driver.
 	if !errors.Is(err, driver.ErrExists) && !errors.Is(err, driver.ErrConflict) && !errors.Is(err, driver.ErrNotFound) {
 		return known, err
 	}
-	it, rerr := s.Backend.Read(ctx, a.Key)
+	it, rerr := x.lead.Backend.Read(ctx, a.Key)
 	switch {
 	case errors.Is(rerr, driver.ErrNotFound):
 		known[a.Key] = ""
@@ -440,7 +528,11 @@ func (s *Set) Refused(ctx context.Context, req engine.Request, implied []driver.
 	if held.Value != mine.Value {
 		return known, driver.Errorf(driver.ErrInvalidInput, "index %q: the values %q and %q share a hash", mine.Index, mine.Value, held.Value)
 	}
-	holds, err := s.holds(ctx, held)
+	taker, err := x.of(mine.Doc)
+	if err != nil || taker == nil {
+		taker = x.lead
+	}
+	holds, err := taker.holds(ctx, held)
 	if err != nil {
 		return known, err
 	}

@@ -76,7 +76,7 @@ func (b *batch) commit() {
 		}
 	})
 	res, err := engine.New(lead.Env(), telemetry.OpTransact.String(), engine.SelfReading, nil, p,
-		engine.Options{Flight: b}).Run(ctx)
+		engine.Options{Flight: b, Implier: implied(func() *State { return st })}).Run(ctx)
 	if !b.began.IsZero() {
 		b.lastAttempt = time.Since(b.began)
 	}
@@ -131,15 +131,17 @@ func (b *batch) slots(st *State) {
 }
 
 // deferTakers finds, sending no write, the members whose writes in req
-// take a unique value held elsewhere (the Implier's engine.Pending):
-// one whose value a stored document holds is answered its error; one
-// whose value an earlier member takes is left for the next batch, where
-// the value is known held or free, and the run does not count toward its
-// MaxAttempts. It reports whether it took one out: the slots run again
+// take a unique value held elsewhere (the Implier's engine.Pending, as
+// the group predicts: lookup.go): one whose value a stored document
+// holds is answered its error; one whose value is most likely held (read
+// nothing of) runs on its own, beside the batch, unless it has no
+// attempt left (then the batch reads the values); one whose value an
+// earlier member takes is left for the next batch, where the value is
+// known held or free, and the run does not count toward its MaxAttempts. It reports whether it took one out: the slots run again
 // without it. What it reads of the entries is the delivery's (its
 // Implier's memo): not read again when the batch sends.
 func (b *batch) deferTakers(ctx context.Context, d *engine.Delivery, req engine.Request) bool {
-	takers := engine.PendingOf[*index.UniqueError](ctx, d, req)
+	takers := engine.PendingOf[*index.UniqueError](ctx, d, req, b.isWary())
 	if len(takers) == 0 {
 		return false
 	}
@@ -151,6 +153,10 @@ func (b *batch) deferTakers(ctx context.Context, d *engine.Delivery, req engine.
 		switch {
 		case r.Status != groupcommit.Applied || e == nil:
 			continue
+		case e.Likely() && r.spentRuns():
+			b.wary = true // it cannot run on its own: the batch reads the values it takes, and then decides
+		case e.Likely():
+			b.hand(r, result{ungrouped: true, ran: r.runs}) // most likely held: it learns on its own, beside the batch
 		case !e.Pending():
 			b.hand(r, result{err: e, ran: r.runs})
 		default:
@@ -353,8 +359,8 @@ func (b *batch) finish(st *State, res engine.Result, err error) {
 	b.InFlight = false
 	refused := refusedKey(st, err)
 	existing := st.unreadRefused(err)
-	b.g.surprised(existing != "" && !b.knows(existing))
 	takers := index.Takers(err)
+	b.g.surprised(existing != "" && !b.knows(existing) || len(takers) > 0 && !b.wary)
 	for i, r := range b.applied {
 		if r.Status != groupcommit.Applied {
 			continue

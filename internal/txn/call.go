@@ -169,7 +169,7 @@ func (c *Call) ungrouped(h *Handle, first *fnRun, g *txGroup, made int) (*Handle
 	u.fenced, u.began = fenced, c.lead.Env().Clock.Now()
 	for {
 		res, err := engine.New(c.lead.Env(), telemetry.OpTransact.String(), engine.SelfReading, nil, engine.PlanFunc(u.build),
-			engine.Options{Fence: fenceToken, Fenced: fenced, Made: made}).Run(c.ctx)
+			engine.Options{Fence: fenceToken, Fenced: fenced, Made: made, Implier: implied(func() *State { return h.st })}).Run(c.ctx)
 		st := h.st
 		st.noteOthers(res, err)
 		again, err := u.again(res, err)

@@ -114,7 +114,7 @@ func (b *batch) answerLikely(likely map[string]bool) (answered bool, look []stri
 			if !r.view.own.written[key] || r.view.own.inherited[key] || !likely[key] {
 				continue
 			}
-			if max := r.call.lead.Env().Policy.MaxAttempts; max > 0 && r.runs >= max {
+			if r.spentRuns() {
 				look = append(look, key)
 				continue
 			}
@@ -126,20 +126,31 @@ func (b *batch) answerLikely(likely map[string]bool) (answered bool, look []stri
 	return answered, look
 }
 
-// A group's prediction of the keys its members create unread. A batch
-// looks up only those its Stores' version caches hold (answerLikely): a
-// key a process created is most likely still there, and one it never
-// met most likely missing, which the commit's condition then confirms at
-// no cost. A commit refused because such a key existed (another process
-// made it) makes the group wary: its next batches look up every key
-// created unread before they send, 1, then 3, 7… up to 63 batches as
-// such surprises recur, so that one taken key does not cost the others a
-// commit each time. 64 batches in a row that look up nothing and meet no
-// such refusal start the count again. The runner's, under mu; kept
-// between a scope's groups (remember, recall).
+// spentRuns reports whether r's runs in batches have used up its lead's
+// MaxAttempts: it has no attempt left for a run on its own (mu held).
+func (r *member) spentRuns() bool {
+	max := r.call.lead.Env().Policy.MaxAttempts
+	return max > 0 && r.runs >= max
+}
+
+// A group's prediction of the keys its members create unread, and of the
+// unique values they take. A batch looks up no key its Stores' version
+// caches hold (answerLikely): a key a process created is most likely
+// still there, and one it never met most likely missing, which the
+// commit's condition then confirms at no cost. Likewise a unique value
+// whose entry the Store wrote lately is most likely held, and its member
+// learns on its own (index.Set.Pending, deferTakers). A commit refused
+// because such a key existed or such a value was held (another process
+// made it) makes the group wary: its next batches that create keys or
+// take values look up every such key, and read every value, before they
+// send: 3 batches, then 7, 15… up to 127 as such surprises recur, so that
+// one taken key does not cost the others a commit each time. 64 batches
+// in a row that look up nothing and meet no such refusal start the count
+// again. The runner's, under mu; kept between a scope's groups
+// (remember, recall).
 type prediction struct {
 	waryFor   int // batches still to look every key up
-	surprises int // since the last clean stretch: a wary spell is 2^surprises - 1 batches
+	surprises int // since the last clean stretch: a wary spell is 2^(surprises+1) - 1 batches
 	clean     int // batches since the last surprise, out of wary spells
 }
 
@@ -188,7 +199,7 @@ func (p *prediction) surprised(yes bool) {
 		return
 	}
 	p.clean, p.surprises = 0, min(p.surprises+1, 6)
-	p.waryFor = 1<<p.surprises - 1
+	p.waryFor = 1<<(p.surprises+1) - 1
 }
 
 // knows reports whether the batch looked key up already.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/reentry"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -53,4 +54,17 @@ type Store interface {
 	// changes a merging backend sends, and whether the document is data
 	// itself.
 	Apply(b Version, data []byte) (doc, changes []byte, canonical bool, err error)
+}
+
+// implied is the Implier of a transaction's deliveries: each write's own
+// Store's (index.Mixed), the Store that wrote the key in the state st
+// returns (the attempt's), not the lead's alone, since a transaction may
+// write documents of Stores that keep different indexes, or none.
+func implied(st func() *State) engine.Implier {
+	return index.Mixed(func(key string) engine.Implier {
+		if s := st().owner[key]; s != nil {
+			return s.Env().Implier
+		}
+		return nil
+	})
 }
