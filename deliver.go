@@ -25,7 +25,7 @@ func (c *core) newEnv() *engine.Env {
 	return &engine.Env{
 		Backend: c.b,
 		Commit:  c.abilities.Commit,
-		Policy:  engine.Policy(c.retry),
+		Policy:  c.retry,
 		Clock:   c.clock,
 		KeepIDs: c.keepIDs,
 		Heat:    &c.heat,

@@ -12,6 +12,7 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/outbox"
+	"github.com/etagstore/etagstore/internal/retry"
 )
 
 // This file keeps a transactional outbox: events a transaction emits
@@ -117,7 +118,7 @@ func NewOutbox[E any](b driver.Backend, opts *OutboxOptions) *Outbox[E] {
 		o.Batch = 32
 	}
 	if o.Clock == nil {
-		o.Clock = systemClock{}
+		o.Clock = retry.System{}
 	}
 	x := &Outbox[E]{clock: o.Clock, poll: o.Poll, inFlight: o.InFlight, batch: o.Batch}
 	if x.err = index.CheckName(o.Name); x.err == nil && len(o.Name) > maxOutboxName {

@@ -21,6 +21,7 @@ import (
 	"github.com/etagstore/etagstore/internal/paging"
 	"github.com/etagstore/etagstore/internal/readshare"
 	"github.com/etagstore/etagstore/internal/reentry"
+	"github.com/etagstore/etagstore/internal/retry"
 	"github.com/etagstore/etagstore/internal/telemetry"
 	"github.com/etagstore/etagstore/internal/turns"
 	"github.com/etagstore/etagstore/internal/updategroup"
@@ -98,7 +99,7 @@ type Store[T any] struct {
 type core struct {
 	b         driver.Backend
 	abilities driver.Abilities
-	retry     RetryPolicy
+	retry     retry.Policy
 	clock     Clock
 	keepIDs   int
 	cache     *cache.Cache
@@ -130,13 +131,12 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	c := cmp.Or(o.Codec, s.abilities.Codec, JSON)
 	s.enc = codec.New[T](c)
 	s.known, s.merges = codec.Known(c, reflect.TypeFor[T]()), s.enc.Merges()
+	s.retry = retry.Default
 	if o.Retry != nil {
-		s.retry = o.Retry.withDefaults()
-	} else {
-		s.retry = defaultRetryPolicy
+		s.retry = retry.Policy(*o.Retry).WithDefaults()
 	}
 	if s.clock == nil {
-		s.clock = systemClock{}
+		s.clock = retry.System{}
 	}
 	s.keepIDs = min(s.keepIDs, 40) // 40 ids and the rest fit in driver.MaxMetaLen
 	if s.keepIDs <= 0 {
