@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/core"
 	"github.com/etagstore/etagstore/internal/index"
 )
 
@@ -70,12 +71,12 @@ func expiryName(t reflect.Type) string {
 
 // lifetimes is the lifetimes of the documents of x's Expiry index, which
 // decode reads from their data (nil without one).
-func (x *indexes[T]) lifetimes(decode func(key string, data []byte) (T, error), clock Clock, skew time.Duration) *lifetimes {
+func (x *indexes[T]) lifetimes(decode func(key string, data []byte) (T, error), clock Clock, skew time.Duration) *core.Lifetimes {
 	d, ok := x.expiry()
 	if !ok {
 		return nil
 	}
-	return newLifetimes(func(key string, data []byte) (time.Time, error) {
+	return core.NewLifetimes(func(key string, data []byte) (time.Time, error) {
 		v, err := decode(key, data)
 		if err != nil {
 			return time.Time{}, err
@@ -88,11 +89,11 @@ func (x *indexes[T]) lifetimes(decode func(key string, data []byte) (T, error), 
 // (index.Stamping), when the Store expires documents over a backend that
 // keeps no entries (blobs: the instant goes in the blob's metadata, so
 // that a sweep lists it); b itself otherwise.
-func (x *indexes[T]) stamping(b driver.Backend, l *lifetimes) driver.Backend {
+func (x *indexes[T]) stamping(b driver.Backend, l *core.Lifetimes) driver.Backend {
 	if l == nil || x == nil || x.set == nil || !x.set.Entryless() {
 		return b
 	}
-	return index.Stamping(b, l.at)
+	return index.Stamping(b, l.At)
 }
 
 // expires is when v, the document of key, expires (Doc.Expires), by its
@@ -129,9 +130,9 @@ func (x *indexes[T]) expiry() (Index[T], bool) {
 	return Index[T]{}, false
 }
 
-// stamped is d with Expires set from its value; an *expiredError
+// stamped is d with Expires set from its value; an *core.ExpiredError
 // (ErrNotFound) when it has expired by the Store's clock.
-func (x *indexes[T]) stamped(d Doc[T], l *lifetimes) (Doc[T], error) {
+func (x *indexes[T]) stamped(d Doc[T], l *core.Lifetimes) (Doc[T], error) {
 	e, ok := x.expiry()
 	if !ok {
 		return d, nil
@@ -140,8 +141,8 @@ func (x *indexes[T]) stamped(d Doc[T], l *lifetimes) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	if d.Expires = at; l.passed(at) {
-		return Doc[T]{}, &expiredError{d.Key, at}
+	if d.Expires = at; l.Passed(at) {
+		return Doc[T]{}, &core.ExpiredError{Key: d.Key, At: at}
 	}
 	return d, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 
+	"github.com/etagstore/etagstore/internal/core"
 	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -20,7 +21,7 @@ import (
 // matches ErrNotFound; an index not declared on s, or a Lookup index,
 // ErrInvalidInput.
 func (s *Store[T]) GetBy(ctx context.Context, idx Index[T], value string) (Doc[T], error) {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpGetBy, value)
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpGetBy, value)
 	d, err := s.getBy(ctx, idx, value, &sp.Stats)
 	sp.End(err)
 	return d, err
@@ -51,7 +52,7 @@ func (s *Store[T]) getBy(ctx context.Context, idx Index[T], value string, st *te
 // reader reads the documents of d's entries (index.Reader), get with
 // each read.
 func (s *Store[T]) reader(d Index[T], get func(ctx context.Context, key string) (Doc[T], error)) index.Reader[Doc[T]] {
-	return index.Reader[Doc[T]]{Get: get, Decode: s.decode, Skip: isExpired, ReadMany: s.abilities.ReadMany,
+	return index.Reader[Doc[T]]{Get: get, Decode: s.decode, Skip: core.IsExpired, ReadMany: s.core.Abilities.ReadMany,
 		Holds: func(doc Doc[T], value string) (bool, error) { return d.holds(doc.Key, doc.Value, value) }}
 }
 
@@ -67,7 +68,7 @@ func (s *Store[T]) reader(d Index[T], get func(ctx context.Context, key string) 
 // what GetBy returns, or nothing.
 func (s *Store[T]) ListBy(ctx context.Context, idx Index[T], value string) iter.Seq2[Doc[T], error] {
 	return func(yield func(Doc[T], error) bool) {
-		ctx, sp := s.obs.Begin(ctx, telemetry.OpListBy, value)
+		ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpListBy, value)
 		failed := errPanicked // until the loop ends normally (yield may panic)
 		defer func() { sp.End(failed) }()
 		failed = s.listBy(ctx, idx, value, &sp.Stats, yield)

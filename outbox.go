@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/core"
 	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/outbox"
 	"github.com/etagstore/etagstore/internal/retry"
@@ -233,10 +234,10 @@ func (o *Outbox[E]) read(ctx context.Context, partition string, after int64) ([]
 		return nil, err
 	}
 	event := func(it driver.Item) (Event[E], error) { return o.event(partition, it) }
-	return outbox.Read(ctx, o.layout, o.store.b, partition, after, head.Value.Seq, event, isExpired)
+	return outbox.Read(ctx, o.layout, o.store.core.Backend, partition, after, head.Value.Seq, event, core.IsExpired)
 }
 
-// event is it, a record of partition, as an Event (an *expiredError when
+// event is it, a record of partition, as an Event (a *core.ExpiredError when
 // past its retention).
 func (o *Outbox[E]) event(partition string, it driver.Item) (Event[E], error) {
 	d, err := o.store.decode(it)

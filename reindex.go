@@ -28,7 +28,7 @@ import (
 // on s matches ErrInvalidInput; a backend without entries (blobs)
 // errors.ErrUnsupported.
 func (s *Store[T]) Reindex(ctx context.Context, idx Index[T]) error {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpReindex, idx.name)
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpReindex, idx.name)
 	err := s.reindex(ctx, idx)
 	sp.End(err)
 	return err

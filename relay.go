@@ -113,7 +113,7 @@ func (o *Outbox[E]) RelayBatchesOnce(ctx context.Context, publish func(context.C
 
 // relayer is the machinery of o's relay passes (internal/relay).
 func (o *Outbox[E]) relayer() *relay.Relay[Event[E]] {
-	return &relay.Relay[Event[E]]{Layout: o.layout, Records: records[E]{o}, Now: o.clock.Now, InFlight: o.inFlight, Obs: o.store.obs}
+	return &relay.Relay[Event[E]]{Layout: o.layout, Records: records[E]{o}, Now: o.clock.Now, InFlight: o.inFlight, Obs: o.store.core.Obs}
 }
 
 // records is an Outbox's records as its relay reads and marks them
@@ -133,7 +133,7 @@ func (r records[E]) Placed(ev Event[E]) (int64, time.Time) { return ev.Seq, ev.T
 
 func (r records[E]) MarkSent(ctx context.Context, scope string, events []driver.Item) (int, error) {
 	for _, it := range events {
-		r.o.store.cache.Note(it.Key, it, nil) // the versions listed: the first run reads none of them again
+		r.o.store.core.Cache.Note(it.Key, it, nil) // the versions listed: the first run reads none of them again
 	}
 	moved := 0 // by the run of fn that committed
 	_, err := r.o.store.Transact(ctx, func(tx *Tx[outbox.Record]) (err error) {

@@ -33,7 +33,7 @@ import (
 // finish (what they deleted stays deleted, and counts); the next pass
 // takes up the rest.
 func (s *Store[T]) Sweep(ctx context.Context) (int, error) {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpSweep, "")
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpSweep, "")
 	n, err := s.sweep(ctx)
 	sp.End(err)
 	return n, err
@@ -47,11 +47,11 @@ func (s *Store[T]) sweep(ctx context.Context) (int, error) {
 	case !ok:
 		return 0, errorf(ErrInvalidInput, "Sweep: the Store has no Expiry index (pass etagstore.Expiry to New)")
 	}
-	start := s.clock.Now()
+	start := s.core.Clock.Now()
 	var out index.Swept
-	err := s.idx.set.Sweep(ctx, d.def(), index.Due{Cutoff: start.Add(-s.life.skew), Now: start, At: s.life.at}, &out)
-	s.obs.Swept(ctx, telemetry.SweepPass{Swept: out.Swept, Refreshed: out.Refreshed, Cleaned: out.Cleaned,
-		Listed: out.Listed, Lag: out.Lag, Took: s.clock.Now().Sub(start), Err: err})
+	err := s.idx.set.Sweep(ctx, d.def(), index.Due{Cutoff: start.Add(-s.core.Life.Skew), Now: start, At: s.core.Life.At}, &out)
+	s.core.Obs.Swept(ctx, telemetry.SweepPass{Swept: out.Swept, Refreshed: out.Refreshed, Cleaned: out.Cleaned,
+		Listed: out.Listed, Lag: out.Lag, Took: s.core.Clock.Now().Sub(start), Err: err})
 	return out.Swept, err
 }
 

@@ -119,7 +119,7 @@ func (tx *Tx[T]) buffer(key string, v T, write func(data []byte) (*txn.View, err
 // batches look up every key created together, in one request where the
 // backend can (driver.Abilities.ReadMany).
 func (tx *Tx[T]) Create(key string, v T) error {
-	if tx.s.life != nil { // an expired document is replaced: it must be read
+	if tx.s.core.Life != nil { // an expired document is replaced: it must be read
 		switch _, err := tx.Get(key); {
 		case err == nil:
 			return errorf(ErrExists, "Transact: %q exists", key)
