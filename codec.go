@@ -62,5 +62,5 @@ func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
 	if err != nil || s.core.Life == nil {
 		return d, err
 	}
-	return s.idx.stamped(d, s.core.Life)
+	return s.stamped(d)
 }

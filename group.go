@@ -36,7 +36,7 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	if res.Err != nil {
 		return Doc[T]{}, res.Err
 	}
-	d := s.idx.dated(Doc[T]{Key: key, Value: res.Value, ETag: res.ETag, Extra: res.Extra})
+	d := s.dated(Doc[T]{Key: key, Value: res.Value, ETag: res.ETag, Extra: res.Extra})
 	if res.Superseded {
 		d.Extra = Extra{res.Extra.x.Superseded(res.ETag, res.Data)} // its own state, not the version written
 	}

@@ -116,7 +116,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return s.idx.dated(Doc[T]{Key: base.Key, Value: mine, ETag: res.Out[0].ETag, Extra: extra}), nil
+	return s.dated(Doc[T]{Key: base.Key, Value: mine, ETag: res.Out[0].ETag, Extra: extra}), nil
 }
 
 // mergeConflict turns a merge error into Save's error: a *ConflictError

@@ -104,7 +104,7 @@ func NewOutbox[E any](b driver.Backend, opts *OutboxOptions) *Outbox[E] {
 		o = *opts
 	}
 	if o.Name == "" {
-		o.Name = "o" + expiryName(reflect.TypeFor[E]())[1:]
+		o.Name = "o" + index.ExpiryName(reflect.TypeFor[E]())[1:]
 	}
 	if o.Retention <= 0 {
 		o.Retention = 7 * 24 * time.Hour

@@ -59,7 +59,7 @@ func (x extras[T]) DeliverWrite(ctx context.Context, w access.Write[T]) ([]ETag,
 type actionStore[T any] struct{ s *Store[T] }
 
 func (x actionStore[T]) CheckKey(key string) error    { return x.s.core.CheckKey(key) }
-func (x actionStore[T]) KeepsEntries() bool           { return x.s.idx.keepsEntries() }
+func (x actionStore[T]) KeepsEntries() bool           { return x.s.idx.KeepsEntries() }
 func (x actionStore[T]) Abilities() *driver.Abilities { return &x.s.core.Abilities }
 func (x actionStore[T]) Codec() codec.Of[T]           { return x.s.enc }
 

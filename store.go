@@ -82,10 +82,10 @@ type Options struct {
 // Store is a typed document store with optimistic concurrency over a
 // driver.Backend. A Store is safe for concurrent use by multiple goroutines.
 type Store[T any] struct {
-	core    core.Core   // what knows nothing of T (internal/core)
-	seam[T]             // the backend packages' way in (seam.go)
-	enc     codec.Of[T] // T's encoding through the Store's codec
-	idx     *indexes[T] // its indexes (index.go); nil: none
+	core    core.Core          // what knows nothing of T (internal/core)
+	seam[T]                    // the backend packages' way in (seam.go)
+	enc     codec.Of[T]        // T's encoding through the Store's codec
+	idx     *index.Declared[T] // its indexes (index.go); nil: none
 
 	groups updategroup.Groups[T, Extra] // group commit for Updates
 }
@@ -120,13 +120,16 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	if c.KeepIDs <= 0 {
 		c.KeepIDs = 16
 	}
-	s.idx = newIndexes(b, s.enc, idx)
-	c.Life = s.idx.lifetimes(s.enc.Decode, c.Clock, o.ExpirySkew)
-	c.Backend = s.idx.stamping(c.Backend, c.Life) // expiry.go
-	c.Abilities = c.Backend.Abilities()           // its Commit, when b has one, stamps too
+	s.idx = declare(b, s.enc, idx)
+	at := s.idx.At(s.enc.Decode) // when a document expires (Expiry)
+	if at != nil {
+		c.Life = core.NewLifetimes(at, c.Clock, o.ExpirySkew)
+	}
+	c.Backend = s.idx.Stamping(c.Backend, at) // a backend without entries: the instant in each write
+	c.Abilities = c.Backend.Abilities()       // its Commit, when b has one, stamps too
 	c.Env = c.NewEnv()
 	if s.idx != nil {
-		c.Env.Implier = s.idx.implier()
+		c.Env.Implier = s.idx.Implier()
 	}
 	if !o.DisableGroupCommit {
 		c.Reads = readshare.New(c.Fetch)

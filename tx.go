@@ -43,7 +43,7 @@ func valuesOf[T any](v *txn.View) map[string]T {
 func (tx *Tx[T]) docs() []Doc[T] {
 	var docs []Doc[T]
 	tx.txn.h.Written(tx.store(), func(v *txn.View, key string, data []byte, it driver.Item) {
-		docs = append(docs, tx.s.idx.dated(Doc[T]{Key: key, Value: valuesOf[T](v)[key], ETag: it.ETag, Extra: tx.s.extraOf(it, data)}))
+		docs = append(docs, tx.s.dated(Doc[T]{Key: key, Value: valuesOf[T](v)[key], ETag: it.ETag, Extra: tx.s.extraOf(it, data)}))
 	})
 	return docs
 }
@@ -155,7 +155,7 @@ func (tx *Tx[T]) createUnread(key string, v T, fresh bool) error {
 // need the version the write replaces.
 func (tx *Tx[T]) Upsert(key string, v T) error {
 	h, s := tx.txn.h, tx.store()
-	if put, err := h.BeforeUpsert(s, key); err != nil || put || tx.s.idx.keepsEntries() {
+	if put, err := h.BeforeUpsert(s, key); err != nil || put || tx.s.idx.KeepsEntries() {
 		if err != nil {
 			return err
 		}

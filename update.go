@@ -116,7 +116,7 @@ func (s *Store[T]) updateUngrouped(ctx context.Context, key string, create bool,
 	if len(res.Sent) > 0 {
 		s.core.Obs.Committed(ctx, 1)
 	}
-	return s.idx.dated(Doc[T]{Key: key, Value: mut.mine, ETag: res.Out[0].ETag, Extra: extra}), nil
+	return s.dated(Doc[T]{Key: key, Value: mut.mine, ETag: res.Out[0].ETag, Extra: extra}), nil
 }
 
 // mutation is the change of a plain Update: mutate applied to a fresh copy
