@@ -56,11 +56,11 @@ func (s *Store[T]) decodeDoc(it driver.Item) (Doc[T], error) {
 
 // decode is decodeDoc's Doc of it, a stored document, with its expiry
 // (Doc.Expires): one that has expired by the Store's clock is an
-// *expiredError (ErrNotFound), which a listing skips (isExpired).
+// *core.ExpiredError (ErrNotFound), which a listing skips (core.IsExpired).
 func (s *Store[T]) decode(it driver.Item) (Doc[T], error) {
 	d, err := s.decodeDoc(it)
-	if err != nil || s.life == nil {
+	if err != nil || s.core.Life == nil {
 		return d, err
 	}
-	return s.idx.stamped(d, s.life)
+	return s.stamped(d)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/extra"
-	"github.com/etagstore/etagstore/internal/meta"
 )
 
 // Extra is what a Doc carries so that writing it back applies its change
@@ -44,26 +43,13 @@ func (e Extra) Without(name string) Extra { return Extra{e.x.Without(name)} }
 
 // extraOf is the Extra of it, a stored document, whose value T encodes as
 // baseline (nil: the same as stored; see extra.Of).
-func (c *core) extraOf(it driver.Item, baseline []byte) Extra {
-	return Extra{extra.Of(it, baseline, c.merges, c.known)}
+func (s *Store[T]) extraOf(it driver.Item, baseline []byte) Extra {
+	return Extra{extra.Of(it, baseline, s.core.Merges, s.core.Known)}
 }
 
-// version is a version of a key a write starts from (see package
-// internal/engine).
-type version = engine.Version
-
-// readVersion is the version a read of key found (it, or err matching
-// ErrNotFound).
-func (c *core) readVersion(key string, it driver.Item, err error) version {
-	if err != nil {
-		return version{Item: driver.Item{Key: key}, Verified: true, MetaKnown: true, Missing: err}
-	}
-	return c.stored(it, true, false)
-}
-
-// stored is the version it, read (verified) or known from a write;
-// canonical says its Data is exactly T's encoding of its value.
-// An expired document's version reads as missing (core.judged).
-func (c *core) stored(it driver.Item, verified, canonical bool) version {
-	return c.life.judged(version{Item: it, Exists: true, Verified: verified, MetaKnown: true, Canonical: canonical, Meta: meta.Parse(it.Meta)})
-}
+// version is a version of a key a write starts from, and keyWrite one
+// key's write (see package internal/engine).
+type (
+	version  = engine.Version
+	keyWrite = engine.KeyWrite
+)

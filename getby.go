@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 
+	"github.com/etagstore/etagstore/internal/core"
 	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -20,27 +21,27 @@ import (
 // matches ErrNotFound; an index not declared on s, or a Lookup index,
 // ErrInvalidInput.
 func (s *Store[T]) GetBy(ctx context.Context, idx Index[T], value string) (Doc[T], error) {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpGetBy, value)
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpGetBy, value)
 	d, err := s.getBy(ctx, idx, value, &sp.Stats)
 	sp.End(err)
 	return d, err
 }
 
 func (s *Store[T]) getBy(ctx context.Context, idx Index[T], value string, st *telemetry.Stats) (Doc[T], error) {
-	d, err := s.idx.find(idx)
+	d, err := s.idx.Find(idx.d.Name)
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	if !d.unique {
+	if !d.Unique {
 		return Doc[T]{}, errorf(ErrInvalidInput, "GetBy %q: %s is not Unique (use ListBy for a Lookup; an expiry index is read by Sweep)", value, d)
 	}
-	e, err := s.idx.set.Holder(ctx, d.def(), value)
+	e, err := s.idx.Set.Holder(ctx, d.Def(), value)
 	if err != nil {
 		return Doc[T]{}, err
 	}
 	doc, err := s.reader(d, func(ctx context.Context, key string) (Doc[T], error) { return s.get(ctx, key, st) }).Holding(ctx, e)
 	if err == nil && doc == nil {
-		err = errorf(ErrNotFound, "no document holds %q in index %q", value, d.name)
+		err = errorf(ErrNotFound, "no document holds %q in index %q", value, d.Name)
 	}
 	if err != nil {
 		return Doc[T]{}, err
@@ -50,9 +51,9 @@ func (s *Store[T]) getBy(ctx context.Context, idx Index[T], value string, st *te
 
 // reader reads the documents of d's entries (index.Reader), get with
 // each read.
-func (s *Store[T]) reader(d Index[T], get func(ctx context.Context, key string) (Doc[T], error)) index.Reader[Doc[T]] {
-	return index.Reader[Doc[T]]{Get: get, Decode: s.decode, Skip: isExpired, ReadMany: s.abilities.ReadMany,
-		Holds: func(doc Doc[T], value string) (bool, error) { return d.holds(doc.Key, doc.Value, value) }}
+func (s *Store[T]) reader(d index.Decl[T], get func(ctx context.Context, key string) (Doc[T], error)) index.Reader[Doc[T]] {
+	return index.Reader[Doc[T]]{Get: get, Decode: s.decode, Skip: core.IsExpired, ReadMany: s.core.Abilities.ReadMany,
+		Holds: func(doc Doc[T], value string) (bool, error) { return d.Holds(doc.Key, doc.Value, value) }}
 }
 
 // ListBy yields the documents holding value in idx, an index declared on
@@ -67,7 +68,7 @@ func (s *Store[T]) reader(d Index[T], get func(ctx context.Context, key string) 
 // what GetBy returns, or nothing.
 func (s *Store[T]) ListBy(ctx context.Context, idx Index[T], value string) iter.Seq2[Doc[T], error] {
 	return func(yield func(Doc[T], error) bool) {
-		ctx, sp := s.obs.Begin(ctx, telemetry.OpListBy, value)
+		ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpListBy, value)
 		failed := errPanicked // until the loop ends normally (yield may panic)
 		defer func() { sp.End(failed) }()
 		failed = s.listBy(ctx, idx, value, &sp.Stats, yield)
@@ -75,17 +76,17 @@ func (s *Store[T]) ListBy(ctx context.Context, idx Index[T], value string) iter.
 }
 
 func (s *Store[T]) listBy(ctx context.Context, idx Index[T], value string, st *telemetry.Stats, yield func(Doc[T], error) bool) error {
-	d, err := s.idx.find(idx)
+	d, err := s.idx.Find(idx.d.Name)
 	if err != nil {
 		yield(Doc[T]{}, err)
 		return err
 	}
-	if d.at != nil {
+	if d.At != nil {
 		err := errorf(ErrInvalidInput, "ListBy %q: %s is an expiry index, read by Sweep", value, d)
 		yield(Doc[T]{}, err)
 		return err
 	}
-	if d.unique {
+	if d.Unique {
 		doc, err := s.getBy(ctx, idx, value, st)
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -98,5 +99,5 @@ func (s *Store[T]) listBy(ctx context.Context, idx Index[T], value string, st *t
 		return nil
 	}
 	get := func(ctx context.Context, key string) (Doc[T], error) { return s.get(ctx, key, new(telemetry.Stats)) }
-	return s.reader(d, get).List(ctx, s.idx.set.Holders(ctx, d.def(), value), yield)
+	return s.reader(d, get).List(ctx, s.idx.Set.Holders(ctx, d.Def(), value), yield)
 }

@@ -36,7 +36,7 @@ func (s *Store[T]) updateGrouped(ctx context.Context, key string, create bool, m
 	if res.Err != nil {
 		return Doc[T]{}, res.Err
 	}
-	d := s.idx.dated(Doc[T]{Key: key, Value: res.Value, ETag: res.ETag, Extra: res.Extra})
+	d := s.dated(Doc[T]{Key: key, Value: res.Value, ETag: res.ETag, Extra: res.Extra})
 	if res.Superseded {
 		d.Extra = Extra{res.Extra.x.Superseded(res.ETag, res.Data)} // its own state, not the version written
 	}
@@ -56,7 +56,7 @@ func (w groupWork[T]) Mutate(key string, mutate func(*T) error, v *T) error {
 func (w groupWork[T]) Encode(key string, v T) ([]byte, error) { return w.s.enc.Encode(key, v) }
 
 func (w groupWork[T]) Cached(ctx context.Context, key string) []version {
-	return w.s.cached(ctx, key, "")
+	return w.s.core.Cached(ctx, key, "")
 }
 
 func (w groupWork[T]) Modify(ctx context.Context, key string, create bool, start []version, mine *T,
@@ -64,10 +64,10 @@ func (w groupWork[T]) Modify(ctx context.Context, key string, create bool, start
 	return w.s.modify(ctx, telemetry.OpUpdate, key, create, start, mine, change, f)
 }
 
-func (w groupWork[T]) Committed(ctx context.Context, n int) { w.s.obs.Committed(ctx, n) }
+func (w groupWork[T]) Committed(ctx context.Context, n int) { w.s.core.Obs.Committed(ctx, n) }
 
 func (w groupWork[T]) Chain(it driver.Item, x Extra) version {
-	return w.s.stored(it, false, x.x.Doc == "")
+	return w.s.core.Stored(it, false, x.x.Doc == "")
 }
 
 func (w groupWork[T]) Mine(err error, v T) (error, bool) {

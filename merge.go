@@ -48,7 +48,7 @@ func (e *MergeError) Is(target error) bool { return target == ErrConflict }
 // that writes base.Key itself, through this Store, fails at once with
 // ErrInvalidInput (its write stays, landed once), as Update's mutate does.
 func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T]) (Doc[T], error) {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpSave, base.Key)
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpSave, base.Key)
 	defer sp.EndOnPanic()
 	d, err := s.save(ctx, base, edited, merge, &sp.Stats)
 	sp.End(err)
@@ -56,7 +56,7 @@ func (s *Store[T]) Save(ctx context.Context, base Doc[T], edited T, merge MergeF
 }
 
 func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeFunc[T], st *telemetry.Stats) (Doc[T], error) {
-	if err := s.checkKey(base.Key); err != nil {
+	if err := s.core.CheckKey(base.Key); err != nil {
 		return Doc[T]{}, err
 	}
 	if base.ETag == "" {
@@ -75,7 +75,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 		}
 		mine = edited
 		if b.ETag != base.ETag {
-			err = s.reentry.Run(telemetry.OpSave.String(), base.Key, func() (err error) {
+			err = s.core.Reentry.Run(telemetry.OpSave.String(), base.Key, func() (err error) {
 				mine, err = merge(base.Value, edited, *theirs)
 				return err
 			})
@@ -94,7 +94,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	// version's bookkeeping (a Doc a read returned), or on the cached copy
 	// of that version; otherwise it reads first: a write continues the
 	// stored bookkeeping (write ids, fencing token).
-	start := s.cached(ctx, base.Key, base.ETag)
+	start := s.core.Cached(ctx, base.Key, base.ETag)
 	if start == nil && base.Extra.x.Meta != "" {
 		data, canonical := []byte(base.Extra.x.Doc), false // the document base was read from
 		if base.Extra.x.Doc == "" || base.Extra.x.ETag != base.ETag {
@@ -105,7 +105,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 			canonical = true
 		}
 		it := driver.Item{Key: base.Key, Data: data, Meta: base.Extra.x.Meta, ETag: base.ETag}
-		start = []version{s.stored(it, false, canonical)}
+		start = []version{s.core.Stored(it, false, canonical)}
 	}
 	res, extra, err := s.modify(ctx, telemetry.OpSave, base.Key, false, start, &mine, apply, nil)
 	st.Attempts = res.Attempts
@@ -116,7 +116,7 @@ func (s *Store[T]) save(ctx context.Context, base Doc[T], edited T, merge MergeF
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return s.idx.dated(Doc[T]{Key: base.Key, Value: mine, ETag: res.Out[0].ETag, Extra: extra}), nil
+	return s.dated(Doc[T]{Key: base.Key, Value: mine, ETag: res.Out[0].ETag, Extra: extra}), nil
 }
 
 // mergeConflict turns a merge error into Save's error: a *ConflictError

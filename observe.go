@@ -2,13 +2,9 @@ package etagstore
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/etagstore/etagstore/driver"
-	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -20,22 +16,6 @@ import (
 // no-op. A caller adds attributes of its own to every span and data
 // point of a call through its context (WithAttributes).
 // Names are listed in docs/observability.md.
-
-// instrumentationName is the name of the tracer and meter the Store uses.
-const instrumentationName = "github.com/etagstore/etagstore"
-
-// newRecorder is the recorder of a Store on b, with the providers p.
-func newRecorder(b driver.Backend, p telemetry.Providers) *telemetry.Recorder {
-	return telemetry.NewRecorder(instrumentationName, backendName(b), p)
-}
-
-// backendName is the short name of b's package: memstore, tablestore,
-// blobstore, or a wrapper's.
-func backendName(b driver.Backend) string {
-	name := strings.TrimPrefix(fmt.Sprintf("%T", index.Unstamped(b)), "*")
-	name, _, _ = strings.Cut(name, ".")
-	return name
-}
 
 // WithAttributes returns a copy of ctx carrying kvs, which the library adds
 // to every span and metric data point it records for a call made with

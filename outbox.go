@@ -2,25 +2,25 @@ package etagstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"reflect"
-	"slices"
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/core"
 	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/outbox"
+	"github.com/etagstore/etagstore/internal/retry"
 )
 
 // This file keeps a transactional outbox: events a transaction emits
 // commit in the same atomic request as its documents, in their partition,
 // numbered in commit order (Seq); Relay publishes them (relay.go). The
-// records' layout is internal/outbox's; see docs/outbox.md.
+// records, their layout and their writes are internal/outbox's; see
+// docs/outbox.md.
 
 // Event is an event an Outbox holds: emitted in a transaction, relayed,
 // or read back.
@@ -86,22 +86,12 @@ const MaxEventSize = 48 << 10
 // back. It is safe for concurrent use.
 type Outbox[E any] struct {
 	layout outbox.Layout
-	store  *Store[record] // its records, over an outbox.Backend
-	err    error          // NewOutbox's refusal: every call fails with it
+	store  *Store[outbox.Record] // its records, over an outbox.Backend
+	err    error                 // NewOutbox's refusal: every call fails with it
 	clock  Clock
 	poll   time.Duration
 	// inFlight is OutboxOptions.InFlight; batch, OutboxOptions.Batch.
 	inFlight, batch int
-}
-
-// record is one record of an outbox (internal/outbox): an event (ID, Seq,
-// Time, Value; Sent once relayed), or a head or cursor (Seq alone).
-type record struct {
-	ID    string          `json:"id,omitempty"`
-	Seq   int64           `json:"seq"`
-	Time  time.Time       `json:"time,omitzero"`
-	Value json.RawMessage `json:"value,omitempty"`
-	Sent  time.Time       `json:"sent,omitzero"`
 }
 
 // NewOutbox returns the outbox of events of type E kept beside the
@@ -114,7 +104,7 @@ func NewOutbox[E any](b driver.Backend, opts *OutboxOptions) *Outbox[E] {
 		o = *opts
 	}
 	if o.Name == "" {
-		o.Name = "o" + expiryName(reflect.TypeFor[E]())[1:]
+		o.Name = "o" + index.ExpiryName(reflect.TypeFor[E]())[1:]
 	}
 	if o.Retention <= 0 {
 		o.Retention = 7 * 24 * time.Hour
@@ -129,7 +119,7 @@ func NewOutbox[E any](b driver.Backend, opts *OutboxOptions) *Outbox[E] {
 		o.Batch = 32
 	}
 	if o.Clock == nil {
-		o.Clock = systemClock{}
+		o.Clock = retry.System{}
 	}
 	x := &Outbox[E]{clock: o.Clock, poll: o.Poll, inFlight: o.InFlight, batch: o.Batch}
 	if x.err = index.CheckName(o.Name); x.err == nil && len(o.Name) > maxOutboxName {
@@ -146,7 +136,7 @@ func NewOutbox[E any](b driver.Backend, opts *OutboxOptions) *Outbox[E] {
 	so.Codec = nil // the backend's: a table's entity of properties
 	retention := o.Retention
 	x.store = New(driver.Backend(outbox.Backend{Backend: b, Layout: x.layout}), &so,
-		expiryIndex("xo-"+o.Name, func(r record) time.Time {
+		expiryIndex("xo-"+o.Name, func(r outbox.Record) time.Time {
 			if r.Sent.IsZero() {
 				return time.Time{}
 			}
@@ -194,28 +184,17 @@ func (e *Emitter[E]) Emit(v E) error {
 	if err != nil {
 		return fmt.Errorf("%w: Emit: encode %T: %v", ErrInvalidInput, v, err)
 	}
-	ev := Event[json.RawMessage]{ID: newEventID(), Partition: scope, Seq: 1e15, Time: o.clock.Now().UTC(), Value: value}
+	ev := Event[json.RawMessage]{ID: outbox.NewID(), Partition: scope, Seq: 1e15, Time: o.clock.Now().UTC(), Value: value}
 	if msg, _ := json.Marshal(ev); len(msg) > MaxEventSize {
 		return errorf(ErrTooLarge, "Emit: the event is %d bytes as JSON, over MaxEventSize (%d)", len(msg), MaxEventSize)
 	}
-	rs := o.store.In(e.tx)
-	head, err := rs.Get(o.layout.Head(scope))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return err
-	}
-	seq := head.Seq + 1
-	if err := rs.Put(o.layout.Head(scope), record{Seq: seq}); err != nil {
-		return err
-	}
-	return rs.createUnread(o.layout.Pending(scope, seq), record{ID: ev.ID, Seq: seq, Time: ev.Time, Value: value}, true)
+	return o.layout.Emit(recordTx{o.store.In(e.tx)}, scope, outbox.Record{ID: ev.ID, Time: ev.Time, Value: value})
 }
 
-// newEventID is a new event's ID: 128 random bits in hex.
-func newEventID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return hex.EncodeToString(b[:])
-}
+// recordTx is a transaction's view of an outbox's records (outbox.Tx).
+type recordTx struct{ *Tx[outbox.Record] }
+
+func (t recordTx) CreateFresh(key string, r outbox.Record) error { return t.createUnread(key, r, true) }
 
 // Read yields partition's events after Seq after, in order: those not
 // relayed yet and those relayed within the retention. It reads the
@@ -244,8 +223,8 @@ func (o *Outbox[E]) read(ctx context.Context, partition string, after int64) ([]
 	if o.err != nil {
 		return nil, o.err
 	}
-	if scope, err := o.layout.Space.Scope(partition + "k"); err != nil || scope != partition {
-		return nil, errorf(ErrInvalidInput, "Read: %q is not a partition of this backend (a key prefix such as \"pk/\" on tables, \"\" on memstore)", partition)
+	if err := o.layout.CheckPartition(partition); err != nil {
+		return nil, err
 	}
 	head, err := o.store.Get(ctx, o.layout.Head(partition))
 	switch {
@@ -254,62 +233,11 @@ func (o *Outbox[E]) read(ctx context.Context, partition string, after int64) ([]
 	case err != nil:
 		return nil, err
 	}
-	var out []Event[E]
-	seen := map[int64]bool{}
-	// Pending first, then sent: an event relayed meanwhile moves from the
-	// one to the other, and is met in one of them.
-	for _, prefix := range []string{o.layout.PendingPrefix(partition), o.layout.SentPrefix(partition)} {
-		start := prefix + fmt.Sprintf("%0*d", outbox.SeqDigits, after)
-		for it, err := range o.listFrom(ctx, prefix, start) {
-			if err != nil {
-				return nil, err
-			}
-			seq, ok := o.layout.Seq(it.Key)
-			if !ok || seq <= after || seen[seq] {
-				continue
-			}
-			if seq > head.Value.Seq {
-				break
-			}
-			ev, err := o.event(partition, it)
-			switch {
-			case isExpired(err):
-				continue // past its retention
-			case err != nil:
-				return nil, err
-			}
-			seen[seq] = true
-			out = append(out, ev)
-		}
-	}
-	slices.SortFunc(out, func(a, b Event[E]) int { return int(a.Seq - b.Seq) })
-	return out, nil
+	event := func(it driver.Item) (Event[E], error) { return o.event(partition, it) }
+	return outbox.Read(ctx, o.layout, o.store.core.Backend, partition, after, head.Value.Seq, event, core.IsExpired)
 }
 
-// listFrom yields the records under prefix after the key after, a page
-// of the backend's at a time.
-func (o *Outbox[E]) listFrom(ctx context.Context, prefix, after string) iter.Seq2[driver.Item, error] {
-	return func(yield func(driver.Item, error) bool) {
-		for {
-			items, more, err := o.store.b.ListPage(ctx, prefix, after, 1000)
-			if err != nil {
-				yield(driver.Item{}, err)
-				return
-			}
-			for _, it := range items {
-				if !yield(it, nil) {
-					return
-				}
-			}
-			if !more || len(items) == 0 {
-				return
-			}
-			after = items[len(items)-1].Key
-		}
-	}
-}
-
-// event is it, a record of partition, as an Event (an *expiredError when
+// event is it, a record of partition, as an Event (a *core.ExpiredError when
 // past its retention).
 func (o *Outbox[E]) event(partition string, it driver.Item) (Event[E], error) {
 	d, err := o.store.decode(it)

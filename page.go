@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/core"
 	"github.com/etagstore/etagstore/internal/paging"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
@@ -45,15 +46,15 @@ type Page[T any] struct {
 //
 // A document the Codec cannot decode fails the whole page.
 func (s *Store[T]) Page(ctx context.Context, prefix string, limit int, token string) (Page[T], error) {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpPage, prefix)
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpPage, prefix)
 	p, err := s.page(ctx, "list\x00"+prefix, limit, token, func(ctx context.Context, after string, limit int) ([]driver.Item, bool, error) {
-		if s.reserved(prefix) {
+		if s.core.Reserved(prefix) {
 			return nil, false, nil // no document's key
 		}
 		if after != "" && !strings.HasPrefix(after, prefix) {
 			return nil, false, errorf(ErrInvalidInput, "page token is not for prefix %q", prefix)
 		}
-		return s.b.ListPage(ctx, prefix, after, limit)
+		return s.core.Backend.ListPage(ctx, prefix, after, limit)
 	})
 	sp.End(err)
 	return p, err
@@ -65,12 +66,12 @@ func (s *Store[T]) Page(ctx context.Context, prefix string, limit int, token str
 // Options.Partition; by PartitionKey, then RowKey on a tablestore without
 // it, where a table is listed in one streaming query. The result is -1, 0
 // or +1. A prefix selects the same documents in either order.
-func (s *Store[T]) CompareKeys(a, b string) int { return s.abilities.KeyOrder()(a, b) }
+func (s *Store[T]) CompareKeys(a, b string) int { return s.core.Abilities.KeyOrder()(a, b) }
 
 // page is one page of the documents list yields after the key token
 // names, made for scope (see paging.Fill).
 func (s *Store[T]) page(ctx context.Context, scope string, limit int, token string, list paging.List) (Page[T], error) {
-	docs, next, err := paging.Fill(ctx, paging.Lister{Backend: s.b, Abilities: &s.abilities}, scope, limit, token, list, s.decode, isExpired)
+	docs, next, err := paging.Fill(ctx, paging.Lister{Backend: s.core.Backend, Abilities: &s.core.Abilities}, scope, limit, token, list, s.decode, core.IsExpired)
 	if err != nil {
 		return Page[T]{}, err
 	}

@@ -28,22 +28,22 @@ import (
 // on s matches ErrInvalidInput; a backend without entries (blobs)
 // errors.ErrUnsupported.
 func (s *Store[T]) Reindex(ctx context.Context, idx Index[T]) error {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpReindex, idx.name)
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpReindex, idx.d.Name)
 	err := s.reindex(ctx, idx)
 	sp.End(err)
 	return err
 }
 
 func (s *Store[T]) reindex(ctx context.Context, idx Index[T]) error {
-	d, err := s.idx.find(idx)
+	d, err := s.idx.Find(idx.d.Name)
 	if err != nil {
 		return err
 	}
-	dups, err := s.idx.set.Reindex(ctx, d.def())
+	dups, err := s.idx.Set.Reindex(ctx, d.Def())
 	if err != nil || len(dups) == 0 {
 		return err
 	}
-	e := &ReindexError{Index: d.name}
+	e := &ReindexError{Index: d.Name}
 	for _, dup := range dups {
 		e.Duplicates = append(e.Duplicates, Duplicate(dup))
 	}

@@ -58,56 +58,10 @@ type RetryPolicy struct {
 	MaxElapsedTime time.Duration
 }
 
-// defaultRetryPolicy is the policy used when Options.Retry is nil.
-var defaultRetryPolicy = RetryPolicy{
-	InitialInterval: 4 * time.Millisecond,
-	MaxInterval:     250 * time.Millisecond,
-	MaxElapsedTime:  15 * time.Second,
-}
-
-func (p RetryPolicy) withDefaults() RetryPolicy {
-	d := defaultRetryPolicy
-	if p.MaxAttempts > 0 {
-		d.MaxAttempts = p.MaxAttempts
-	}
-	if p.InitialInterval > 0 {
-		d.InitialInterval = p.InitialInterval
-	}
-	if p.MaxInterval > 0 {
-		d.MaxInterval = p.MaxInterval
-	}
-	if p.MaxElapsedTime != 0 {
-		d.MaxElapsedTime = p.MaxElapsedTime
-	}
-	if d.MaxInterval < d.InitialInterval {
-		d.MaxInterval = d.InitialInterval
-	}
-	return d
-}
-
 // Clock is the time source of the retry loop. Tests inject a fake one so
 // that retries run instantly and deterministically.
 type Clock interface {
 	Now() time.Time
 	// Sleep waits for d or until ctx is done, returning ctx.Err() then.
 	Sleep(ctx context.Context, d time.Duration) error
-}
-
-// systemClock is the real clock, the default Options.Clock.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

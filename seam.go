@@ -31,13 +31,13 @@ func (x extras[T]) PageWith(ctx context.Context, scope string, limit int, token 
 
 func (x extras[T]) DecodeItem(it driver.Item) (Doc[T], error) { return x.s.decode(it) }
 
-func (x extras[T]) Expires() bool { return x.s.life != nil }
+func (x extras[T]) Expires() bool { return x.s.core.Life != nil }
 
 func (x extras[T]) Observe(ctx context.Context, op access.Op, subject string) (context.Context, func(error)) {
 	if op != access.Query && op != access.QueryPage && op != access.GetIf {
 		return ctx, func(error) {} // not a backend package's operation: observed by nothing
 	}
-	ctx, sp := x.s.obs.Begin(ctx, op, subject)
+	ctx, sp := x.s.core.Obs.Begin(ctx, op, subject)
 	if !sp.Recording() {
 		return ctx, func(error) {}
 	}
@@ -47,7 +47,7 @@ func (x extras[T]) Observe(ctx context.Context, op access.Op, subject string) (c
 // DeliverWrite delivers w, one span.
 func (x extras[T]) DeliverWrite(ctx context.Context, w access.Write[T]) ([]ETag, error) {
 	op, key := actions.Named(w)
-	ctx, sp := x.s.obs.Begin(ctx, op, key)
+	ctx, sp := x.s.core.Obs.Begin(ctx, op, key)
 	defer sp.EndOnPanic() // Encode runs the user's codec
 	etags, err := actions.Deliver(ctx, actionStore[T]{x.s}, op, w)
 	sp.End(err)
@@ -58,17 +58,17 @@ func (x extras[T]) DeliverWrite(ctx context.Context, w access.Write[T]) ([]ETag,
 // adapter behind actions.Store).
 type actionStore[T any] struct{ s *Store[T] }
 
-func (x actionStore[T]) CheckKey(key string) error    { return x.s.checkKey(key) }
-func (x actionStore[T]) KeepsEntries() bool           { return x.s.idx.keepsEntries() }
-func (x actionStore[T]) Abilities() *driver.Abilities { return &x.s.abilities }
+func (x actionStore[T]) CheckKey(key string) error    { return x.s.core.CheckKey(key) }
+func (x actionStore[T]) KeepsEntries() bool           { return x.s.idx.KeepsEntries() }
+func (x actionStore[T]) Abilities() *driver.Abilities { return &x.s.core.Abilities }
 func (x actionStore[T]) Codec() codec.Of[T]           { return x.s.enc }
 
 func (x actionStore[T]) Deliver(ctx context.Context, op telemetry.Op, mode engine.Mode, keys []string, p engine.Plan) (engine.Result, error) {
-	return x.s.deliver(ctx, x.s.delivery(ctx, op, mode, keys, p, nil, nil))
+	return x.s.core.Deliver(ctx, x.s.core.Delivery(ctx, op, mode, keys, p, nil, nil))
 }
 
 func (x actionStore[T]) Blind(ctx context.Context, op telemetry.Op, w keyWrite) (driver.Item, error) {
-	return x.s.blind(ctx, op, w)
+	return x.s.core.Blind(ctx, op, w)
 }
 
 func (x actionStore[T]) Conditioned(ctx context.Context, op telemetry.Op, key string, held ETag, mine T, write func(*engine.Delivery, version) (keyWrite, error)) (driver.Item, error) {

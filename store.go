@@ -14,15 +14,12 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/cache"
 	"github.com/etagstore/etagstore/internal/codec"
-	"github.com/etagstore/etagstore/internal/engine"
-	"github.com/etagstore/etagstore/internal/heat"
+	"github.com/etagstore/etagstore/internal/core"
 	"github.com/etagstore/etagstore/internal/index"
-	"github.com/etagstore/etagstore/internal/members"
 	"github.com/etagstore/etagstore/internal/paging"
 	"github.com/etagstore/etagstore/internal/readshare"
-	"github.com/etagstore/etagstore/internal/reentry"
+	"github.com/etagstore/etagstore/internal/retry"
 	"github.com/etagstore/etagstore/internal/telemetry"
-	"github.com/etagstore/etagstore/internal/turns"
 	"github.com/etagstore/etagstore/internal/updategroup"
 )
 
@@ -85,33 +82,12 @@ type Options struct {
 // Store is a typed document store with optimistic concurrency over a
 // driver.Backend. A Store is safe for concurrent use by multiple goroutines.
 type Store[T any] struct {
-	core
-	seam[T]             // the backend packages' way in (seam.go)
-	enc     codec.Of[T] // T's encoding through the Store's codec
-	idx     *indexes[T] // its indexes (index.go); nil: none
+	core    core.Core          // what knows nothing of T (internal/core)
+	seam[T]                    // the backend packages' way in (seam.go)
+	enc     codec.Of[T]        // T's encoding through the Store's codec
+	idx     *index.Declared[T] // its indexes (index.go); nil: none
 
 	groups updategroup.Groups[T, Extra] // group commit for Updates
-}
-
-// core is the part of a Store that knows nothing of T: the backend, the
-// delivery engine's policy and state, and telemetry.
-type core struct {
-	b         driver.Backend
-	abilities driver.Abilities
-	retry     RetryPolicy
-	clock     Clock
-	keepIDs   int
-	cache     *cache.Cache
-	heat      heat.Heat
-	turns     turns.Layer // the hot-key hand-over (the engine's Contention)
-	env       *engine.Env // the delivery engine's environment (deliver.go)
-	obs       *telemetry.Recorder
-	known     members.Known    // the members T's documents hold (nil Names: all; see Extra.Names)
-	merges    bool             // the codec applies a change to a stored document (it has Merge)
-	reads     *readshare.Reads // concurrent Gets' shared reads; nil: off
-	grouped   bool             // group commit is on (Options.DisableGroupCommit unset)
-	reentry   reentry.Reentry  // writes from inside user code of their own key (internal/reentry)
-	life      *lifetimes       // when documents expire (expiry.go); nil: never
 }
 
 // New returns a Store of documents of type T kept in b. Nil opts means the
@@ -125,57 +101,48 @@ func New[T any](b driver.Backend, opts *Options, idx ...Index[T]) *Store[T] {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Store[T]{core: core{b: b, clock: o.Clock, keepIDs: o.KeepWriteIDs, cache: cache.New(o.CacheSize), obs: newRecorder(b, telemetry.Providers{TracerProvider: o.TracerProvider, MeterProvider: o.MeterProvider, Logger: o.Logger, RecordKeys: o.RecordKeys}), grouped: !o.DisableGroupCommit}}
-	s.abilities = b.Abilities()
-	c := cmp.Or(o.Codec, s.abilities.Codec, JSON)
-	s.enc = codec.New[T](c)
-	s.known, s.merges = codec.Known(c, reflect.TypeFor[T]()), s.enc.Merges()
+	s := &Store[T]{}
+	c := &s.core
+	c.Backend, c.Abilities, c.Clock, c.KeepIDs, c.Grouped = b, b.Abilities(), o.Clock, o.KeepWriteIDs, !o.DisableGroupCommit
+	c.Cache = cache.New(o.CacheSize)
+	c.Obs = core.NewRecorder(b, telemetry.Providers{TracerProvider: o.TracerProvider, MeterProvider: o.MeterProvider, Logger: o.Logger, RecordKeys: o.RecordKeys})
+	cd := cmp.Or(o.Codec, c.Abilities.Codec, JSON)
+	s.enc = codec.New[T](cd)
+	c.Known, c.Merges = codec.Known(cd, reflect.TypeFor[T]()), s.enc.Merges()
+	c.Retry = retry.Default
 	if o.Retry != nil {
-		s.retry = o.Retry.withDefaults()
-	} else {
-		s.retry = defaultRetryPolicy
+		c.Retry = retry.Policy(*o.Retry).WithDefaults()
 	}
-	if s.clock == nil {
-		s.clock = systemClock{}
+	if c.Clock == nil {
+		c.Clock = retry.System{}
 	}
-	s.keepIDs = min(s.keepIDs, 40) // 40 ids and the rest fit in driver.MaxMetaLen
-	if s.keepIDs <= 0 {
-		s.keepIDs = 16
+	c.KeepIDs = min(c.KeepIDs, 40) // 40 ids and the rest fit in driver.MaxMetaLen
+	if c.KeepIDs <= 0 {
+		c.KeepIDs = 16
 	}
-	s.idx = newIndexes(b, s.enc, idx)
-	s.life = s.idx.lifetimes(s.enc.Decode, s.clock, o.ExpirySkew)
-	s.b = s.idx.stamping(s.b, s.life) // expiry.go
-	s.abilities = s.b.Abilities()     // its Commit, when b has one, stamps too
-	s.env = s.newEnv()
+	s.idx = declare(b, s.enc, idx)
+	at := s.idx.At(s.enc.Decode) // when a document expires (Expiry)
+	if at != nil {
+		c.Life = core.NewLifetimes(at, c.Clock, o.ExpirySkew)
+	}
+	c.Backend = s.idx.Stamping(c.Backend, at) // a backend without entries: the instant in each write
+	c.Abilities = c.Backend.Abilities()       // its Commit, when b has one, stamps too
+	c.Env = c.NewEnv()
 	if s.idx != nil {
-		s.env.Implier = s.idx.implier()
+		c.Env.Implier = s.idx.Implier()
 	}
 	if !o.DisableGroupCommit {
-		s.reads = readshare.New(s.fetch)
+		c.Reads = readshare.New(c.Fetch)
 	}
 	s.seam = extras[T]{s}
 	return s
 }
 
 // Backend returns the backend the Store was given (New's b).
-func (s *Store[T]) Backend() driver.Backend { return index.Unstamped(s.b) }
+func (s *Store[T]) Backend() driver.Backend { return index.Unstamped(s.core.Backend) }
 
 // Codec returns the codec the Store encodes documents with.
 func (s *Store[T]) Codec() Codec { return s.enc.Codec() }
-
-func (c *core) checkKey(key string) error {
-	if err := driver.CheckKey(key); err != nil {
-		return err
-	}
-	return c.b.ValidateKey(key)
-}
-
-// holds reports whether the version cache holds a copy of key a write may
-// start from.
-func (c *core) holds(key string) bool {
-	_, ok := c.cache.Base(key, c.clock)
-	return ok
-}
 
 // Get returns the document stored under key with its ETag.
 // A missing key matches ErrNotFound; a bad key ErrInvalidKey. With the
@@ -189,30 +156,30 @@ func (c *core) holds(key string) bool {
 // the read ahead of it is sent on its own. Each caller decodes its own
 // value.
 func (s *Store[T]) Get(ctx context.Context, key string) (Doc[T], error) {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpGet, key)
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpGet, key)
 	d, err := s.get(ctx, key, &sp.Stats)
 	sp.End(err)
 	return d, err
 }
 
 func (s *Store[T]) get(ctx context.Context, key string, st *telemetry.Stats) (Doc[T], error) {
-	if err := s.checkKey(key); err != nil {
+	if err := s.core.CheckKey(key); err != nil {
 		return Doc[T]{}, err
 	}
 	var it driver.Item
 	var hit bool
 	var err error
-	if s.reads == nil || isUngrouped(ctx) {
-		it, hit, err = s.fetch(ctx, key)
+	if s.core.Reads == nil || isUngrouped(ctx) {
+		it, hit, err = s.core.Fetch(ctx, key)
 	} else {
-		it, hit, err = s.reads.Read(ctx, key)
+		it, hit, err = s.core.Reads.Read(ctx, key)
 	}
 	if err != nil {
 		return Doc[T]{}, err
 	}
 	if hit {
 		st.CacheHit = true
-		s.obs.CacheLookup(ctx, true, true)
+		s.core.Obs.CacheLookup(ctx, true, true)
 	}
 	return s.decode(it)
 }
@@ -222,24 +189,13 @@ func (s *Store[T]) get(ctx context.Context, key string, st *telemetry.Stats) (Do
 // An error is yielded once, with a zero Doc, and ends the sequence.
 func (s *Store[T]) List(ctx context.Context, prefix string) iter.Seq2[Doc[T], error] {
 	return func(yield func(Doc[T], error) bool) {
-		ctx, sp := s.obs.Begin(ctx, telemetry.OpList, prefix)
+		ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpList, prefix)
 		failed := errPanicked // until the loop ends normally (yield may panic)
 		defer func() { sp.End(failed) }()
-		if s.reserved(prefix) {
+		if s.core.Reserved(prefix) {
 			failed = nil
 			return
 		}
-		failed = paging.Each(s.b.List(ctx, prefix), s.decode, isExpired, yield)
+		failed = paging.Each(s.core.Backend.List(ctx, prefix), s.decode, core.IsExpired, yield)
 	}
-}
-
-// reserved reports whether prefix reaches into the keys of entries
-// (index.Reserved): List and Page of it yield nothing.
-func (c *core) reserved(prefix string) bool { return index.Reserved(c.abilities.Entries, prefix) }
-
-// fetch reads key: from the version cache when the backend confirms the
-// copy kept is current (ReadIfChanged), else from the backend. hit
-// reports the former.
-func (c *core) fetch(ctx context.Context, key string) (it driver.Item, hit bool, err error) {
-	return c.cache.Fetch(ctx, c.b, c.abilities.ReadIfChanged, key)
 }

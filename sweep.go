@@ -33,25 +33,25 @@ import (
 // finish (what they deleted stays deleted, and counts); the next pass
 // takes up the rest.
 func (s *Store[T]) Sweep(ctx context.Context) (int, error) {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpSweep, "")
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpSweep, "")
 	n, err := s.sweep(ctx)
 	sp.End(err)
 	return n, err
 }
 
 func (s *Store[T]) sweep(ctx context.Context) (int, error) {
-	d, ok := s.idx.expiry()
+	d, ok := s.idx.Expiry()
 	switch {
-	case s.idx != nil && s.idx.err != nil:
-		return 0, s.idx.err
+	case s.idx != nil && s.idx.Err != nil:
+		return 0, s.idx.Err
 	case !ok:
 		return 0, errorf(ErrInvalidInput, "Sweep: the Store has no Expiry index (pass etagstore.Expiry to New)")
 	}
-	start := s.clock.Now()
+	start := s.core.Clock.Now()
 	var out index.Swept
-	err := s.idx.set.Sweep(ctx, d.def(), index.Due{Cutoff: start.Add(-s.life.skew), Now: start, At: s.life.at}, &out)
-	s.obs.Swept(ctx, telemetry.SweepPass{Swept: out.Swept, Refreshed: out.Refreshed, Cleaned: out.Cleaned,
-		Listed: out.Listed, Lag: out.Lag, Took: s.clock.Now().Sub(start), Err: err})
+	err := s.idx.Set.Sweep(ctx, d.Def(), index.Due{Cutoff: start.Add(-s.core.Life.Skew), Now: start, At: s.core.Life.At}, &out)
+	s.core.Obs.Swept(ctx, telemetry.SweepPass{Swept: out.Swept, Refreshed: out.Refreshed, Cleaned: out.Cleaned,
+		Listed: out.Listed, Lag: out.Lag, Took: s.core.Clock.Now().Sub(start), Err: err})
 	return out.Swept, err
 }
 
@@ -64,16 +64,16 @@ func (s *Store[T]) sweep(ctx context.Context) (int, error) {
 // safe and only repeats work. A period under a millisecond, or a Store
 // without an Expiry index, matches ErrInvalidInput at once.
 func (s *Store[T]) SweepEvery(ctx context.Context, period time.Duration, lock Locker) error {
-	d, ok := s.idx.expiry()
+	d, ok := s.idx.Expiry()
 	switch {
 	case period < time.Millisecond:
 		return errorf(ErrInvalidInput, "SweepEvery: period %v is under a millisecond", period)
-	case s.idx != nil && s.idx.err != nil:
-		return s.idx.err
+	case s.idx != nil && s.idx.Err != nil:
+		return s.idx.Err
 	case !ok:
 		return errorf(ErrInvalidInput, "SweepEvery: the Store has no Expiry index (pass etagstore.Expiry to New)")
 	}
-	s.every(ctx, period, lock, "etagstore-sweep-"+d.name, func(ctx context.Context) bool {
+	s.every(ctx, period, lock, "etagstore-sweep-"+d.Name, func(ctx context.Context) bool {
 		_, _ = s.Sweep(ctx)
 		return false
 	})

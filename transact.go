@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/etagstore/etagstore/internal/core"
 	"github.com/etagstore/etagstore/internal/telemetry"
 	"github.com/etagstore/etagstore/internal/txn"
 )
@@ -98,10 +99,10 @@ import (
 //     applied twice), and is an *OutcomeUnknownError only where no read
 //     can tell.
 func (s *Store[T]) Transact(ctx context.Context, fn func(tx *Tx[T]) error) ([]Doc[T], error) {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpTransact, "")
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpTransact, "")
 	defer sp.EndOnPanic()
-	if s.abilities.Commit == nil {
-		err := errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", backendName(s.b))
+	if s.core.Abilities.Commit == nil {
+		err := errorf(errors.ErrUnsupported, "Transact: %s cannot commit several documents atomically", core.BackendName(s.core.Backend))
 		sp.End(err)
 		return nil, err
 	}

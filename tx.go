@@ -43,7 +43,7 @@ func valuesOf[T any](v *txn.View) map[string]T {
 func (tx *Tx[T]) docs() []Doc[T] {
 	var docs []Doc[T]
 	tx.txn.h.Written(tx.store(), func(v *txn.View, key string, data []byte, it driver.Item) {
-		docs = append(docs, tx.s.idx.dated(Doc[T]{Key: key, Value: valuesOf[T](v)[key], ETag: it.ETag, Extra: tx.s.extraOf(it, data)}))
+		docs = append(docs, tx.s.dated(Doc[T]{Key: key, Value: valuesOf[T](v)[key], ETag: it.ETag, Extra: tx.s.extraOf(it, data)}))
 	})
 	return docs
 }
@@ -119,7 +119,7 @@ func (tx *Tx[T]) buffer(key string, v T, write func(data []byte) (*txn.View, err
 // batches look up every key created together, in one request where the
 // backend can (driver.Abilities.ReadMany).
 func (tx *Tx[T]) Create(key string, v T) error {
-	if tx.s.life != nil { // an expired document is replaced: it must be read
+	if tx.s.core.Life != nil { // an expired document is replaced: it must be read
 		switch _, err := tx.Get(key); {
 		case err == nil:
 			return errorf(ErrExists, "Transact: %q exists", key)
@@ -155,7 +155,7 @@ func (tx *Tx[T]) createUnread(key string, v T, fresh bool) error {
 // need the version the write replaces.
 func (tx *Tx[T]) Upsert(key string, v T) error {
 	h, s := tx.txn.h, tx.store()
-	if put, err := h.BeforeUpsert(s, key); err != nil || put || tx.s.idx.keepsEntries() {
+	if put, err := h.BeforeUpsert(s, key); err != nil || put || tx.s.idx.KeepsEntries() {
 		if err != nil {
 			return err
 		}

@@ -81,7 +81,7 @@ func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error
 	for _, o := range opts {
 		o(&cfg)
 	}
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpUpdate, key)
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpUpdate, key)
 	defer sp.EndOnPanic()
 	d, err := s.update(ctx, key, cfg.create, mutate, &sp.Stats)
 	sp.End(err)
@@ -89,7 +89,7 @@ func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error
 }
 
 func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate func(*T) error, st *telemetry.Stats) (Doc[T], error) {
-	if err := s.checkKey(key); err != nil {
+	if err := s.core.CheckKey(key); err != nil {
 		return Doc[T]{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -97,7 +97,7 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 	}
 	// An Update nested in a mutate of key runs on its own: its write must
 	// land on this goroutine, where the mutate it is nested in sees it.
-	if s.grouped && !isUngrouped(ctx) && !s.reentry.Inside(key) {
+	if s.core.Grouped && !isUngrouped(ctx) && !s.core.Reentry.Inside(key) {
 		return s.updateGrouped(ctx, key, create, mutate, st)
 	}
 	return s.updateUngrouped(ctx, key, create, mutate, nil, st)
@@ -108,15 +108,15 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 // mutate starts and ends.
 func (s *Store[T]) updateUngrouped(ctx context.Context, key string, create bool, mutate func(*T) error, o *updategroup.Group[T, Extra], st *telemetry.Stats) (Doc[T], error) {
 	mut := &mutation[T]{s: s, key: key, mutate: mutate, o: o}
-	res, extra, err := s.modify(ctx, telemetry.OpUpdate, key, create, s.cached(ctx, key, ""), &mut.mine, mut.change, nil)
+	res, extra, err := s.modify(ctx, telemetry.OpUpdate, key, create, s.core.Cached(ctx, key, ""), &mut.mine, mut.change, nil)
 	st.Attempts, st.Batch, st.CacheHit = res.Attempts, 1, res.FromCopy
 	if err != nil {
 		return Doc[T]{}, err
 	}
 	if len(res.Sent) > 0 {
-		s.obs.Committed(ctx, 1)
+		s.core.Obs.Committed(ctx, 1)
 	}
-	return s.idx.dated(Doc[T]{Key: key, Value: mut.mine, ETag: res.Out[0].ETag, Extra: extra}), nil
+	return s.dated(Doc[T]{Key: key, Value: mut.mine, ETag: res.Out[0].ETag, Extra: extra}), nil
 }
 
 // mutation is the change of a plain Update: mutate applied to a fresh copy
@@ -158,22 +158,7 @@ func (m *mutation[T]) change(b version) ([]byte, []byte, bool, error) {
 // (a caller's loop, Transact running its fn again, an HTTP client told
 // 412) that write again.
 func (s *Store[T]) mutate(key string, mutate func(*T) error, v *T) error {
-	return s.reentry.Run(telemetry.OpUpdate.String(), key, func() error { return mutate(v) })
-}
-
-// cached returns the version of key the version cache holds, if it is on
-// and holds one (with ETag etag, unless etag is empty): a base an attempt
-// may start from without reading.
-func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version {
-	if s.cache == nil {
-		return nil
-	}
-	v, ok := s.cache.Version(key, s.clock, etag)
-	s.obs.CacheLookup(ctx, ok, false)
-	if !ok {
-		return nil
-	}
-	return []version{s.life.judged(v)}
+	return s.core.Reentry.Run(telemetry.OpUpdate.String(), key, func() error { return mutate(v) })
 }
 
 // modify delivers a read-modify-write of key — an Update, a Save, a
@@ -185,11 +170,11 @@ func (s *Store[T]) cached(ctx context.Context, key string, etag ETag) []version 
 // engine's result and the Extra of the document written.
 func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, create bool, start []version, mine *T, ch plan.Change, f engine.Flight) (engine.Result, Extra, error) {
 	m := &plan.Modification{Create: create, Change: ch, Apply: s.enc.Apply}
-	d := s.delivery(ctx, op, engine.Based, []string{key}, m, start, f)
+	d := s.core.Delivery(ctx, op, engine.Based, []string{key}, m, start, f)
 	d.TakeTurns()
 	res, err := d.Run(ctx)
 	if err == nil {
-		s.cache.Written(res, m.Last.Canonical)
+		s.core.Cache.Written(res, m.Last.Canonical)
 		return res, s.extraOf(res.Out[0], m.Mine), nil
 	}
 	if res.Raced && ctx.Err() == nil && (errors.Is(err, ErrConflict) || errors.Is(err, ErrExists)) {

@@ -24,14 +24,14 @@ import (
 // document is this call's, Create succeeds; if no read can tell, the error
 // is an *OutcomeUnknownError (ErrOutcomeUnknown).
 func (s *Store[T]) Create(ctx context.Context, key string, v T) (Doc[T], error) {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpCreate, key)
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpCreate, key)
 	d, err := s.create(ctx, key, v)
 	sp.End(err)
 	return d, err
 }
 
 func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) {
-	if err := s.checkKey(key); err != nil {
+	if err := s.core.CheckKey(key); err != nil {
 		return Doc[T]{}, err
 	}
 	data, err := s.enc.Encode(key, v)
@@ -40,14 +40,14 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 	}
 	fence, _ := FenceFrom(ctx)
 	w := engine.Fresh(key, driver.Cond{Kind: driver.CondCreate}, data, fence).Replacing(version{Item: driver.Item{Key: key}})
-	it, err := s.blind(ctx, telemetry.OpCreate, w)
-	if errors.Is(err, ErrExists) && s.life != nil {
-		it, err = s.createOver(ctx, key, data, fence) // over an expired version?
+	it, err := s.core.Blind(ctx, telemetry.OpCreate, w)
+	if errors.Is(err, ErrExists) && s.core.Life != nil {
+		it, err = s.core.Based(ctx, telemetry.OpCreate, key, plan.CreateOver(key, data, fence), nil) // over an expired version? A live one matches ErrExists
 	}
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return s.idx.dated(Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}), nil
+	return s.dated(Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}), nil
 }
 
 // Replace writes d.Value under d.Key only if the stored ETag is still d.ETag
@@ -69,14 +69,14 @@ func (s *Store[T]) create(ctx context.Context, key string, v T) (Doc[T], error) 
 // was lost is resolved by reading; where no read can tell, the error is an
 // *OutcomeUnknownError.
 func (s *Store[T]) Replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpReplace, d.Key)
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpReplace, d.Key)
 	d, err := s.replace(ctx, d)
 	sp.End(err)
 	return d, err
 }
 
 func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
-	if err := s.checkKey(d.Key); err != nil {
+	if err := s.core.CheckKey(d.Key); err != nil {
 		return Doc[T]{}, err
 	}
 	if d.ETag == "" {
@@ -107,13 +107,13 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	} else {
 		fresh := w.Fresh(d.Key, d.ETag)
 		if d.Extra.x.At(d.ETag) { // the version it replaces is the Doc's read (an index's base)
-			b := s.life.judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.x.Stored()), ETag: d.ETag}, Exists: true})
+			b := s.core.Life.Judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.x.Stored()), ETag: d.ETag}, Exists: true})
 			if !b.Exists {
 				return Doc[T]{}, b.Missing // expired since it was read
 			}
 			fresh = fresh.Replacing(b)
 		}
-		it, err = s.blind(ctx, telemetry.OpReplace, fresh)
+		it, err = s.core.Blind(ctx, telemetry.OpReplace, fresh)
 		if errors.Is(err, ErrConflict) {
 			err = s.refused(ctx, d.Key, d.ETag, d.Value)
 		}
@@ -121,7 +121,7 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return s.idx.dated(Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: d.Key, Data: w.Data, ETag: it.ETag, Meta: it.Meta}, mine)}), nil
+	return s.dated(Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: d.Key, Data: w.Data, ETag: it.ETag, Meta: it.Meta}, mine)}), nil
 }
 
 // onto is the write of mine, T's encoding of a Doc's value, over the
@@ -136,20 +136,6 @@ func (s *Store[T]) changeOnto(b version, x Extra, mine []byte) (codec.Written, e
 	return extra.ChangeOnto(s.enc, b, x.x, mine)
 }
 
-// blind delivers w, a write that starts from nothing: the request is the
-// same on every attempt. It returns the version written (with a superseded ETag
-// and no data when it was found committed with later writes after it); a definite refusal
-// comes back as the backend reported it.
-func (c *core) blind(ctx context.Context, op telemetry.Op, w keyWrite) (driver.Item, error) {
-	req := request{w}
-	p := engine.PlanFunc(func(*engine.Delivery, []version) (request, error) { return req, nil })
-	res, err := c.deliver(ctx, c.delivery(ctx, op, engine.Blind, []string{w.Key}, p, nil, nil))
-	if err != nil {
-		return driver.Item{}, err
-	}
-	return res.Out[0], nil
-}
-
 // conditioned delivers a write of key conditioned on the version it
 // reads, which must hold held (ETagAny: any version): a fenced Replace or
 // Delete, a table merge. write builds the request over the version read.
@@ -158,7 +144,7 @@ func (c *core) blind(ctx context.Context, op telemetry.Op, w keyWrite) (driver.I
 func (s *Store[T]) conditioned(ctx context.Context, op telemetry.Op, key string, held ETag, mine T, write func(*engine.Delivery, version) (keyWrite, error)) (driver.Item, error) {
 	conflict := func(b version, attempts int) error { return s.conflictWith(b.Item, held, mine, attempts) }
 	p := plan.Conditioned(key, held, conflict, write)
-	res, err := s.deliver(ctx, s.delivery(ctx, op, engine.Based, []string{key}, p, nil, nil))
+	res, err := s.core.Deliver(ctx, s.core.Delivery(ctx, op, engine.Based, []string{key}, p, nil, nil))
 	if err != nil && res.Raced && ctx.Err() == nil && errors.Is(err, ErrConflict) {
 		err = s.conflictNow(ctx, key, res.Held, mine, res.Attempts) // every attempt lost its race
 	}
@@ -175,14 +161,14 @@ func (s *Store[T]) conditioned(ctx context.Context, op telemetry.Op, key string,
 // A lost response is resolved by reading; where no read can tell, the error
 // is an *OutcomeUnknownError.
 func (s *Store[T]) Upsert(ctx context.Context, key string, v T) (Doc[T], error) {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpUpsert, key)
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpUpsert, key)
 	d, err := s.upsert(ctx, key, v)
 	sp.End(err)
 	return d, err
 }
 
 func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) {
-	if err := s.checkKey(key); err != nil {
+	if err := s.core.CheckKey(key); err != nil {
 		return Doc[T]{}, err
 	}
 	if _, fenced := FenceFrom(ctx); fenced {
@@ -193,15 +179,15 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 		return Doc[T]{}, err
 	}
 	var it driver.Item
-	if s.idx.keepsEntries() {
-		it, err = s.upsertOver(ctx, key, data)
+	if s.idx.KeepsEntries() {
+		it, err = s.core.Based(ctx, telemetry.OpUpsert, key, plan.UpsertOver(key, data), s.core.Cached(ctx, key, "")) // the entries need the version it replaces
 	} else {
-		it, err = s.blind(ctx, telemetry.OpUpsert, engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, data, 0))
+		it, err = s.core.Blind(ctx, telemetry.OpUpsert, engine.Fresh(key, driver.Cond{Kind: driver.CondNone}, data, 0))
 	}
 	if err != nil {
 		return Doc[T]{}, err
 	}
-	return s.idx.dated(Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}), nil
+	return s.dated(Doc[T]{Key: key, Value: v, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: key, Data: data, ETag: it.ETag, Meta: it.Meta}, nil)}), nil
 }
 
 // Delete removes key only if its stored ETag is still etag (If-Match);
@@ -218,24 +204,24 @@ func (s *Store[T]) upsert(ctx context.Context, key string, v T) (Doc[T], error) 
 // document is gone: a fenced create carrying a lower one matches ErrFenced
 // (see WithFence).
 func (s *Store[T]) Delete(ctx context.Context, key string, etag ETag) error {
-	ctx, sp := s.obs.Begin(ctx, telemetry.OpDelete, key)
+	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpDelete, key)
 	err := s.delete(ctx, key, etag)
 	sp.End(err)
 	return err
 }
 
 func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
-	if err := s.checkKey(key); err != nil {
+	if err := s.core.CheckKey(key); err != nil {
 		return err
 	}
 	if etag == "" {
 		return errorf(ErrETagRequired, "Delete %q", key)
 	}
-	start := s.cached(ctx, key, etag) // an index's base, when the cache holds it
-	s.cache.Drop(key)
+	start := s.core.Cached(ctx, key, etag) // an index's base, when the cache holds it
+	s.core.Cache.Drop(key)
 	if _, fenced := FenceFrom(ctx); fenced || s.idx != nil && start == nil {
 		_, err := s.conditioned(ctx, telemetry.OpDelete, key, etag, *new(T), func(e *engine.Delivery, b version) (keyWrite, error) {
-			return e.DeleteOver(b, s.abilities.Tombstones), nil
+			return e.DeleteOver(b, s.core.Abilities.Tombstones), nil
 		})
 		return err
 	}
@@ -246,7 +232,7 @@ func (s *Store[T]) delete(ctx context.Context, key string, etag ETag) error {
 		}
 		w = w.Replacing(start[0])
 	}
-	_, err := s.blind(ctx, telemetry.OpDelete, w)
+	_, err := s.core.Blind(ctx, telemetry.OpDelete, w)
 	if errors.Is(err, ErrConflict) {
 		return s.refused(ctx, key, etag, *new(T))
 	}
@@ -267,8 +253,8 @@ func (s *Store[T]) refused(ctx context.Context, key string, held ETag, mine T) e
 // that was refused with 412, from the current version; a document found
 // gone matches ErrNotFound (Azure blobs answer 412 for both).
 func (s *Store[T]) conflictNow(ctx context.Context, key string, held ETag, mine T, attempts int) error {
-	it, err := s.b.Read(ctx, key)
-	s.cache.Note(key, it, err)
+	it, err := s.core.Backend.Read(ctx, key)
+	s.core.Cache.Note(key, it, err)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return errorf(ErrNotFound, "%q was deleted", key)
@@ -286,28 +272,4 @@ func (s *Store[T]) conflictWith(it driver.Item, held ETag, mine T, attempts int)
 		return err // an expired version: ErrNotFound
 	}
 	return &ConflictError[T]{Key: it.Key, ETag: held, Mine: mine, Theirs: theirs, Attempts: attempts}
-}
-
-// upsertOver is an Upsert of data under key for a Store with indexes
-// (plan.UpsertOver), starting from the version the cache holds or a read
-// finds.
-func (s *Store[T]) upsertOver(ctx context.Context, key string, data []byte) (driver.Item, error) {
-	p := plan.UpsertOver(key, data)
-	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpUpsert, engine.Based, []string{key}, p, s.cached(ctx, key, ""), nil))
-	if err != nil {
-		return driver.Item{}, err
-	}
-	return res.Out[0], nil
-}
-
-// createOver is a Create of data under key that found the key present,
-// for a Store whose documents expire (plan.CreateOver): a live version
-// matches ErrExists.
-func (s *Store[T]) createOver(ctx context.Context, key string, data []byte, fence int64) (driver.Item, error) {
-	p := plan.CreateOver(key, data, fence)
-	res, err := s.deliver(ctx, s.delivery(ctx, telemetry.OpCreate, engine.Based, []string{key}, p, nil, nil))
-	if err != nil {
-		return driver.Item{}, err
-	}
-	return res.Out[0], nil
 }

@@ -4,8 +4,10 @@
 // same atomic request: per scope, a head (the last sequence number
 // assigned), a cursor (the last one relayed), and one record per event,
 // pending until relayed, then sent. It knows no event type: the root's
-// Outbox stores its records through a Store over Backend, which accepts
-// these keys.
+// Outbox stores its records (Record) through a Store over Backend, which
+// accepts these keys, and changes them in a transaction through Tx
+// (records.go: an event emitted, events marked sent); Read reads a
+// partition's events back (read.go). The relay is internal/relay's.
 package outbox
 
 import (
