@@ -38,6 +38,7 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (retry.
 			}
 			d.answered(a)
 		}
+		d.implied.Landed(req, implied)
 		d.unsettled = nil
 		d.res.Out, d.res.Sent, d.res.FromCopy = out, req, !verified
 		return retry.Stop, nil

@@ -57,6 +57,20 @@ func PendingOf[E error](ctx context.Context, p *Part, req request.Request, wary 
 	return out
 }
 
+// Lander is what an Implier may also be told: that req landed, with
+// implied, the actions Imply returned for it.
+type Lander interface {
+	Landed(req request.Request, implied []driver.Action)
+}
+
+// Landed tells p's Implier, if it listens (Lander), that req landed with
+// implied.
+func (p *Part) Landed(req request.Request, implied []driver.Action) {
+	if l, ok := p.Implier.(Lander); ok && len(implied) > 0 {
+		l.Landed(req, implied)
+	}
+}
+
 // Part is one delivery's part in its Store's Implier: the Implier and
 // the memo it keeps across the delivery's attempts. A Part with no
 // Implier implies nothing. It is used by the delivery's goroutine.

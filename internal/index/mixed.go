@@ -68,3 +68,9 @@ func (m mixed) Pending(ctx context.Context, req engine.Request, memo any, wary b
 	}
 	return p.pending(ctx, req, memo, wary)
 }
+
+func (m mixed) Landed(req engine.Request, implied []driver.Action) {
+	if p, ok := m.planner(req); ok {
+		p.landed(req, implied)
+	}
+}

@@ -15,23 +15,21 @@ type recent struct {
 
 const maxRecent = 1 << 16
 
-// note records a unique entry p writes, or forgets one it releases, as
-// a request carrying it is sent.
-func (r *recent) note(p *planned) {
-	if !p.def.Unique {
-		return
-	}
+// add records key, a unique entry a committed request wrote.
+func (r *recent) add(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch {
-	case p.release:
-		delete(r.keys, p.action.Key)
-	default:
-		if r.keys == nil || len(r.keys) >= maxRecent {
-			r.keys = map[string]struct{}{}
-		}
-		r.keys[p.action.Key] = struct{}{}
+	if r.keys == nil || len(r.keys) >= maxRecent {
+		r.keys = map[string]struct{}{}
 	}
+	r.keys[key] = struct{}{}
+}
+
+// forget forgets key, an entry a committed request deleted.
+func (r *recent) forget(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.keys, key)
 }
 
 // has reports whether the Set wrote key's entry lately.

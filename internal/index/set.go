@@ -164,6 +164,42 @@ func (s *Set) Refused(ctx context.Context, req engine.Request, implied []driver.
 	return s.alone().refused(ctx, req, implied, i, err, m)
 }
 
+// Landed is planner.landed, for a request of s's Store alone.
+func (s *Set) Landed(req engine.Request, implied []driver.Action) { s.alone().landed(req, implied) }
+
+// landed records, req having landed with implied, the unique entries it
+// wrote as their Sets' recent, and forgets those it deleted: only what
+// committed predicts what is held.
+func (x planner) landed(req engine.Request, implied []driver.Action) {
+	for _, a := range implied {
+		if a.Delete {
+			for _, w := range req {
+				if s, _ := x.of(w.Key); s != nil {
+					s.recent.forget(a.Key)
+				}
+			}
+			continue
+		}
+		e, err := decode(driver.Item{Key: a.Key, Data: a.Write.Data})
+		if err != nil {
+			continue
+		}
+		if s, _ := x.of(e.Doc); s != nil && s.unique(e.Index) {
+			s.recent.add(a.Key)
+		}
+	}
+}
+
+// unique reports whether s declares a unique index named name.
+func (s *Set) unique(name string) bool {
+	for _, d := range s.Defs {
+		if d.Name == name {
+			return d.Unique
+		}
+	}
+	return false
+}
+
 // alone is the planner of requests whose writes are all of s's Store.
 func (s *Set) alone() planner {
 	return planner{lead: s, of: func(string) (*Set, error) { return s, nil }}
@@ -207,9 +243,6 @@ func (x planner) imply(ctx context.Context, req engine.Request, m any) ([]driver
 		if err := x.lead.check(append(req.Actions(), out...)); err != nil {
 			return nil, known, fmt.Errorf("%w (with its index entries)", err)
 		}
-	}
-	for _, p := range plan {
-		p.set.recent.note(p)
 	}
 	if pred {
 		return out, predicted(known), nil
