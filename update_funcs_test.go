@@ -54,7 +54,7 @@ func TestUpdateFuncsRun(t *testing.T) {
 	case "memstore":
 		b = memstore.New(nil)
 	case "tablestore":
-		b = tablestore.New(azuritetest.NewTable(t), nil)
+		b = tablestore.New(azuritetest.NewTable(t), &tablestore.Options{Partition: "docs"})
 	default:
 		t.Fatalf("-funcs.backend=%q: memstore or tablestore", *funcsBackend)
 	}
