@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/fence"
 	"github.com/etagstore/etagstore/internal/plan"
 	"github.com/etagstore/etagstore/internal/telemetry"
 	"github.com/etagstore/etagstore/internal/updategroup"
@@ -97,7 +98,7 @@ func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate f
 	}
 	// An Update nested in a mutate of key runs on its own: its write must
 	// land on this goroutine, where the mutate it is nested in sees it.
-	if s.core.Grouped && !isUngrouped(ctx) && !s.core.Reentry.Inside(key) {
+	if s.core.Grouped && !fence.Ungrouped(ctx) && !s.core.Reentry.Inside(key) {
 		return s.updateGrouped(ctx, key, create, mutate, st)
 	}
 	return s.updateUngrouped(ctx, key, create, mutate, nil, st)

@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
@@ -84,7 +83,8 @@ func (c *Core) Read(ctx context.Context, key string) (engine.Version, error) {
 }
 
 // hooks are the engine's way to its Store (engine.Hooks): reads made as
-// the Store makes them, and events counted by its recorder.
+// the Store makes them, and events counted by its recorder (the retry
+// loop's among them: Retrying, Attempted).
 type hooks struct {
 	*telemetry.Recorder
 	c *Core
@@ -100,7 +100,3 @@ func (h hooks) Read(ctx context.Context, key string) (engine.Version, error) {
 }
 
 func (h hooks) StaleCopy(key string, etag driver.ETag) { h.c.Cache.Stale(key, etag, h.c.Clock) }
-
-func (h hooks) Attempted(ctx context.Context, attempt int, err error, delay time.Duration) {
-	h.Attempt(ctx, attempt, err, delay)
-}

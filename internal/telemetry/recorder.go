@@ -383,10 +383,11 @@ func (r *Recorder) Committed(ctx context.Context, n int) {
 	}
 }
 
-// Attempt records one attempt of a write as an event of the operation's
+// Attempted records one attempt of a write as an event of the operation's
 // span (etagstore.attempt): its number, its outcome, and the delay before
-// the next attempt (0 when the next runs at once or none follows).
-func (r *Recorder) Attempt(ctx context.Context, n int, err error, delay time.Duration) {
+// the next attempt (0 when the next runs at once or none follows). It is
+// the retry loop's hook (retry.Hooks).
+func (r *Recorder) Attempted(ctx context.Context, n int, err error, delay time.Duration) {
 	sp := trace.SpanFromContext(ctx)
 	if !sp.IsRecording() {
 		return
