@@ -167,9 +167,7 @@ var opUpdate = telemetry.OpUpdate.String()
 // engine's result and the Extra of the document written.
 func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, create bool, start []version, mine *T, ch plan.Change, f engine.Flight) (engine.Result, Extra, error) {
 	m := &plan.Modification{Create: create, Change: ch, Apply: s.enc.Apply}
-	d := s.core.Delivery(ctx, op, engine.Based, []string{key}, m, start, f)
-	d.TakeTurns()
-	res, err := d.Run(ctx)
+	res, err := s.core.Delivery(ctx, op, engine.Based, []string{key}, m, engine.Options{Start: start, Flight: f, TakeTurns: true}).Run(ctx)
 	if err == nil {
 		s.core.Cache.Written(res, m.Last.Canonical)
 		return res, s.extraOf(res.Out[0], m.Mine), nil

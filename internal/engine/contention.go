@@ -18,7 +18,7 @@ import (
 type Contention interface {
 	// Enter is the part in the layer of a write delivered with env in
 	// mode; rmw says it is a read-modify-write, built again over whatever
-	// version is current (TakeTurns), which may wait for the key.
+	// version is current (Options.TakeTurns), which may wait for the key.
 	Enter(env *Env, mode Mode, rmw bool) Contender
 }
 
@@ -64,7 +64,7 @@ type Answer struct {
 var ErrDisplaced = errors.New("an older write of the key waits for its turn")
 
 // Key is the key that names the write (its first).
-func (d *Delivery) Key() string { return d.name() }
+func (d *Delivery) Key() string { return d.key }
 
 // Read reads the write's keys, as each attempt's base is read
 // (Hooks.Read).
@@ -83,7 +83,7 @@ func (d *Delivery) contender() Contender {
 // Contender says (Contender.Backoff).
 func (d *Delivery) backoff(limit, took, waited time.Duration) time.Duration {
 	if c := d.contender(); c != nil {
-		return c.Backoff(d.name(), limit, took, waited)
+		return c.Backoff(d.key, limit, took, waited)
 	}
 	return limit
 }
@@ -91,7 +91,7 @@ func (d *Delivery) backoff(limit, took, waited time.Duration) time.Duration {
 // answered tells the write's Contender, if any, how an attempt ended.
 func (d *Delivery) answered(a Answer) (atOnce bool) {
 	if c := d.contender(); c != nil {
-		return c.Answered(d.name(), a)
+		return c.Answered(d.key, a)
 	}
 	return false
 }
