@@ -133,8 +133,8 @@ func (d *Delivery) foundLanded(req Request, base []Version) bool {
 }
 
 // admitted is the base an attempt builds on: base, read (or not), once
-// admitted (a fenced write's); or the version the write's Contender
-// hands it (Contender.Await), admitted too.
+// admitted (a fenced write's); or, after a lost race, the version the
+// write's Contender hands it (Contender.Await), admitted too.
 func (d *Delivery) admitted(ctx context.Context, base []Version, read bool) ([]Version, error) {
 	if d.fenced {
 		if err := d.admit(base); err != nil {
@@ -142,7 +142,7 @@ func (d *Delivery) admitted(ctx context.Context, base []Version, read bool) ([]V
 		}
 	}
 	c := d.contender()
-	if c == nil {
+	if c == nil || !d.lost {
 		return base, nil
 	}
 	base, err := c.Await(ctx, d, base, read)

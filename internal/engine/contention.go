@@ -26,10 +26,12 @@ type Contention interface {
 // goroutine. key names the write at each call (a transaction's first key
 // may change as it reads).
 type Contender interface {
-	// Await is called before each build with the base the attempt builds
-	// over (read: read for this attempt, by d.Read). It returns that base,
-	// or the version to build over once the key is handed over; an error
-	// ends the attempt (ErrDisplaced: it backs off as after a lost race).
+	// Await is called before each build that follows a lost race (an
+	// Answer with Raced, earlier in the delivery), with the base the
+	// attempt builds over (read: read for this attempt, by d.Read). It
+	// returns that base, or the version to build over once the key is
+	// handed over; an error ends the attempt (ErrDisplaced: it backs off
+	// as after a lost race).
 	Await(ctx context.Context, d *Delivery, base []Version, read bool) ([]Version, error)
 	// Dispatch is called before each send of req (copy: built over a
 	// version not read during the call), unless ctx is done. It may pause
@@ -88,9 +90,11 @@ func (d *Delivery) backoff(limit, took, waited time.Duration) time.Duration {
 	return limit
 }
 
-// answered tells the write's Contender, if any, how an attempt ended.
+// answered tells the write's Contender, if any, how an attempt ended; a
+// lost race makes it ask the Contender's Await from then on.
 func (d *Delivery) answered(a Answer) (atOnce bool) {
 	if c := d.contender(); c != nil {
+		d.lost = d.lost || a.Raced && !a.Landed
 		return c.Answered(d.key, a)
 	}
 	return false

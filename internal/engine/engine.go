@@ -210,6 +210,7 @@ type Delivery struct {
 
 	rmw     bool       // a read-modify-write (Options.TakeTurns)
 	part    Contender  // its part in the Store's Contention; nil: none
+	lost    bool       // its Contender heard of a lost race (answered): Await is asked
 	implied imply.Part // its part in the Store's Implier (internal/imply)
 }
 
