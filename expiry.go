@@ -50,8 +50,8 @@ func expiryIndex[T any](name string, at func(T) time.Time) Index[T] {
 // dated is d, which a write returns, with Expires set from its value
 // (left zero when the Expiry function fails on it).
 func (s *Store[T]) dated(d Doc[T]) Doc[T] {
-	if e, ok := s.idx.Expiry(); ok {
-		d.Expires, _ = e.Expires(d.Key, d.Value)
+	if s.idx != nil && s.idx.Expiring != nil {
+		d.Expires, _ = s.idx.Expiring.Expires(d.Key, d.Value)
 	}
 	return d
 }

@@ -6,8 +6,6 @@ import (
 	"github.com/etagstore/etagstore/internal/fence"
 )
 
-func isUngrouped(ctx context.Context) bool { return fence.Ungrouped(ctx) }
-
 // WithFence returns a context whose writes through a Store carry the
 // fencing token token (from a lock such as blobstore's). A document records
 // the highest token written to it; a write carrying a lower token is refused

@@ -49,8 +49,9 @@ type groupWork[T any] struct{ s *Store[T] }
 
 func (w groupWork[T]) StartFrom(b version) (*T, []byte, error) { return w.s.enc.StartFrom(b) }
 
+// Mutate runs mutate on v through the Store's Reentry (see opUpdate).
 func (w groupWork[T]) Mutate(key string, mutate func(*T) error, v *T) error {
-	return w.s.mutate(key, mutate, v)
+	return w.s.core.Reentry.Run(opUpdate, key, func() error { return mutate(v) })
 }
 
 func (w groupWork[T]) Encode(key string, v T) ([]byte, error) { return w.s.enc.Encode(key, v) }

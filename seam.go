@@ -64,7 +64,7 @@ func (x actionStore[T]) Abilities() *driver.Abilities { return &x.s.core.Abiliti
 func (x actionStore[T]) Codec() codec.Of[T]           { return x.s.enc }
 
 func (x actionStore[T]) Deliver(ctx context.Context, op telemetry.Op, mode engine.Mode, keys []string, p engine.Plan) (engine.Result, error) {
-	return x.s.core.Deliver(ctx, x.s.core.Delivery(ctx, op, mode, keys, p, nil, nil))
+	return x.s.core.Deliver(ctx, x.s.core.Delivery(ctx, op, mode, keys, p, engine.Options{}))
 }
 
 func (x actionStore[T]) Blind(ctx context.Context, op telemetry.Op, w keyWrite) (driver.Item, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/etagstore/etagstore/internal/cache"
 	"github.com/etagstore/etagstore/internal/codec"
 	"github.com/etagstore/etagstore/internal/core"
+	"github.com/etagstore/etagstore/internal/fence"
 	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/paging"
 	"github.com/etagstore/etagstore/internal/readshare"
@@ -169,7 +170,7 @@ func (s *Store[T]) get(ctx context.Context, key string, st *telemetry.Stats) (Do
 	var it driver.Item
 	var hit bool
 	var err error
-	if s.core.Reads == nil || isUngrouped(ctx) {
+	if s.core.Reads == nil || fence.Ungrouped(ctx) {
 		it, hit, err = s.core.Fetch(ctx, key)
 	} else {
 		it, hit, err = s.core.Reads.Read(ctx, key)

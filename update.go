@@ -2,10 +2,12 @@ package etagstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/fence"
 	"github.com/etagstore/etagstore/internal/plan"
 	"github.com/etagstore/etagstore/internal/telemetry"
 	"github.com/etagstore/etagstore/internal/updategroup"
@@ -83,24 +85,20 @@ func (s *Store[T]) Update(ctx context.Context, key string, mutate func(*T) error
 	}
 	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpUpdate, key)
 	defer sp.EndOnPanic()
-	d, err := s.update(ctx, key, cfg.create, mutate, &sp.Stats)
+	// Grouped unless fenced, leased or nested in a mutate of key: a nested
+	// Update's write must land on this goroutine, where the mutate it is
+	// nested in sees it.
+	var d Doc[T]
+	err := cmp.Or(s.core.CheckKey(key), ctx.Err())
+	switch {
+	case err != nil:
+	case s.core.Grouped && !fence.Ungrouped(ctx) && !s.core.Reentry.Inside(key):
+		d, err = s.updateGrouped(ctx, key, cfg.create, mutate, &sp.Stats)
+	default:
+		d, err = s.updateUngrouped(ctx, key, cfg.create, mutate, nil, &sp.Stats)
+	}
 	sp.End(err)
 	return d, err
-}
-
-func (s *Store[T]) update(ctx context.Context, key string, create bool, mutate func(*T) error, st *telemetry.Stats) (Doc[T], error) {
-	if err := s.core.CheckKey(key); err != nil {
-		return Doc[T]{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return Doc[T]{}, err
-	}
-	// An Update nested in a mutate of key runs on its own: its write must
-	// land on this goroutine, where the mutate it is nested in sees it.
-	if s.core.Grouped && !isUngrouped(ctx) && !s.core.Reentry.Inside(key) {
-		return s.updateGrouped(ctx, key, create, mutate, st)
-	}
-	return s.updateUngrouped(ctx, key, create, mutate, nil, st)
 }
 
 // updateUngrouped runs one Update on its own: read (or start from the cached
@@ -138,7 +136,7 @@ func (m *mutation[T]) change(b version) ([]byte, []byte, bool, error) {
 		m.o.Enter()
 		defer m.o.Leave()
 	}
-	if err := m.s.mutate(m.key, m.mutate, v); err != nil {
+	if err := m.s.core.Reentry.Run(opUpdate, m.key, func() error { return m.mutate(v) }); err != nil { // see opUpdate
 		return nil, nil, false, err
 	}
 	m.mine = *v
@@ -146,20 +144,19 @@ func (m *mutation[T]) change(b version) ([]byte, []byte, bool, error) {
 	return data, baseline, !b.Exists || !bytes.Equal(data, baseline), err
 }
 
-// mutate runs an Update's mutate on v through the engine's Reentry
-// (internal/reentry), which sees a write of key made from
-// inside it: it returns mutate's own error, or, when mutate wrote key
-// itself (a nested Update, Replace, Upsert, Delete, Save, Create...), an
+// opUpdate names an Update in the Reentry (internal/reentry), through
+// which every mutate of an Update runs, grouped (groupWork.Mutate) or not
+// (mutation.change): the Reentry sees a write of the key made from inside
+// it, and returns mutate's own error, or, when mutate wrote the key
+// itself (a nested Update, Replace, Upsert, Delete, Save, Create...), a
 // *reentry.SelfWriteError matching ErrInvalidInput, and the Update ends
-// before it sends anything. That write landed after the version v was
-// read, so the Update can only lose its race to it, and every retry would
-// run mutate, and write, again: the caller's mistake, which no retry
-// mends. ErrInvalidInput says so; ErrConflict would invite the retries
-// (a caller's loop, Transact running its fn again, an HTTP client told
-// 412) that write again.
-func (s *Store[T]) mutate(key string, mutate func(*T) error, v *T) error {
-	return s.core.Reentry.Run(telemetry.OpUpdate.String(), key, func() error { return mutate(v) })
-}
+// before it sends anything. That write landed after the version mutate
+// started from was read, so the Update can only lose its race to it, and
+// every retry would run mutate, and write, again: the caller's mistake,
+// which no retry mends. ErrInvalidInput says so; ErrConflict would
+// invite the retries (a caller's loop, Transact running its fn again, an
+// HTTP client told 412) that write again.
+var opUpdate = telemetry.OpUpdate.String()
 
 // modify delivers a read-modify-write of key — an Update, a Save, a
 // group-commit batch — through the engine: each attempt starts from start
@@ -170,9 +167,7 @@ func (s *Store[T]) mutate(key string, mutate func(*T) error, v *T) error {
 // engine's result and the Extra of the document written.
 func (s *Store[T]) modify(ctx context.Context, op telemetry.Op, key string, create bool, start []version, mine *T, ch plan.Change, f engine.Flight) (engine.Result, Extra, error) {
 	m := &plan.Modification{Create: create, Change: ch, Apply: s.enc.Apply}
-	d := s.core.Delivery(ctx, op, engine.Based, []string{key}, m, start, f)
-	d.TakeTurns()
-	res, err := d.Run(ctx)
+	res, err := s.core.Delivery(ctx, op, engine.Based, []string{key}, m, engine.Options{Start: start, Flight: f, TakeTurns: true}).Run(ctx)
 	if err == nil {
 		s.core.Cache.Written(res, m.Last.Canonical)
 		return res, s.extraOf(res.Out[0], m.Mine), nil

@@ -144,7 +144,7 @@ func (s *Store[T]) changeOnto(b version, x Extra, mine []byte) (codec.Written, e
 func (s *Store[T]) conditioned(ctx context.Context, op telemetry.Op, key string, held ETag, mine T, write func(*engine.Delivery, version) (keyWrite, error)) (driver.Item, error) {
 	conflict := func(b version, attempts int) error { return s.conflictWith(b.Item, held, mine, attempts) }
 	p := plan.Conditioned(key, held, conflict, write)
-	res, err := s.core.Deliver(ctx, s.core.Delivery(ctx, op, engine.Based, []string{key}, p, nil, nil))
+	res, err := s.core.Deliver(ctx, s.core.Delivery(ctx, op, engine.Based, []string{key}, p, engine.Options{}))
 	if err != nil && res.Raced && ctx.Err() == nil && errors.Is(err, ErrConflict) {
 		err = s.conflictNow(ctx, key, res.Held, mine, res.Attempts) // every attempt lost its race
 	}

@@ -142,17 +142,16 @@ func (c *Cache) makeRoom(key string, size int, adding bool) {
 	if adding {
 		keys++
 	}
-	fits := func() bool { return keys <= c.max && c.bytes+size <= MaxBytes }
-	if fits() {
-		return // (before ranging over the map, which costs even when it stops at once)
+	if keys <= c.max && c.bytes+size <= MaxBytes {
+		return // it fits (asked before ranging over the map, which costs even when it stops at once)
 	}
 	for k := range c.m {
-		if fits() {
-			return
-		}
 		if k != key {
 			c.remove(k)
 			keys--
+		}
+		if keys <= c.max && c.bytes+size <= MaxBytes {
+			return
 		}
 	}
 }

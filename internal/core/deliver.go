@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/engine"
@@ -34,12 +33,13 @@ func (c *Core) NewEnv() *engine.Env {
 }
 
 // Delivery is the engine's delivery of a write of keys: op names it, p
-// builds each attempt's request, start (Based) is the version to start
-// from without reading, f the group-commit batch behind it (nil: none).
-// The write carries ctx's fencing token.
-func (c *Core) Delivery(ctx context.Context, op telemetry.Op, mode engine.Mode, keys []string, p engine.Plan, start []engine.Version, f engine.Flight) *engine.Delivery {
-	token, fenced := fence.From(ctx)
-	return engine.New(c.Env, op.String(), mode, keys, p, engine.Options{Start: start, Fence: token, Fenced: fenced, Flight: f})
+// builds each attempt's request, o holds its optional parts (Start, for
+// a Based write the version to start from without reading; Flight, the
+// group-commit batch behind it; TakeTurns). The write carries ctx's
+// fencing token.
+func (c *Core) Delivery(ctx context.Context, op telemetry.Op, mode engine.Mode, keys []string, p engine.Plan, o engine.Options) *engine.Delivery {
+	o.Fence, o.Fenced = fence.From(ctx)
+	return engine.New(c.Env, op.String(), mode, keys, p, o)
 }
 
 // Deliver runs d and puts in the version cache the versions it wrote.
@@ -58,7 +58,7 @@ func (c *Core) Deliver(ctx context.Context, d *engine.Delivery) (engine.Result, 
 func (c *Core) Blind(ctx context.Context, op telemetry.Op, w engine.KeyWrite) (driver.Item, error) {
 	req := engine.Request{w}
 	p := engine.PlanFunc(func(*engine.Delivery, []engine.Version) (engine.Request, error) { return req, nil })
-	res, err := c.Deliver(ctx, c.Delivery(ctx, op, engine.Blind, []string{w.Key}, p, nil, nil))
+	res, err := c.Deliver(ctx, c.Delivery(ctx, op, engine.Blind, []string{w.Key}, p, engine.Options{}))
 	if err != nil {
 		return driver.Item{}, err
 	}
@@ -70,7 +70,7 @@ func (c *Core) Blind(ctx context.Context, op telemetry.Op, w engine.KeyWrite) (d
 // expiry (plan.UpsertOver, plan.CreateOver) — and returns the version
 // written.
 func (c *Core) Based(ctx context.Context, op telemetry.Op, key string, p engine.Plan, start []engine.Version) (driver.Item, error) {
-	res, err := c.Deliver(ctx, c.Delivery(ctx, op, engine.Based, []string{key}, p, start, nil))
+	res, err := c.Deliver(ctx, c.Delivery(ctx, op, engine.Based, []string{key}, p, engine.Options{Start: start}))
 	if err != nil {
 		return driver.Item{}, err
 	}
@@ -84,7 +84,8 @@ func (c *Core) Read(ctx context.Context, key string) (engine.Version, error) {
 }
 
 // hooks are the engine's way to its Store (engine.Hooks): reads made as
-// the Store makes them, and events counted by its recorder.
+// the Store makes them, and events counted by its recorder (the retry
+// loop's among them: Retrying, Attempted).
 type hooks struct {
 	*telemetry.Recorder
 	c *Core
@@ -100,7 +101,3 @@ func (h hooks) Read(ctx context.Context, key string) (engine.Version, error) {
 }
 
 func (h hooks) StaleCopy(key string, etag driver.ETag) { h.c.Cache.Stale(key, etag, h.c.Clock) }
-
-func (h hooks) Attempted(ctx context.Context, attempt int, err error, delay time.Duration) {
-	h.Attempt(ctx, attempt, err, delay)
-}

@@ -35,7 +35,7 @@ func (d *Delivery) attempt(ctx context.Context, n int) (retry.Next, error) {
 	}
 	if base, err = d.admitted(ctx, base, c.base == nil); errors.Is(err, ErrDisplaced) {
 		d.then = carry{raced: true} // an older write of the Store waits for the key
-		return retry.AfterLoss, driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
+		return retry.AfterLoss, driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.key, err)
 	} else if err != nil {
 		return retry.Stop, err
 	}
@@ -66,7 +66,7 @@ func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (r
 	}
 	if c := d.contender(); c != nil {
 		var err error
-		if req, err = c.Dispatch(ctx, d.name(), req, !request.Verified(base)); err != nil {
+		if req, err = c.Dispatch(ctx, d.key, req, !request.Verified(base)); err != nil {
 			return retry.Stop, err // nothing sent, as above
 		}
 	}
@@ -77,10 +77,18 @@ func (d *Delivery) dispatch(ctx context.Context, req Request, base []Version) (r
 	return d.send(ctx, req, request.Verified(base))
 }
 
-// held reports whether req may be sent: a request of checks alone holds
-// no member's changes, so the flight is not asked (see Flight).
+// held reports whether req may be sent: a write with no group behind it
+// has no flight, and a request of checks alone holds no member's changes,
+// so the flight is not asked (see Flight).
 func (d *Delivery) held(req Request) bool {
-	return req.ChecksOnly() || d.flight.Hold()
+	return d.flight == nil || req.ChecksOnly() || d.flight.Hold()
+}
+
+// release tells the flight, if any, that the request did not land.
+func (d *Delivery) release() {
+	if d.flight != nil {
+		d.flight.Release()
+	}
 }
 
 // base returns the versions an attempt starts from: none unless Based,
@@ -125,25 +133,31 @@ func (d *Delivery) foundLanded(req Request, base []Version) bool {
 }
 
 // admitted is the base an attempt builds on: base, read (or not), once
-// admitted; or the version the write's Contender hands it
-// (Contender.Await), admitted too.
+// admitted (a fenced write's); or, after a lost race, the version the
+// write's Contender hands it (Contender.Await), admitted too.
 func (d *Delivery) admitted(ctx context.Context, base []Version, read bool) ([]Version, error) {
+	if d.fenced {
+		if err := d.admit(base); err != nil {
+			return base, err
+		}
+	}
 	c := d.contender()
-	if err := d.admit(base); err != nil || c == nil {
-		return base, err
+	if c == nil || !d.lost {
+		return base, nil
 	}
 	base, err := c.Await(ctx, d, base, read)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
+	case !d.fenced:
+		return base, nil
 	}
 	return base, d.admit(base) // a version handed over is admitted too
 }
 
-// admit refuses a write over a version that a newer fencing token holds.
+// admit refuses a fenced write over a version that a newer fencing token
+// holds.
 func (d *Delivery) admit(base []Version) error {
-	if !d.fenced {
-		return nil
-	}
 	for i, b := range base {
 		if err := request.CheckFence(b.Key, b.Meta, d.fence); err != nil {
 			return d.nameAction(i, err)
@@ -192,7 +206,7 @@ func (d *Delivery) rerun(err error) (retry.Next, error) {
 	d.then = carry{raced: true}
 	d.answered(Answer{Raced: true})
 	if !errors.Is(err, driver.ErrConflict) {
-		err = driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.name(), err)
+		err = driver.Errorf(driver.ErrConflict, "%s %q: %v", d.op, d.key, err)
 	}
 	return retry.AfterLoss, err
 }

@@ -18,7 +18,7 @@ import (
 type Contention interface {
 	// Enter is the part in the layer of a write delivered with env in
 	// mode; rmw says it is a read-modify-write, built again over whatever
-	// version is current (TakeTurns), which may wait for the key.
+	// version is current (Options.TakeTurns), which may wait for the key.
 	Enter(env *Env, mode Mode, rmw bool) Contender
 }
 
@@ -26,10 +26,12 @@ type Contention interface {
 // goroutine. key names the write at each call (a transaction's first key
 // may change as it reads).
 type Contender interface {
-	// Await is called before each build with the base the attempt builds
-	// over (read: read for this attempt, by d.Read). It returns that base,
-	// or the version to build over once the key is handed over; an error
-	// ends the attempt (ErrDisplaced: it backs off as after a lost race).
+	// Await is called before each build that follows a lost race (an
+	// Answer with Raced, earlier in the delivery), with the base the
+	// attempt builds over (read: read for this attempt, by d.Read). It
+	// returns that base, or the version to build over once the key is
+	// handed over; an error ends the attempt (ErrDisplaced: it backs off
+	// as after a lost race).
 	Await(ctx context.Context, d *Delivery, base []Version, read bool) ([]Version, error)
 	// Dispatch is called before each send of req (copy: built over a
 	// version not read during the call), unless ctx is done. It may pause
@@ -64,7 +66,7 @@ type Answer struct {
 var ErrDisplaced = errors.New("an older write of the key waits for its turn")
 
 // Key is the key that names the write (its first).
-func (d *Delivery) Key() string { return d.name() }
+func (d *Delivery) Key() string { return d.key }
 
 // Read reads the write's keys, as each attempt's base is read
 // (Hooks.Read).
@@ -83,15 +85,17 @@ func (d *Delivery) contender() Contender {
 // Contender says (Contender.Backoff).
 func (d *Delivery) backoff(limit, took, waited time.Duration) time.Duration {
 	if c := d.contender(); c != nil {
-		return c.Backoff(d.name(), limit, took, waited)
+		return c.Backoff(d.key, limit, took, waited)
 	}
 	return limit
 }
 
-// answered tells the write's Contender, if any, how an attempt ended.
+// answered tells the write's Contender, if any, how an attempt ended; a
+// lost race makes it ask the Contender's Await from then on.
 func (d *Delivery) answered(a Answer) (atOnce bool) {
 	if c := d.contender(); c != nil {
-		return c.Answered(d.name(), a)
+		d.lost = d.lost || a.Raced && !a.Landed
+		return c.Answered(d.key, a)
 	}
 	return false
 }

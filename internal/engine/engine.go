@@ -194,7 +194,8 @@ var (
 type Delivery struct {
 	env    *Env
 	op     string
-	keys   []string // keys[0] names the write in errors
+	keys   []string
+	key    string // keys[0], which names the write in errors and logs ("": no keys yet)
 	mode   Mode
 	fence  int64
 	fenced bool
@@ -207,8 +208,9 @@ type Delivery struct {
 	outcome   error // what a request of checks only ends with once they hold (Checked)
 	res       Result
 
-	rmw     bool       // a read-modify-write (TakeTurns)
+	rmw     bool       // a read-modify-write (Options.TakeTurns)
 	part    Contender  // its part in the Store's Contention; nil: none
+	lost    bool       // its Contender heard of a lost race (answered): Await is asked
 	implied imply.Part // its part in the Store's Implier (internal/imply)
 }
 
@@ -231,6 +233,11 @@ type Options struct {
 	Fenced bool
 	// Flight follows a group-commit batch; nil: none.
 	Flight Flight
+	// TakeTurns marks a read-modify-write, built again over whatever
+	// version is current: after a lost race on a key whose writers take
+	// turns, it may wait for its turn (Contention). A write pinned to a
+	// version it holds does not: its lost race is final.
+	TakeTurns bool
 	// Made is how many attempts of the write were made before this
 	// delivery (a run in a batch of transactions): they count toward the
 	// policy's MaxAttempts, and the first attempt is Made+1.
@@ -244,13 +251,13 @@ type Options struct {
 // errors and telemetry), in mode, built by plan. A SelfReading plan names
 // its keys as it reads them (SetKeys).
 func New(env *Env, op string, mode Mode, keys []string, plan Plan, o Options) *Delivery {
-	d := &Delivery{env: env, op: op, keys: keys, mode: mode, plan: plan, flight: o.Flight, fence: o.Fence, fenced: o.Fenced, made: o.Made}
+	d := &Delivery{env: env, op: op, keys: keys, mode: mode, plan: plan, flight: o.Flight, fence: o.Fence, fenced: o.Fenced, made: o.Made, rmw: o.TakeTurns}
+	if len(keys) > 0 {
+		d.key = keys[0]
+	}
 	d.implied.Implier = env.Implier
 	if o.Implier != nil {
 		d.implied.Implier = o.Implier
-	}
-	if d.flight == nil {
-		d.flight = ungrouped{}
 	}
 	if !o.Fenced { // a fenced write checks its token against a version read now
 		d.then.base = o.Start
@@ -258,20 +265,13 @@ func New(env *Env, op string, mode Mode, keys []string, plan Plan, o Options) *D
 	return d
 }
 
-// ungrouped is the flight of a write with no group behind it.
-type ungrouped struct{}
-
-func (ungrouped) Hold() bool { return true }
-func (ungrouped) Release()   {}
-
-// TakeTurns marks d as a read-modify-write, built again over whatever
-// version is current: after a lost race on a key whose writers take
-// turns, it may wait for its turn (Contention). A write pinned to a
-// version it holds does not: its lost race is final.
-func (d *Delivery) TakeTurns() { d.rmw = true }
-
 // SetKeys names the keys of a SelfReading write, as its plan reads them.
-func (d *Delivery) SetKeys(keys []string) { d.keys = keys }
+func (d *Delivery) SetKeys(keys []string) {
+	d.keys, d.key = keys, ""
+	if len(keys) > 0 {
+		d.key = keys[0]
+	}
+}
 
 // PendingOf is what d's Implier tells, sending no write, of req's writes
 // that take what another holds (Pending; nil when it tells none; wary: read,
@@ -291,21 +291,16 @@ func (d *Delivery) Attempts() int { return d.res.Attempts }
 // of time after losing its races as ErrConflict (request.End); every
 // other failure is returned as the attempt that ended the loop reported
 // it. The Result is filled on failure too (attempts, race, held ETag).
+//
+// As it ends, the Env's Reentry hears what it wrote (a write from inside
+// user code of its key: internal/reentry).
 func (d *Delivery) Run(ctx context.Context) (Result, error) {
-	res, err := d.run(ctx)
-	if d.env.Reentry != nil {
-		d.env.Reentry.NoteWritten(d.op, d.keys, res, err) // a write from inside user code of its key (internal/reentry)
-	}
-	return res, err
-}
-
-func (d *Delivery) run(ctx context.Context) (Result, error) {
-	if d.fenced && d.fence <= 0 { // refused before anything is read or sent
-		return d.res, driver.Errorf(driver.ErrInvalidInput, "%s %q: fencing token %d: tokens are positive", d.op, d.name(), d.fence)
+	if d.fenced && d.fence <= 0 { // refused before anything is read or sent (nothing for the Reentry to hear)
+		return d.res, driver.Errorf(driver.ErrInvalidInput, "%s %q: fencing token %d: tokens are positive", d.op, d.key, d.fence)
 	}
 	warm := 0
 	if d.mode != Blind && len(d.keys) > 0 {
-		warm = d.env.Heat.Warmth(d.name())
+		warm = d.env.Heat.Warmth(d.key)
 	}
 	var backoff func(limit, took, waited time.Duration) time.Duration
 	if d.env.Contention != nil && d.mode != Blind {
@@ -315,27 +310,23 @@ func (d *Delivery) run(ctx context.Context) (Result, error) {
 	attempts := 0  // until the loop ends: a plan that panics leaves none
 	defer func() { // also when user code inside the plan panics
 		if d.part != nil {
-			d.part.Leave(d.name(), attempts)
+			d.part.Leave(d.key, attempts)
 		}
 	}()
 	loop := retry.Loop{Policy: d.env.Policy, Clock: d.env.Clock, Hooks: d.env.Hooks, Op: d.op, Made: d.made, Warm: warm, Shrink: backoff}
 	attempts, err := loop.Run(ctx, d.attempt)
 	if d.mode != Blind && len(d.keys) > 0 {
-		d.env.Heat.Learn(d.name(), attempts, d.env.Clock)
+		d.env.Heat.Learn(d.key, attempts, d.env.Clock)
 	}
 	d.res.Attempts = attempts
 	d.res.Raced = d.then.raced
-	return d.res, request.End(d.op, d.name(), err, d.unsettled, d.then.raced)
-}
-
-// name is the key that names the write in errors and logs.
-func (d *Delivery) name() string {
-	if len(d.keys) == 0 {
-		return ""
+	err = request.End(d.op, d.key, err, d.unsettled, d.then.raced)
+	if d.env.Reentry != nil {
+		d.env.Reentry.NoteWritten(d.op, d.keys, d.res, err)
 	}
-	return d.keys[0]
+	return d.res, err
 }
 
 func (d *Delivery) unknown(cause error) error {
-	return &driver.OutcomeUnknownError{Op: d.op, Key: d.name(), Cause: cause}
+	return &driver.OutcomeUnknownError{Op: d.op, Key: d.key, Cause: cause}
 }

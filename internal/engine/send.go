@@ -22,7 +22,7 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (retry.
 	}
 	d.res.Held = req[0].Write.Cond.ETag
 	began := d.env.Clock.Now()
-	implied, err := d.implied.Actions(ctx, req, d.env.Commit != nil, d.op, d.name())
+	implied, err := d.implied.Actions(ctx, req, d.env.Commit != nil, d.op, d.key)
 	if err != nil {
 		return retry.Stop, err // refused by its Implier: nothing was sent
 	}
@@ -31,12 +31,12 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (retry.
 	case req.ChecksOnly():
 		return d.checkAnswer(ctx, req, err)
 	case err == nil:
-		if d.contender() != nil {
+		if c := d.contender(); c != nil {
 			a := Answer{Landed: true, Timed: true, Took: d.env.Clock.Now().Sub(began), Copy: !verified}
 			if len(out) == 1 {
 				a.ETag = out[0].ETag
 			}
-			d.answered(a)
+			c.Answered(d.key, a)
 		}
 		d.implied.Landed(req, implied)
 		d.unsettled = nil
@@ -48,7 +48,7 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (retry.
 		// entry) applied nothing, even after an earlier request's lost
 		// answer: its Implier learns from it, whereas settling by the
 		// documents' versions would send it again as it is, forever.
-		if named, again, err := d.implied.Refused(ctx, req, implied, err, d.op, d.name()); named {
+		if named, again, err := d.implied.Refused(ctx, req, implied, err, d.op, d.key); named {
 			if !again {
 				return retry.Stop, err
 			}
@@ -115,7 +115,7 @@ func (d *Delivery) commit(ctx context.Context, req Request, implied []driver.Act
 // Contender says its wait was it: Contender.Answered). took is how long
 // the send took.
 func (d *Delivery) refusal(ctx context.Context, req Request, verified bool, err error, took time.Duration) (retry.Next, error) {
-	d.flight.Release()
+	d.release()
 	conflict := errors.Is(err, driver.ErrConflict)
 	switch {
 	case errors.Is(err, driver.ErrNotApplied):
@@ -158,7 +158,7 @@ func (d *Delivery) checkAnswer(ctx context.Context, req Request, err error) (ret
 		d.res.Out, d.res.Sent = nil, nil
 		return retry.Stop, d.outcome
 	}
-	d.flight.Release()
+	d.release()
 	switch {
 	case errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrNotFound):
 		if d.mode == SelfReading {
@@ -169,7 +169,7 @@ func (d *Delivery) checkAnswer(ctx context.Context, req Request, err error) (ret
 			return retry.Stop, cerr
 		}
 		if !errors.Is(err, driver.ErrUnavailable) {
-			err = driver.Errorf(driver.ErrUnavailable, "%s %q: the answer to a check of the versions read was lost (nothing was written): %v", d.op, d.name(), err)
+			err = driver.Errorf(driver.ErrUnavailable, "%s %q: the answer to a check of the versions read was lost (nothing was written): %v", d.op, d.key, err)
 		}
 		d.then = carry{resend: req}
 		return retry.AfterPause, err
@@ -197,10 +197,10 @@ func (d *Delivery) settle(ctx context.Context, req Request) (retry.Next, error) 
 		return retry.AtOnce, d.unknown(d.unsettled)
 	case v == outcome.NotApplied && d.mode != Blind:
 		d.unsettled = nil
-		d.flight.Release()
+		d.release()
 		d.then = carry{base: base, raced: true}
 		d.answered(Answer{Raced: true})
-		return retry.AfterLoss, fmt.Errorf("%w: %q moved on", driver.ErrConflict, d.name())
+		return retry.AfterLoss, fmt.Errorf("%w: %q moved on", driver.ErrConflict, d.key)
 	}
 	return retry.Stop, d.unknown(d.unsettled)
 }
@@ -218,6 +218,6 @@ func (d *Delivery) readAfterLoss(ctx context.Context, req Request) ([]Version, o
 		base[i] = v
 	}
 	v := request.Resolve(req, base)
-	d.env.Hooks.Lost(ctx, d.op, d.name(), v)
+	d.env.Hooks.Lost(ctx, d.op, d.key, v)
 	return base, v, nil
 }

@@ -53,9 +53,10 @@ func (d Decl[T]) Expires(key string, v T) (at time.Time, err error) {
 // Declared are a Store's indexes: the untyped Set the engine asks for
 // their entries (engine.Implier), and the declarations. Nil is none.
 type Declared[T any] struct {
-	Set   *Set
-	Decls []Decl[T]
-	Err   error // the declaration's refusal: every write and read fails with it
+	Set      *Set
+	Decls    []Decl[T]
+	Err      error    // the declaration's refusal: every write and read fails with it
+	Expiring *Decl[T] // the expiry index of Decls, found once (nil: none, or Err)
 }
 
 // Declare is the indexes decls of a Store of T over b, whose stored
@@ -84,6 +85,9 @@ func Declare[T any](b driver.Backend, decode func(key string, data []byte) (T, e
 		}
 		return x.values(key, v)
 	})
+	if i := slices.IndexFunc(decls, func(d Decl[T]) bool { return d.At != nil }); i >= 0 && x.Err == nil {
+		x.Expiring = &decls[i]
+	}
 	return x
 }
 
@@ -132,15 +136,10 @@ func (x *Declared[T]) Implier() engine.Implier {
 
 // Expiry is x's expiry index, if it has one.
 func (x *Declared[T]) Expiry() (Decl[T], bool) {
-	if x == nil || x.Err != nil {
+	if x == nil || x.Expiring == nil {
 		return Decl[T]{}, false
 	}
-	for _, d := range x.Decls {
-		if d.At != nil {
-			return d, true
-		}
-	}
-	return Decl[T]{}, false
+	return *x.Expiring, true
 }
 
 // At is when a stored document of key expires by x's expiry index,

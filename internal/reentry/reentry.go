@@ -48,6 +48,9 @@ type Reentry struct {
 	// anyOpen counts the runs open for any key (RunAny): while one is, a
 	// write of every key reads the stack.
 	anyOpen atomic.Int32
+	// runs counts every run open: while none is, a write that lands
+	// (NoteWritten) is nested in none, and looks no further.
+	runs atomic.Int32
 }
 
 const openBuckets = 256
@@ -170,9 +173,11 @@ func (r *Reentry) run(ru *userRun, open *atomic.Int32, f func() error) error {
 		return f()
 	}
 	open.Add(1)
+	r.runs.Add(1) // before f: a write nested in it, on this goroutine, sees it
 	returned := false
 	defer func() {
 		open.Add(-1)
+		r.runs.Add(-1)
 		if !returned { // f panicked: its chain may outlive this call on the stack
 			slots[slot].Store(buried(time.Now()))
 			return
@@ -285,7 +290,7 @@ func (r *Reentry) nestedIn(keys []string, mark func(*userRun)) {
 // for every delivery (engine.Env.Reentry); a transaction over several
 // Stores tells the others' itself.
 func (r *Reentry) NoteWritten(op string, keys []string, res engine.Result, err error) {
-	if r == nil {
+	if r == nil || r.runs.Load() == 0 { // no run is open: none to mark
 		return
 	}
 	switch {

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -150,11 +151,16 @@ func (r *Recorder) KeyAttrs(key string) []any {
 
 // tracing reports whether spans can be recorded: a provider was given, or
 // the app has installed one globally (checked at every operation, since
-// an app may install it after creating its Stores).
-func (r *Recorder) tracing() bool { return !r.global || GlobalTracing() }
+// an app may install it after creating its Stores and Lockers; see
+// tracerDelegate).
+func (r *Recorder) tracing() bool {
+	return !r.global || tracerDelegate == nil || reflect.TypeOf(otel.GetTracerProvider()) != tracerDelegate
+}
 
 // metering reports whether metrics can be recorded, as tracing does spans.
-func (r *Recorder) metering() bool { return !r.gmeter || GlobalMetering() }
+func (r *Recorder) metering() bool {
+	return !r.gmeter || meterDelegate == nil || reflect.TypeOf(otel.GetMeterProvider()) != meterDelegate
+}
 
 // Stats are what an operation reports besides its error.
 type Stats struct {
@@ -341,6 +347,9 @@ func (r *Recorder) Lost(ctx context.Context, op, key string, v outcome.Verdict) 
 
 // CacheLookup counts a version cache lookup.
 func (r *Recorder) CacheLookup(ctx context.Context, hit, revalidated bool) {
+	if !r.metering() {
+		return // the instrument would record nothing: no attributes are looked up
+	}
 	a := &r.cacheMiss
 	switch {
 	case revalidated:
@@ -383,10 +392,11 @@ func (r *Recorder) Committed(ctx context.Context, n int) {
 	}
 }
 
-// Attempt records one attempt of a write as an event of the operation's
+// Attempted records one attempt of a write as an event of the operation's
 // span (etagstore.attempt): its number, its outcome, and the delay before
-// the next attempt (0 when the next runs at once or none follows).
-func (r *Recorder) Attempt(ctx context.Context, n int, err error, delay time.Duration) {
+// the next attempt (0 when the next runs at once or none follows). It is
+// the retry loop's hook (retry.Hooks).
+func (r *Recorder) Attempted(ctx context.Context, n int, err error, delay time.Duration) {
 	sp := trace.SpanFromContext(ctx)
 	if !sp.IsRecording() {
 		return

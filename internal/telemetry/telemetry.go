@@ -131,7 +131,8 @@ func Describe(err error, oc OutcomeKind, recordKeys bool) string {
 
 // tracerDelegate and meterDelegate are the types of the global providers
 // before an app installs its own: they record nothing, but cost
-// allocations and clock reads to ask.
+// allocations and clock reads to ask. A Recorder on the global providers
+// records while they are no longer these (Recorder.tracing, metering).
 var (
 	tracerDelegate = globalDefault(reflect.TypeOf(otel.GetTracerProvider()))
 	meterDelegate  = globalDefault(reflect.TypeOf(otel.GetMeterProvider()))
@@ -142,17 +143,4 @@ func globalDefault(t reflect.Type) reflect.Type {
 		return t
 	}
 	return nil
-}
-
-// GlobalTracing reports whether the global tracer provider can record
-// spans: the app has installed one (checked at every call, since an app
-// may install it after creating its Stores and Lockers).
-func GlobalTracing() bool {
-	return tracerDelegate == nil || reflect.TypeOf(otel.GetTracerProvider()) != tracerDelegate
-}
-
-// GlobalMetering reports whether the global meter provider can record
-// metrics, as GlobalTracing does spans.
-func GlobalMetering() bool {
-	return meterDelegate == nil || reflect.TypeOf(otel.GetMeterProvider()) != meterDelegate
 }

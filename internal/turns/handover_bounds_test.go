@@ -36,8 +36,7 @@ func TestHandOverWithinMaxElapsedTime(t *testing.T) {
 	stale := versions("stale")[0]
 	stale.Verified = false
 	began := clock.now
-	d := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: []engine.Version{stale}})
-	d.TakeTurns()
+	d := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: []engine.Version{stale}, TakeTurns: true})
 	_, err := d.Run(context.Background())
 	took := clock.now.Sub(began)
 	if !errors.Is(err, driver.ErrConflict) {
@@ -50,7 +49,7 @@ func TestHandOverWithinMaxElapsedTime(t *testing.T) {
 
 // A conditioned write (a fenced Replace or Delete, a Merge with an ETag)
 // that lost its race can only fail: the version it must hold is gone.
-// It does not take turns (only read-modify-writes do: TakeTurns), so it
+// It does not take turns (only read-modify-writes do: Options.TakeTurns), so it
 // reads once and reports the conflict.
 func TestPinnedWriteDoesNotWaitForTurn(t *testing.T) {
 	clock := &stepClock{now: time.Unix(1_700_000_000, 0)}
@@ -169,8 +168,7 @@ func TestHandOverWithStaleSendEstimate(t *testing.T) {
 	h.turnEnded("k", "B", clock)
 	env := &engine.Env{Backend: k, Clock: clock, Heat: &heat.Heat{}, Contention: h, Hooks: busyHooks{k: k},
 		Policy: engine.Policy{InitialInterval: 4 * time.Millisecond, MaxInterval: 250 * time.Millisecond, MaxElapsedTime: time.Second}}
-	d := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{})
-	d.TakeTurns()
+	d := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{TakeTurns: true})
 	_, err := d.Run(context.Background())
 	if !errors.Is(err, driver.ErrConflict) {
 		t.Fatalf("err %v", err)
@@ -242,8 +240,7 @@ func TestHandOverNotWhileHolding(t *testing.T) {
 	env := &engine.Env{Backend: k, Clock: clock, Heat: &heat.Heat{}, Contention: h, Hooks: liveHooks{k: k},
 		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	stale := versions("stale")[0]
-	d1 := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: copyOf(stale)})
-	d1.TakeTurns()
+	d1 := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: copyOf(stale), TakeTurns: true})
 	if _, err := d1.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -252,8 +249,7 @@ func TestHandOverNotWhileHolding(t *testing.T) {
 	}
 	// Its own next write, from the copy its first write overwrote.
 	reads := k.reads
-	d2 := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: copyOf(versions("b")[0])})
-	d2.TakeTurns()
+	d2 := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: copyOf(versions("b")[0]), TakeTurns: true})
 	if _, err := d2.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -348,8 +344,7 @@ func TestDisplacedWaiterBacksOff(t *testing.T) {
 		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	stale := versions("stale")[0]
 	stale.Verified = false
-	d := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: []engine.Version{stale}})
-	d.TakeTurns()
+	d := engine.New(env, "update", engine.Based, []string{"k"}, overPlan, engine.Options{Start: []engine.Version{stale}, TakeTurns: true})
 	if _, err := d.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

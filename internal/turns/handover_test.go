@@ -102,8 +102,7 @@ func waitForKeyAmong(t *testing.T, k *waitedKey, firstSend time.Duration, holder
 		}
 		return engine.Request{d.Over(base[0], []byte("x"))}, nil
 	})
-	d := engine.New(env, "update", engine.Based, []string{"k"}, plan, engine.Options{Start: []engine.Version{stale}})
-	d.TakeTurns()
+	d := engine.New(env, "update", engine.Based, []string{"k"}, plan, engine.Options{Start: []engine.Version{stale}, TakeTurns: true})
 	res, err := d.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -259,8 +258,7 @@ func TestNoHandOverWithoutTurns(t *testing.T) {
 			plan := engine.PlanFunc(func(d *engine.Delivery, base []engine.Version) (engine.Request, error) {
 				return engine.Request{d.Over(base[0], []byte("x"))}, nil
 			})
-			d := engine.New(env, "update", engine.Based, []string{"k"}, plan, engine.Options{Start: []engine.Version{stale}})
-			d.TakeTurns()
+			d := engine.New(env, "update", engine.Based, []string{"k"}, plan, engine.Options{Start: []engine.Version{stale}, TakeTurns: true})
 			if _, err := d.Run(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -367,8 +365,7 @@ func TestHandOverStopsAtDeletion(t *testing.T) {
 		Policy: engine.Policy{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxElapsedTime: -1}}
 	stale := versions("stale")[0]
 	stale.Verified = false
-	d := engine.New(env, "update", engine.Based, []string{"k"}, plan, engine.Options{Start: []engine.Version{stale}})
-	d.TakeTurns()
+	d := engine.New(env, "update", engine.Based, []string{"k"}, plan, engine.Options{Start: []engine.Version{stale}, TakeTurns: true})
 	if _, err := d.Run(context.Background()); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("err %v, want not found", err)
 	}

@@ -14,7 +14,7 @@ type write struct {
 	l     *Layer
 	env   *engine.Env
 	based bool      // the delivery's mode is Based: its sends time the key's service
-	rmw   bool      // a read-modify-write: it may wait for its turn (engine.Delivery.TakeTurns)
+	rmw   bool      // a read-modify-write: it may wait for its turn (engine.Options.TakeTurns)
 	began time.Time // when the delivery began
 
 	lost     bool        // some attempt lost a race
