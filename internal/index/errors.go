@@ -17,13 +17,15 @@ type UniqueError struct {
 	By    string // the document whose write was refused
 
 	pending bool // Key holds it in a write of the same request, not yet committed
-	likely  bool // most likely held, read nothing of (Set.Pending): Key is ""
+	likely  bool // most likely held, read nothing of (Set.Pending): Key is "" (Likely)
 }
 
-// Likely reports a prediction, made reading nothing: the value is most
-// likely held (its Store wrote its entry lately), by a document not
-// named. The writer learns on its own whether it is.
-func (e *UniqueError) Likely() bool { return e.likely }
+// Likely reports whether e is a prediction, made reading nothing: the
+// value is most likely held (its Store wrote its entry lately), by a
+// document not named; the writer learns on its own whether it is. A
+// function, not a method: UniqueError is the root's too, and a
+// prediction never reaches a caller.
+func Likely(e *UniqueError) bool { return e.likely }
 
 // Pending reports whether the value is held by another write of the
 // same request (a batch's earlier member), not by a stored document: if

@@ -301,8 +301,8 @@ func (x planner) plan(req engine.Request) (plan []*planned, taken Duplicates, er
 // req (UniqueError.Pending), or by a stored document. wary, the stored
 // values are read as precheck reads them: what Imply would refuse, one
 // write at a time. Otherwise nothing is read: a value whose entry the
-// Set wrote lately is most likely held (UniqueError.Likely, naming no
-// holder), and any other is left to the request's conditions.
+// Set wrote lately is most likely held (Likely, naming no holder), and
+// any other is left to the request's conditions.
 func (x planner) pending(ctx context.Context, req engine.Request, m any, wary bool) (map[string]*UniqueError, any) {
 	known, _ := memoOf(m)
 	plan, taken, err := x.plan(req)

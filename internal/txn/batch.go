@@ -153,9 +153,9 @@ func (b *batch) deferTakers(ctx context.Context, d *engine.Delivery, req engine.
 		switch {
 		case r.Status != groupcommit.Applied || e == nil:
 			continue
-		case e.Likely() && r.spentRuns():
+		case index.Likely(e) && r.spentRuns():
 			b.wary = true // it cannot run on its own: the batch reads the values it takes, and then decides
-		case e.Likely():
+		case index.Likely(e):
 			b.hand(r, result{ungrouped: true, ran: r.runs}) // most likely held: it learns on its own, beside the batch
 		case !e.Pending():
 			b.hand(r, result{err: e, ran: r.runs})
