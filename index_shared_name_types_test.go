@@ -25,7 +25,6 @@ func sharedTitleStores(t *testing.T) (*etagstore.Store[titled], *etagstore.Store
 	return cards, boards, byName
 }
 
-// FAILS: the refused entry's holder is judged by the taker's Set (index/set.go refused: taker.holds decodes the board as a card: no Title), so the held entry is taken for stale and written over: two documents hold "x"
 func TestUniqueSharedNameAcrossTypesCreate(t *testing.T) {
 	ctx := t.Context()
 	cards, boards, byName := sharedTitleStores(t)
@@ -42,7 +41,6 @@ func TestUniqueSharedNameAcrossTypesCreate(t *testing.T) {
 	}
 }
 
-// FAILS: the same in a transaction (index.Mixed): the holder, not in the request, is judged by the taker's Set (planner.refused)
 func TestUniqueSharedNameAcrossTypesTransact(t *testing.T) {
 	ctx := t.Context()
 	cards, boards, byName := sharedTitleStores(t)

@@ -15,7 +15,6 @@ import (
 // attempt, as the other members' do, not once per slot: the slots run
 // again in one attempt are one run.
 
-// FAILS: batch.slot's "later" answer resets lastAttempt to 0 without taking the run back, so the member's slot in the same attempt's rerun (after answerLikely) counts a second run: with MaxAttempts 2 it is out of runs (ErrConflict, staleOf) before any commit, where ErrExists is its answer
 func TestTxBatchLaterMemberRerunCountsOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()

@@ -19,7 +19,6 @@ import (
 // view the second member's fn saw never existed: on its own, it reads
 // the stored value and creates a key that is free.
 
-// FAILS: a member answered ErrExists (likely taken, probed) on a view made of an earlier member's unstored write; readBefore skips the inherited key (not read), so the Create's failure is returned on a view that never existed
 func TestTxCreateExistsOnInheritedViewRunsAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()
@@ -64,7 +63,6 @@ func TestTxCreateExistsOnInheritedViewRunsAgain(t *testing.T) {
 // (a commit refused on a key it did not look up came first), so the
 // created key is read before the commit and the member answered at once.
 //
-// FAILS: refuseKnown answers ErrExists to a member whose Create followed an earlier member's unstored write, as answerLikely does
 func TestTxCreateExistsOnInheritedViewLookedUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()

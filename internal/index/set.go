@@ -397,7 +397,7 @@ func (x planner) precheck(ctx context.Context, plan []*planned, known memo, pred
 		if e.Value != p.entry.Value {
 			return known, nil, driver.Errorf(driver.ErrInvalidInput, "index %q: the values %q and %q share a hash", e.Index, e.Value, p.entry.Value)
 		}
-		if holds, err := p.set.Holds(e.Doc, data, e.Index, e.Value); err != nil || holds {
+		if holds, err := x.keeps(p.set, e, data); err != nil || holds {
 			taken = append(taken, &UniqueError{Index: e.Index, Value: e.Value, Key: e.Doc, By: p.entry.Doc})
 			delete(known, p.action.Key) // held: never written over on this ETag (a later precheck reads it again)
 		}
@@ -565,15 +565,45 @@ func (x planner) refused(ctx context.Context, req engine.Request, implied []driv
 	if err != nil || taker == nil {
 		taker = x.lead
 	}
-	holds, err := taker.holds(ctx, held)
-	if err != nil {
+	holds := false
+	switch doc, err := x.lead.Backend.Read(ctx, held.Doc); {
+	case errors.Is(err, driver.ErrNotFound):
+	case err != nil:
 		return known, err
+	default:
+		if holds, err = x.keeps(taker, held, doc.Data); err != nil {
+			return known, err
+		}
 	}
 	if holds {
 		delete(known, a.Key) // held: never written over on this ETag
 		return known, &UniqueError{Index: held.Index, Value: held.Value, Key: held.Doc, By: mine.Doc}
 	}
 	return known, nil // a stale entry: replaced on its ETag
+}
+
+// keeps reports whether data, e's document as stored, keeps e's value,
+// as a write about to take the value must judge: by the Set of the
+// document's own Store where the request writes it too, else by judge's
+// (the taker's). A document in which that Set finds no value at all for
+// the index is taken as keeping it: it may be of another type, whose
+// Store shares the index's name (and its values), and only a document
+// found holding another value, or missing, frees the value. (An entry an
+// older writer left on a document it emptied is repaired by Reindex.)
+func (x planner) keeps(judge *Set, e Entry, data []byte) (bool, error) {
+	if s, err := x.of(e.Doc); err == nil && s != nil {
+		judge = s
+	}
+	vals, err := judge.Values(e.Doc, data)
+	if err != nil {
+		return false, err
+	}
+	for i, d := range judge.Defs {
+		if d.Name == e.Index {
+			return i >= len(vals) || len(vals[i]) == 0 || slices.Contains(vals[i], e.Value), nil
+		}
+	}
+	return true, nil // no index of that name here: nothing frees it
 }
 
 // holds reports whether e's document holds e's value now (an entry a

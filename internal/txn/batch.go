@@ -234,7 +234,9 @@ func (b *batch) slot(r *member, f *State, attempt int) (*State, bool) {
 		b.hand(r, result{ungrouped: true})
 		return nil, false
 	case a.later:
-		r.Status, r.lastAttempt = groupcommit.Taken, 0 // its next batch's attempts count anew
+		// Its next batch's attempts count anew (finish); a run again in
+		// this attempt (the slots run again) does not count twice.
+		r.Status = groupcommit.Taken
 		b.later = append(b.later, r)
 		return nil, false
 	case a.ungrouped:
@@ -395,7 +397,7 @@ func (b *batch) finish(st *State, res engine.Result, err error) {
 	var later []*member
 	for _, r := range append(b.later, b.deferred...) {
 		if r.Status == groupcommit.Taken {
-			r.Status = groupcommit.Queued
+			r.Status, r.lastAttempt = groupcommit.Queued, 0
 			later = append(later, r)
 		}
 	}

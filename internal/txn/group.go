@@ -291,6 +291,12 @@ func (r *member) finish(fr fnRun) (*Handle, error) {
 func (r *member) await() (*Handle, error) {
 	res := r.awaitResult()
 	c := r.call
+	if (res.likely != "" || res.exists != "") && r.view.own.other {
+		// Its fn ran on an earlier member's write, not stored: the key's
+		// existence says nothing of a run on what is stored. Again, on
+		// its own.
+		res = result{ungrouped: true, ran: res.ran, err: staleOf(r.view)}
+	}
 	if res.likely != "" {
 		exists, err := r.probe(res.likely)
 		switch {
