@@ -62,7 +62,6 @@ func TestTxCreateExistsOnInheritedViewRunsAgain(t *testing.T) {
 // The same, the key looked up rather than predicted: the batch is wary
 // (a commit refused on a key it did not look up came first), so the
 // created key is read before the commit and the member answered at once.
-//
 func TestTxCreateExistsOnInheritedViewLookedUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()
