@@ -73,15 +73,24 @@ func (b *batch) refuseKnown(st *State) bool {
 		if r.Status != groupcommit.Applied {
 			continue
 		}
-		for _, key := range r.view.own.keys {
-			if _, unread := r.view.views[r.view.owner[key]].unreadCreate(key); unread && r.view.own.written[key] && !r.view.own.inherited[key] && b.exists[key] {
-				b.hand(r, result{exists: key, tries: st.attempt, ran: r.runs})
-				refused = true
-				break
-			}
+		if key := r.created(func(key string) bool { return b.exists[key] }); key != "" {
+			b.hand(r, result{exists: key, tries: st.attempt, ran: r.runs})
+			refused = true
 		}
 	}
 	return refused
+}
+
+// created is the first key r's fn created unread itself (not inherited
+// from an earlier member) for which match holds ("" when none).
+func (r *member) created(match func(key string) bool) string {
+	v := r.view
+	for _, key := range v.own.keys {
+		if _, unread := v.views[v.owner[key]].unreadCreate(key); unread && v.own.written[key] && !v.own.inherited[key] && match(key) {
+			return key
+		}
+	}
+	return ""
 }
 
 // isWary reports whether the batch looks up every key created unread:
@@ -110,17 +119,17 @@ func (b *batch) answerLikely(likely map[string]bool) (answered bool, look []stri
 		if r.Status != groupcommit.Applied {
 			continue
 		}
+		if !r.spentRuns() {
+			if key := r.created(func(key string) bool { return likely[key] }); key != "" {
+				b.hand(r, result{likely: key, ran: r.runs})
+				answered = true
+			}
+			continue
+		}
 		for _, key := range r.view.own.keys {
-			if !r.view.own.written[key] || r.view.own.inherited[key] || !likely[key] {
-				continue
-			}
-			if r.spentRuns() {
+			if likely[key] {
 				look = append(look, key)
-				continue
 			}
-			b.hand(r, result{likely: key, ran: r.runs})
-			answered = true
-			break
 		}
 	}
 	return answered, look
