@@ -227,7 +227,10 @@ func (b *batch) slot(r *member, f *State, attempt int) (*State, bool) {
 		f.done = true // fn has returned
 	}
 	switch {
-	case r.Status == groupcommit.Left || a.left:
+	case r.Status == groupcommit.Left || a.left || r.Ctx.Err() != nil:
+		// Its caller left, or its context ended during its slot (inside
+		// its fn, say): out of the batch before anything holding its
+		// writes is sent, whichever its caller's goroutine meets first.
 		r.Status = groupcommit.Left
 		return nil, false
 	case timedOut:

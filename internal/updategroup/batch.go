@@ -139,7 +139,10 @@ func (b *batch[T, X]) slot(r *Member[T, X], t slot) (answer[T], bool) {
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
-	case r.Status == groupcommit.Left || a.left:
+	case r.Status == groupcommit.Left || a.left || r.Ctx.Err() != nil:
+		// Its caller left, or its context ended during its slot (inside
+		// its mutate, say): out of the batch before anything holding its
+		// change is sent, whichever its caller's goroutine meets first.
 		r.Status = groupcommit.Left
 		return answer[T]{}, false
 	case timedOut:
