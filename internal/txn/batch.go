@@ -148,8 +148,8 @@ func (b *batch) deferTakers(ctx context.Context, d *engine.Delivery, req engine.
 	mu.Lock()
 	defer mu.Unlock()
 	out := false
-	for _, r := range b.applied {
-		e := takes(r.view, takers)
+	for i, r := range b.applied {
+		e := b.takes(i, takers)
 		switch {
 		case r.Status != groupcommit.Applied || e == nil:
 			continue
@@ -379,9 +379,9 @@ func (b *batch) finish(st *State, res engine.Result, err error) {
 		case existing != "":
 			r.Status, r.lastAttempt = groupcommit.Taken, 0
 			b.later = append(b.later, r) // another's created key exists: the next batch, without it
-		case takes(r.view, takers) != nil && !takes(r.view, takers).Pending():
-			b.hand(r, result{err: takes(r.view, takers), tries: res.Attempts}) // a stored document holds the value
-		case takes(r.view, takers) != nil:
+		case b.takes(i, takers) != nil && !b.takes(i, takers).Pending():
+			b.hand(r, result{err: b.takes(i, takers), tries: res.Attempts}) // a stored document holds the value
+		case b.takes(i, takers) != nil:
 			// Its write takes a unique value an earlier member's write
 			// takes: on its own, after this batch, it learns whether the
 			// value is still held.
@@ -412,11 +412,15 @@ func (b *batch) finish(st *State, res engine.Result, err error) {
 	}
 }
 
-// takes is the UniqueError of takers, if any, whose write is f's, a
-// member's view: its write takes a unique value held elsewhere.
-func takes(f *State, takers map[string]*index.UniqueError) *index.UniqueError {
+// takes is the UniqueError of takers, if any, whose write is the i-th
+// applied member's: its write takes a unique value held elsewhere. The
+// request's write of a document is the last member's that wrote it (over
+// an earlier member's, inherited): that member is the taker, not the
+// earlier ones (a delete takes no value).
+func (b *batch) takes(i int, takers map[string]*index.UniqueError) *index.UniqueError {
+	f := b.applied[i].view
 	for key, e := range takers {
-		if f.own.written[key] && !f.own.inherited[key] {
+		if f.own.written[key] && !b.rewritten(i, key) {
 			return e
 		}
 	}
