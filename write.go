@@ -105,23 +105,31 @@ func (s *Store[T]) replace(ctx context.Context, d Doc[T]) (Doc[T], error) {
 			return w.Over(e, b), nil
 		})
 	} else {
-		fresh := w.Fresh(d.Key, d.ETag)
-		if d.Extra.x.At(d.ETag) { // the version it replaces is the Doc's read (an index's base)
-			b := s.core.Life.Judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.x.Stored()), ETag: d.ETag}, Exists: true})
-			if !b.Exists {
-				return Doc[T]{}, b.Missing // expired since it was read
-			}
-			fresh = fresh.Replacing(b)
-		}
-		it, err = s.core.Blind(ctx, telemetry.OpReplace, fresh)
-		if errors.Is(err, ErrConflict) {
-			err = s.refused(ctx, d.Key, d.ETag, d.Value)
-		}
+		it, err = s.replaceOn(ctx, d, w)
 	}
 	if err != nil {
 		return Doc[T]{}, err
 	}
 	return s.dated(Doc[T]{Key: d.Key, Value: d.Value, ETag: it.ETag, Extra: s.extraOf(driver.Item{Key: d.Key, Data: w.Data, ETag: it.ETag, Meta: it.Meta}, mine)}), nil
+}
+
+// replaceOn writes w, d's value over the version its ETag names, with
+// that ETag as the condition and no read; a refusal is told as a
+// conflict with the document stored now (refused).
+func (s *Store[T]) replaceOn(ctx context.Context, d Doc[T], w codec.Written) (driver.Item, error) {
+	fresh := w.Fresh(d.Key, d.ETag)
+	if d.Extra.x.At(d.ETag) { // the version it replaces is the Doc's read (an index's base)
+		b := s.core.Life.Judged(version{Item: driver.Item{Key: d.Key, Data: []byte(d.Extra.x.Stored()), ETag: d.ETag}, Exists: true})
+		if !b.Exists {
+			return driver.Item{}, b.Missing // expired since it was read
+		}
+		fresh = fresh.Replacing(b)
+	}
+	it, err := s.core.Blind(ctx, telemetry.OpReplace, fresh)
+	if errors.Is(err, ErrConflict) {
+		err = s.refused(ctx, d.Key, d.ETag, d.Value)
+	}
+	return it, err
 }
 
 // onto is the write of mine, T's encoding of a Doc's value, over the
