@@ -116,9 +116,27 @@ func (s *Set) validate(w engine.KeyWrite) error {
 
 // memo is what a delivery learnt of entries, read before it sends or
 // from refusals: a key's current ETag ("" : missing), for an entry that
-// may be written over on it (missing, the document's own, or stale). An
+// may be written over on it (missing, stale, or one document's own). An
 // entry another document holds now is never in it.
-type memo map[string]driver.ETag
+type memo map[string]learnt
+
+// learnt is an entry's version as a delivery read it, and the one
+// document whose own entry it was ("": missing or stale, anyone's to
+// write over). A batch's writes change between its sends: an entry
+// learnt as one document's own is not another's to take.
+type learnt struct {
+	etag driver.ETag
+	doc  string
+}
+
+// of is the version of key's entry known writable by doc's write.
+func (m memo) of(key, doc string) (driver.ETag, bool) {
+	l, ok := m[key]
+	if !ok || l.doc != "" && l.doc != doc {
+		return "", false
+	}
+	return l.etag, true
+}
 
 // predicted is a memo of a batch that predicted its takers rather than
 // read them (planner.pending, not wary): its send reads no entry first
@@ -326,7 +344,7 @@ func (x planner) pending(ctx context.Context, req engine.Request, m any, wary bo
 func likely(plan []*planned, known memo) Duplicates {
 	var out Duplicates
 	for _, p := range plan {
-		if _, learnt := known[p.action.Key]; p.def.Unique && !p.release && !p.overwrite && !learnt && p.set.recent.has(p.action.Key) {
+		if _, learnt := known.of(p.action.Key, p.entry.Doc); p.def.Unique && !p.release && !p.overwrite && !learnt && p.set.recent.has(p.action.Key) {
 			out = append(out, &UniqueError{Index: p.def.Name, Value: p.entry.Value, By: p.entry.Doc, likely: true})
 		}
 	}
@@ -350,7 +368,7 @@ func (x planner) precheck(ctx context.Context, plan []*planned, known memo, pred
 	var takes []*planned
 	recent := false
 	for _, p := range plan {
-		if _, learnt := known[p.action.Key]; p.def.Unique && !p.release && !p.overwrite && !learnt {
+		if _, learnt := known.of(p.action.Key, p.entry.Doc); p.def.Unique && !p.release && !p.overwrite && !learnt {
 			keys, takes = append(keys, p.action.Key), append(takes, p)
 			recent = recent || p.set.recent.has(p.action.Key)
 		}
@@ -369,11 +387,16 @@ func (x planner) precheck(ctx context.Context, plan []*planned, known memo, pred
 	held := map[string]Entry{} // by entry key: entries another document holds
 	var holders []string
 	for i, it := range items {
-		known[it.Key] = it.ETag
 		e, err := decode(it)
-		if it.ETag == "" || err != nil || e.Doc == takes[i].entry.Doc || e.Index != takes[i].def.Name {
+		switch {
+		case it.ETag == "" || err != nil || e.Index != takes[i].def.Name:
+			known[it.Key] = learnt{etag: it.ETag}
+			continue
+		case e.Doc == takes[i].entry.Doc:
+			known[it.Key] = learnt{etag: it.ETag, doc: e.Doc}
 			continue
 		}
+		known[it.Key] = learnt{etag: it.ETag} // stale, unless held (below)
 		held[it.Key] = e
 		holders = append(holders, e.Doc)
 	}
@@ -506,7 +529,7 @@ func (p *planned) handOver() {
 // an entry known missing).
 func (p *planned) condition(known memo) (driver.Action, bool) {
 	a := p.action
-	etag, learnt := known[a.Key]
+	etag, learnt := known.of(a.Key, p.entry.Doc)
 	switch {
 	case p.release && learnt && etag == "":
 		return a, false
@@ -541,21 +564,22 @@ func (x planner) refused(ctx context.Context, req engine.Request, implied []driv
 	it, rerr := x.lead.Backend.Read(ctx, a.Key)
 	switch {
 	case errors.Is(rerr, driver.ErrNotFound):
-		known[a.Key] = ""
+		known[a.Key] = learnt{}
 		return known, nil
 	case rerr != nil:
 		return known, rerr
 	}
-	known[a.Key] = it.ETag
-	if a.Delete {
+	held, derr := decode(it)
+	known[a.Key] = learnt{etag: it.ETag, doc: held.Doc} // unreadable: taken as stale, replaced on its ETag
+	if a.Delete || derr != nil {
 		return known, nil
 	}
-	held, derr := decode(it)
-	if derr != nil {
-		return known, nil // unreadable: taken as stale, replaced on its ETag
-	}
 	mine, _ := decode(driver.Item{Key: a.Key, Data: a.Write.Data})
-	if held.Doc == mine.Doc || held.Index != mine.Index {
+	if held.Doc == mine.Doc {
+		return known, nil
+	}
+	known[a.Key] = learnt{etag: it.ETag} // stale, unless held (below)
+	if held.Index != mine.Index {
 		return known, nil
 	}
 	if held.Value != mine.Value {

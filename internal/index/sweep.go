@@ -247,7 +247,7 @@ const (
 func (s *Set) sweepDoc(ctx context.Context, doc, entry driver.Item) (fate, error) {
 	del := driver.Action{Key: doc.Key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(doc.ETag)}}
 	req := engine.Request{{Action: del, Was: doc, WasKnown: true}}
-	var m any = memo{entry.Key: entry.ETag}
+	var m any = memo{entry.Key: {etag: entry.ETag, doc: doc.Key}}
 	var lost error // the last send's answer, lost
 	for attempt := 0; ; attempt++ {
 		if attempt == maxSends {
