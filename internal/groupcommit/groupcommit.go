@@ -7,7 +7,8 @@
 // (Queue). When the first caller is done, or when its user code has run
 // SlotTimeout while others wait (Bound), a runner goroutine of the kind's
 // takes the queue as a batch, lingers first for the callers the last
-// batch answered (Lingering), and serves batches until the queue is empty.
+// batch answered (Lingering), and serves batches until the queue is empty;
+// then it parks the group for those callers (Park), or the group ends.
 // Each member of a batch waits on its own goroutine for its slot (the
 // kind's work: applying the member), and for its result (Caller); its
 // context's end makes it leave. A batch follows its request through the
@@ -77,6 +78,7 @@ const (
 	firstWriting  mode = iota // a first caller writes on its own; arrivals queue for after it
 	firstMutating             // ... and is inside its user code: an arrival bounds it
 	running                   // a runner commits the queue in batches
+	parked                    // no runner: the callers a batch answered are awaited (Park)
 )
 
 // Queue is a group's callers and its state: a first caller writing on its
@@ -89,14 +91,20 @@ type Queue[M comparable] struct {
 	runner  Runner // starts the kind's runner (lock held)
 	mode    mode
 	first   bool          // a first caller writes on its own; no runner took over
-	want    int           // a lingering runner waits for this many queued members
+	want    int           // a lingering runner, or a parked queue, waits for this many queued members
 	wake    chan struct{} // wakes it (buffered; made at its first linger)
+	parks   uint64        // times the queue parked; the last one's timer acts
 
 	entries, bounded uint64 // the first caller's runs of user code; the last one a bound was armed for
 }
 
-// Runner starts a group's runner goroutine, with the group's lock held.
-type Runner interface{ StartRunner() }
+// Runner starts a group's runner goroutine, and ends a group (the kind
+// forgets it: its next caller is a first caller), with the group's lock
+// held.
+type Runner interface {
+	StartRunner()
+	EndGroup()
+}
 
 // Init sets up the queue of a group whose first caller has just arrived
 // (inside its user code already: mutating), guarded by mu; r starts the
@@ -115,10 +123,49 @@ func (q *Queue[M]) Arrive(m M) {
 	switch {
 	case q.mode == firstMutating:
 		q.bound()
+	case q.mode == parked && len(q.Members) >= q.want:
+		q.want, q.mode = 0, running
+		q.runner.StartRunner()
 	case q.want > 0 && len(q.Members) >= q.want:
 		q.want = 0
 		q.wake <- struct{}{}
 	}
+}
+
+// Park ends the runner of a queue it found empty (the lock held), and
+// reports whether the group stays (else the kind ends it now). After a
+// batch of several callers (l.Want), the group waits for them to come
+// back as a lingering runner would, but with no goroutine: the arrival
+// that brings the queue to l.Want starts a runner; at the bound, a runner
+// takes whoever came, or the group ends (Runner.EndGroup) if nobody did.
+// Otherwise a batch that answered every caller in flight would end the
+// group, the first caller back would write alone with the rest queued
+// behind it, and batches would alternate between one member and all the
+// others. After a batch of one, or while lingers are skipped as vain,
+// the group ends at once.
+func (q *Queue[M]) Park(l *Lingering) bool {
+	bound := min(l.Took/4, MaxLinger)
+	if l.Want <= 1 || bound <= 0 || l.skip > 0 {
+		return false
+	}
+	q.mode, q.want = parked, l.Want
+	q.parks++
+	park := q.parks
+	time.AfterFunc(bound, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.mode != parked || q.parks != park {
+			return
+		}
+		q.want = 0
+		if len(q.Members) == 0 {
+			q.runner.EndGroup()
+			return
+		}
+		q.mode = running
+		q.runner.StartRunner()
+	})
+	return true
 }
 
 // Remove takes m, whose caller left, out of the queue.

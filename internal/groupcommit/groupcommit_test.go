@@ -154,13 +154,87 @@ func TestContext(t *testing.T) {
 	<-ctx.Done()
 }
 
-// runnerFunc is a Runner that calls itself.
-type runnerFunc func()
+// runnerFuncs is a Runner of two funcs (end may be nil).
+type runnerFuncs struct{ start, end func() }
 
-func (f runnerFunc) StartRunner() { f() }
+func (f runnerFuncs) StartRunner() { f.start() }
+
+func (f runnerFuncs) EndGroup() {
+	if f.end != nil {
+		f.end()
+	}
+}
 
 func newQueue(mu sync.Locker, mutating bool, start func()) *Queue[int] {
 	q := &Queue[int]{}
-	q.Init(mu, mutating, runnerFunc(start))
+	q.Init(mu, mutating, runnerFuncs{start: start})
 	return q
+}
+
+// A runner that finds the queue empty after a batch of several callers
+// parks it, with no goroutine: the arrival that brings back as many
+// callers starts a runner at once; at the bound, a runner takes whoever
+// came, or the group ends if nobody did. After a batch of one the group
+// ends at once.
+func TestParkAwaitsTheCallersABatchAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		started, ended := 0, 0
+		q := &Queue[int]{}
+		q.Init(&mu, false, runnerFuncs{start: func() { started++ }, end: func() { ended++ }})
+		q.FirstDone()
+		mu.Lock()
+		if q.Park(&Lingering{Want: 1, Took: time.Second}) {
+			t.Error("parked after a batch of one")
+		}
+		// Filled: a runner starts with the last arrival, before the bound.
+		if !q.Park(&Lingering{Want: 3, Took: time.Second}) {
+			t.Fatal("did not park after a batch of three")
+		}
+		q.Arrive(1)
+		q.Arrive(2)
+		if started != 0 {
+			t.Errorf("a runner started with 2 of 3 callers back")
+		}
+		q.Arrive(3)
+		if started != 1 {
+			t.Errorf("%d runners started with every caller back, want 1", started)
+		}
+		q.Take()
+		mu.Unlock()
+		time.Sleep(time.Second) // the first park's timer passes: it is stale
+		synctest.Wait()
+		mu.Lock()
+		if started != 1 || ended != 0 {
+			t.Errorf("a filled park's timer acted: runners %d, ends %d", started, ended)
+		}
+		// Partly filled: at the bound a runner takes whoever came.
+		q.Park(&Lingering{Want: 3, Took: time.Second})
+		q.Arrive(4)
+		mu.Unlock()
+		time.Sleep(MaxLinger - time.Nanosecond)
+		synctest.Wait()
+		mu.Lock()
+		if started != 1 {
+			t.Error("a runner started before the bound")
+		}
+		mu.Unlock()
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		mu.Lock()
+		if started != 2 || ended != 0 {
+			t.Errorf("at the bound with one caller back: runners %d, ends %d; want 2, 0", started, ended)
+		}
+		q.Take()
+		// Nobody back: the group ends at the bound.
+		q.Park(&Lingering{Want: 3, Took: time.Second})
+		mu.Unlock()
+		time.Sleep(MaxLinger)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if started != 2 || ended != 1 {
+			t.Errorf("at the bound with nobody back: runners %d, ends %d; want 2, 1", started, ended)
+		}
+	})
 }

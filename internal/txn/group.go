@@ -180,6 +180,9 @@ func arrive(key any, c *Call, first Store, firstKey string) (*txGroup, *member) 
 	return g, r
 }
 
+// EndGroup is end (groupcommit.Runner); mu is held.
+func (g *txGroup) EndGroup() { g.end() }
+
 // end ends g, which has no transaction in flight, keeping its
 // prediction for the scope's next group (mu held).
 func (g *txGroup) end() {
@@ -224,20 +227,24 @@ func (g *txGroup) firstDone() {
 // Before each batch after the first, when a caller is queued, it lingers
 // (see linger) until every transaction in flight is queued (the callers
 // the last batch answered, and those that queued meanwhile), bounded by a
-// fraction of that batch's last attempt: its sends, not its backoff.
+// fraction of that batch's last attempt: its sends, not its backoff. With
+// nobody queued it parks the group for those callers (groupcommit's
+// Park), or ends it.
 func (g *txGroup) run() {
 	var l groupcommit.Lingering
 	for {
 		mu.Lock()
 		waiting := len(g.Members) > 0
 		mu.Unlock()
-		if waiting { // with nobody queued the group ends: the next caller commits ungrouped
+		if waiting {
 			g.Linger(&l)
 		}
 		mu.Lock()
 		batch := g.Take()
 		if len(batch) == 0 {
-			g.end()
+			if !g.Park(&l) { // the group ends: the next caller commits ungrouped
+				g.end()
+			}
 			mu.Unlock()
 			return
 		}

@@ -25,7 +25,7 @@ func (g *Group[T, X]) run() {
 		mu.Lock()
 		members := g.Take()
 		if len(members) == 0 {
-			delete(g.gs.groups, g.k)
+			g.EndGroup()
 			mu.Unlock()
 			return
 		}

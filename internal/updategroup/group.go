@@ -180,9 +180,13 @@ func (g *Group[T, X]) Done() {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if !g.FirstDone() {
-		delete(gs.groups, g.k)
+		g.EndGroup()
 	}
 }
+
+// EndGroup forgets g, whose key has no Update in flight
+// (groupcommit.Runner); the lock is held.
+func (g *Group[T, X]) EndGroup() { delete(g.gs.groups, g.k) }
 
 // Arrive makes an Update of key (create: it creates a missing key) a
 // caller of its group: the first caller of an idle key gets the group
