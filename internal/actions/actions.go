@@ -127,11 +127,17 @@ func Deliver[T any](ctx context.Context, s Store[T], op telemetry.Op, w access.W
 		// index entries a write implies need the version it replaces.
 		// (A merge on an indexed Store goes blind, and its entries
 		// refuse it before anything is sent.) An unfenced batch reads
-		// only the keys whose versions it does not know (known.go).
+		// only the keys whose versions it does not know, and its first
+		// send no entry (known.go).
+		predict := !fenced
 		p = func(d *engine.Delivery, base []engine.Version) (engine.Request, error) {
 			req, err := overAll(s, d, acts, base)
 			if check := s.Abilities().CheckCommit; err == nil && check != nil {
 				err = check(req.Actions()) // as built: a fenced delete may carry more (driver.ModeTombstone)
+			}
+			if err == nil && predict {
+				predict = false
+				predictFree(ctx, d, req)
 			}
 			return req, err
 		}

@@ -6,13 +6,16 @@ import (
 	"github.com/etagstore/etagstore/driver"
 	"github.com/etagstore/etagstore/internal/access"
 	"github.com/etagstore/etagstore/internal/engine"
+	"github.com/etagstore/etagstore/internal/index"
 )
 
 // This file is what an unfenced batch of a Store that keeps index entries
 // knows before it sends, without reading: the version each action
-// replaces, where it is known (startOf). The entries need the version
-// each write replaces; a batch reads only the keys whose version it
-// cannot know otherwise (issue 44).
+// replaces, where it is known (startOf), and the unique values it takes,
+// predicted free (predictFree). The entries need the version each write
+// replaces; a batch reads only the keys whose version it cannot know
+// otherwise, and no entry, so that a batch that knows every version sends
+// its one transaction and nothing else (issue 44).
 
 // startOf is the base of the first attempt of a batch of acts: each
 // action's version as known without reading where it can be, the other
@@ -75,4 +78,17 @@ func knownVersion[T any](ctx context.Context, s Store[T], a action[T]) (engine.V
 		return s.Known(ctx, a.Key, driver.ETagAny, nil)
 	}
 	return engine.Version{}, false
+}
+
+// predictFree makes the first send of req, a batch's request, predict,
+// as a group-commit batch does (index.Set.Pending, not wary), that the
+// unique values it takes are free: it reads no entry first, unless one
+// is a value whose entry its Store wrote lately (most likely held). A
+// value held elsewhere refuses the commit, and the entry's refusal is
+// learnt as any other's (index.Set.Refused): the write then ends with a
+// *UniqueError, or is sent again with the entry known; once refused, a
+// send reads the values it takes first. The takers it tells are told
+// again by the send (Imply), so they are not kept here.
+func predictFree(ctx context.Context, d *engine.Delivery, req engine.Request) {
+	engine.PendingOf[*index.UniqueError](ctx, d, req, false)
 }
