@@ -63,9 +63,28 @@ func (x actionStore[T]) KeepsEntries() bool           { return x.s.idx.KeepsEntr
 func (x actionStore[T]) Abilities() *driver.Abilities { return &x.s.core.Abilities }
 func (x actionStore[T]) Codec() codec.Of[T]           { return x.s.enc }
 
-func (x actionStore[T]) Deliver(ctx context.Context, op telemetry.Op, mode engine.Mode, keys []string, p engine.Plan) (engine.Result, error) {
-	return x.s.core.Deliver(ctx, x.s.core.Delivery(ctx, op, mode, keys, p, engine.Options{}))
+func (x actionStore[T]) Deliver(ctx context.Context, op telemetry.Op, mode engine.Mode, keys []string, p engine.Plan, start []version) (engine.Result, error) {
+	return x.s.core.Deliver(ctx, x.s.core.Delivery(ctx, op, mode, keys, p, engine.Options{Start: start}))
 }
+
+func (x actionStore[T]) Known(ctx context.Context, key string, etag ETag, extra any) (version, bool) {
+	if e, ok := extra.(Extra); ok && e.x.At(etag) { // the version the Doc's read holds, as Replace takes it (replaceOn)
+		return x.s.core.Life.Judged(version{Item: driver.Item{Key: key, Data: []byte(e.x.Stored()), ETag: etag}, Exists: true}), true
+	}
+	if etag == ETagAny {
+		etag = "" // any version the cache holds
+	}
+	if v := x.s.core.Cached(ctx, key, etag); v != nil {
+		return v[0], true
+	}
+	return version{}, false
+}
+
+func (x actionStore[T]) ReadAll(ctx context.Context, keys []string) ([]version, error) {
+	return x.s.core.ReadAll(ctx, keys)
+}
+
+func (x actionStore[T]) Expires() bool { return x.s.core.Life != nil }
 
 func (x actionStore[T]) Blind(ctx context.Context, op telemetry.Op, w keyWrite) (driver.Item, error) {
 	return x.s.core.Blind(ctx, op, w)

@@ -146,12 +146,21 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // the new versions, with the Store's backoff.
 //
 // On a Store with indexes (etagstore.Unique, Lookup, or an Expiry) Submit
-// likewise reads every entity first (one ReadMany) and sends each action
-// with If-Match of the version it read (a Create, with the key found
-// missing: an existing one matches etagstore.ErrExists before anything is
-// sent), carrying the index entries each change implies in the same
-// transaction; a batch holding a Merge or UpsertMerge, which send
-// properties alone, matches errors.ErrUnsupported and nothing is sent.
+// sends each action conditioned on the version it replaces, carrying the
+// index entries each change implies in the same transaction. It reads
+// first (one ReadMany: a query per 14 keys) only the entities whose
+// version it does not know: a Create replaces none (it is sent as a
+// create, and an existing key fails the transaction with
+// etagstore.ErrExists, in a *BatchError; on a Store with an Expiry it
+// reads, to replace an expired document); a Replace or Delete knows the
+// version its ETag names when its Doc holds it (a Doc a read or write
+// returned) or the Store's version cache does (with ETagAny: any version
+// the cache holds); an Upsert knows the version the cache holds, and is
+// conditioned on it. A version known but stale (another writer came in
+// between) only fails the transaction: the batch is then built again over
+// the versions it reads. A batch holding a Merge or UpsertMerge, which
+// send properties alone, matches errors.ErrUnsupported and nothing is
+// sent.
 //
 // A throttled transaction (503 ServerBusy) is sent again after a pause. One
 // whose answer was lost is resolved by reading the entities: when one of

@@ -25,9 +25,9 @@ var indexedTitle = etagstore.Unique("title", func(v indexed) string { return str
 // refused before sending with errors.ErrUnsupported, writing nothing; it
 // never writes without them. The log says which each path does (see
 // docs/indexes.md): Merge reads first and writes the whole entity onto the
-// version read, so it keeps them; a Batch on an indexed Store reads its
-// keys first (as a fenced one does), so its Create, Replace, Upsert and
-// Delete keep them; UpsertMerge, Batch.Merge and Batch.UpsertMerge send
+// version read, so it keeps them; a Batch on an indexed Store conditions
+// each action on the version it replaces (known, or read first, as a
+// fenced one reads), so its Create, Replace, Upsert and Delete keep them; UpsertMerge, Batch.Merge and Batch.UpsertMerge send
 // properties alone and are refused.
 func TestIndexedWritePaths(t *testing.T) {
 	ctx := context.Background()
@@ -139,8 +139,9 @@ func TestIndexedWritePaths(t *testing.T) {
 }
 
 // A Batch on an indexed Store creating a key that exists fails with
-// ErrExists, in a *BatchError naming the action, before anything is sent:
-// the other action's document and entries are not written.
+// ErrExists, in a *BatchError naming the action (the service refuses the
+// create: the batch does not read a key it creates): the other action's
+// document and entries are not written.
 func TestIndexedBatchCreateOfExistingKey(t *testing.T) {
 	ctx := context.Background()
 	s := etagstore.New(tablestore.New(azuritetest.NewTable(t), nil), nil, indexedTitle)

@@ -29,8 +29,23 @@ type Store[T any] interface {
 	Abilities() *driver.Abilities
 	Codec() codec.Of[T]
 	// Deliver runs a delivery of a write of keys through the engine,
-	// carrying ctx's fencing token, and keeps what it wrote in the cache.
-	Deliver(ctx context.Context, op telemetry.Op, mode engine.Mode, keys []string, p engine.Plan) (engine.Result, error)
+	// carrying ctx's fencing token, and keeps what it wrote in the cache;
+	// start is the base of its first attempt (engine.Options.Start; nil:
+	// read).
+	Deliver(ctx context.Context, op telemetry.Op, mode engine.Mode, keys []string, p engine.Plan, start []engine.Version) (engine.Result, error)
+	// Known is the version of key a write naming etag (ETagAny: any) may
+	// start from without reading, if there is one: the version extra (an
+	// Action's Extra) holds as its Doc's read, at etag, else the version
+	// cache's copy. It is not verified: it may be stale.
+	Known(ctx context.Context, key string, etag driver.ETag, extra any) (engine.Version, bool)
+	// ReadAll reads keys, together where the backend can (ReadMany),
+	// as the engine reads them: a missing key is a version that does not
+	// exist.
+	ReadAll(ctx context.Context, keys []string) ([]engine.Version, error)
+	// Expires reports whether the Store's documents expire: a key read as
+	// missing may then hold an expired document, which a create replaces
+	// on its ETag.
+	Expires() bool
 	// Blind delivers w, a write that starts from nothing.
 	Blind(ctx context.Context, op telemetry.Op, w engine.KeyWrite) (driver.Item, error)
 	// Conditioned delivers a write of key conditioned on the version it
@@ -105,22 +120,35 @@ func Deliver[T any](ctx context.Context, s Store[T], op telemetry.Op, w access.W
 		}
 	}
 	p, mode := engine.PlanFunc(func(*engine.Delivery, []engine.Version) (engine.Request, error) { return blind, nil }), engine.Blind
+	var start []engine.Version
 	if fenced || s.KeepsEntries() && !slices.ContainsFunc(acts, merges[T]) {
 		// Every action is checked against the version read, and
 		// conditioned on it: a fence's token goes on each, and the
 		// index entries a write implies need the version it replaces.
 		// (A merge on an indexed Store goes blind, and its entries
-		// refuse it before anything is sent.)
+		// refuse it before anything is sent.) An unfenced batch reads
+		// only the keys whose versions it does not know, and its first
+		// send no entry (known.go).
+		predict := !fenced
 		p = func(d *engine.Delivery, base []engine.Version) (engine.Request, error) {
 			req, err := overAll(s, d, acts, base)
 			if check := s.Abilities().CheckCommit; err == nil && check != nil {
 				err = check(req.Actions()) // as built: a fenced delete may carry more (driver.ModeTombstone)
 			}
+			if err == nil && predict {
+				predict = false
+				predictFree(ctx, d, req)
+			}
 			return req, err
 		}
 		mode = engine.Based
+		if !fenced {
+			if start, err = startOf(ctx, s, acts); err != nil {
+				return nil, refusal(ctx, s, acts, fenced, err)
+			}
+		}
 	}
-	res, err := s.Deliver(ctx, op, mode, keys, p)
+	res, err := s.Deliver(ctx, op, mode, keys, p, start)
 	if err != nil {
 		return nil, refusal(ctx, s, acts, fenced, err)
 	}
@@ -289,6 +317,9 @@ func overAll[T any](s Store[T], d *engine.Delivery, acts []action[T], base []eng
 				return nil, &driver.ActionError{Index: i, Err: driver.Errorf(driver.ErrExists, "%q", a.Key)}
 			}
 			req[i] = d.Over(b, a.data) // a create, or over an expired version
+			// Known missing, not read (known.go): the key found existing
+			// refuses the commit, and that ends the batch (ErrExists).
+			req[i].Unread = !b.Verified
 			continue
 		case access.Upsert:
 			req[i] = d.Over(b, a.data) // a create, or over the version read

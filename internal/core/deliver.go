@@ -83,6 +83,38 @@ func (c *Core) Read(ctx context.Context, key string) (engine.Version, error) {
 	return hooks{c.Obs, c}.Read(ctx, key)
 }
 
+// ReadAll reads keys as Read does, together where the backend can
+// (driver.Abilities.ReadMany: on tables, one query per partition and 14
+// keys), noting what it found in the version cache. A key found missing
+// is a version with Missing set; any other failure is returned.
+func (c *Core) ReadAll(ctx context.Context, keys []string) ([]engine.Version, error) {
+	vs := make([]engine.Version, len(keys))
+	many := c.Abilities.ReadMany
+	if many == nil || len(keys) == 1 {
+		for i, key := range keys {
+			v, err := c.Read(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			vs[i] = v
+		}
+		return vs, nil
+	}
+	items, err := many(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	for i, it := range items {
+		var missing error
+		if it.ETag == "" {
+			missing = driver.Errorf(driver.ErrNotFound, "%q", keys[i])
+		}
+		c.Cache.Note(keys[i], it, missing)
+		vs[i] = c.ReadVersion(keys[i], it, missing)
+	}
+	return vs, nil
+}
+
 // hooks are the engine's way to its Store (engine.Hooks): reads made as
 // the Store makes them, and events counted by its recorder (the retry
 // loop's among them: Retrying, Attempted).
