@@ -27,8 +27,9 @@ var indexedTitle = etagstore.Unique("title", func(v indexed) string { return str
 // docs/indexes.md): Merge reads first and writes the whole entity onto the
 // version read, so it keeps them; a Batch on an indexed Store conditions
 // each action on the version it replaces (known, or read first, as a
-// fenced one reads), so its Create, Replace, Upsert and Delete keep them; UpsertMerge, Batch.Merge and Batch.UpsertMerge send
-// properties alone and are refused.
+// fenced one reads), so its Create, Replace, Upsert and Delete keep them;
+// UpsertMerge, Batch.Merge and Batch.UpsertMerge send properties alone
+// and are refused.
 func TestIndexedWritePaths(t *testing.T) {
 	ctx := context.Background()
 	s := etagstore.New(tablestore.New(azuritetest.NewTable(t), nil), nil, indexedTitle)
