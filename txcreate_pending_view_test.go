@@ -99,3 +99,40 @@ func TestTxCreateExistsOnInheritedViewLookedUp(t *testing.T) {
 		}
 	})
 }
+
+// A member that creates a key first, and only then reads an earlier
+// member's write (the kanban create: the title's claim, then the board's
+// count), did not choose the key on a view that may never exist: a key
+// most likely taken is answered ErrExists as for any member, beside the
+// batch's commit, and it commits nothing on its own (it ran on its own,
+// and its own commit was refused, for every such collision before).
+func TestTxCreateExistsBeforeInheritedViewFailsInBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHeldCommits()
+		s := etagstore.New[counter](h, nil)
+		ctx := t.Context()
+		if _, err := s.Create(ctx, "claim", counter{1}); err != nil { // in s's cache: most likely taken
+			t.Fatal(err)
+		}
+		second := func(tx *etagstore.Tx[counter]) error {
+			if err := tx.Create("claim", counter{2}); err != nil {
+				return err
+			}
+			return increment("board")(tx)
+		}
+		before := h.commits.Load()
+		e1, e2 := twoInOneBatch(t, h, s, increment("board"), second)
+		if e1 != nil {
+			t.Errorf("the first member: %v", e1)
+		}
+		wantOnly(t, "the second member's Create of a key its Store made", e2, etagstore.ErrExists)
+		// The holding transaction's commit and the batch's: nothing of the
+		// second member's own.
+		if n := h.commits.Load() - before; n != 2 {
+			t.Errorf("%d commits, want 2 (the holding transaction's, the batch's)", n)
+		}
+		if b, err := s.Get(ctx, "board"); err != nil || b.Value.N != 1 {
+			t.Errorf("board = %+v, %v; want 1", b.Value, err)
+		}
+	})
+}

@@ -41,6 +41,23 @@ func (o *ownTouches) saw(key string) {
 	}
 }
 
+// pendingBefore reports whether fn touched a key an earlier member wrote
+// (not stored yet) before it first touched key.
+func (o *ownTouches) pendingBefore(key string) bool {
+	if o == nil {
+		return false
+	}
+	for _, k := range o.keys {
+		if k == key {
+			return false
+		}
+		if o.inherited[k] {
+			return true
+		}
+	}
+	return false
+}
+
 // pending reports whether an earlier member wrote key.
 func (o *ownTouches) pending(key string) bool { return o != nil && o.inherited[key] }
 

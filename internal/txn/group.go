@@ -298,10 +298,16 @@ func (r *member) finish(fr fnRun) (*Handle, error) {
 func (r *member) await() (*Handle, error) {
 	res := r.awaitResult()
 	c := r.call
-	if (res.likely != "" || res.exists != "") && r.view.own.other {
-		// Its fn ran on an earlier member's write, not stored: the key's
-		// existence says nothing of a run on what is stored. Again, on
-		// its own.
+	created := res.likely
+	if created == "" {
+		created = res.exists
+	}
+	if created != "" && r.view.own.pendingBefore(created) {
+		// Its fn touched an earlier member's write, not stored, before it
+		// created the key: the key's existence says nothing of a run on
+		// what is stored. Again, on its own. (Touched after the Create,
+		// it did not choose the key: ErrExists stands, once its reads are
+		// found current.)
 		res = result{ungrouped: true, ran: res.ran, err: staleOf(r.view)}
 	}
 	if res.likely != "" {
