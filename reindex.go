@@ -14,11 +14,12 @@ import (
 // document does not hold its value, is deleted. Run it once after
 // declaring an index over documents written without it.
 //
-// It reads the documents a page of 1,000 at a time, so its memory is
-// bounded, and commits their entries in batches of one partition, as a
-// hand-written loop would; it then lists the page again, and checks the
-// entries of a document that changed meanwhile, so it is safe to run
-// while the app writes. It is idempotent: a second run, or a run after
+// It reads the documents a page of 999 at a time (one query on tables),
+// so its memory is bounded, and commits their entries in batches of one
+// partition, as a hand-written loop would, while it lists the next
+// page; it then lists the page again, and checks the entries of a
+// document that changed meanwhile, so it is safe to run while the app
+// writes. It is idempotent: a second run, or a run after
 // one that failed halfway, makes what is missing and leaves the rest.
 //
 // A value of a Unique index that two documents hold is reported, with

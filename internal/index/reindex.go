@@ -17,7 +17,8 @@ import (
 // a batch refused because some entries exist reads them and goes on;
 // then the page is listed again, and the entries of a document that
 // changed meanwhile are checked one by one, so that an entry made for a
-// value a concurrent writer has just replaced does not stay.
+// value a concurrent writer has just replaced does not stay. The next
+// page is listed while a page's batches go (listahead.go).
 
 // batchSize is how many entries a Reindex commit carries at most (a
 // table's entity group transaction takes 100 actions).
@@ -41,15 +42,19 @@ type want struct {
 	etag  driver.ETag // of the document, as the page read it
 }
 
-// ReindexPage is how many documents Reindex holds at once.
-const ReindexPage = 1000
+// ReindexPage is how many documents Reindex holds at once: 999, so that
+// on tables a page and the document that tells whether more follow come
+// in one query of the service's 1,000 entities (a page of 1,000 took a
+// second query, for that one document), and so does the page listed
+// again.
+const ReindexPage = 999
 
 // Reindex builds d's entries for every document of the backend, a page
-// of ReindexPage at a time (Rebuild), then repairs the entries of every
-// scope it met (Repair). It returns the values of a unique index that
-// two documents hold; the entry stays with the document that held it
-// first. Over a backend that keeps no entries, an expiry index has none
-// to build.
+// of ReindexPage at a time (Rebuild; the next page is listed
+// meanwhile), then repairs the entries of every scope it met (Repair).
+// It returns the values of a unique index that two documents hold; the
+// entry stays with the document that held it first. Over a backend that
+// keeps no entries, an expiry index has none to build.
 func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
 	if err := s.Usable(); err != nil {
 		return nil, err
@@ -57,16 +62,23 @@ func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
 	if s.Entryless() {
 		return nil, nil // an Expiry over a backend that keeps no entries: nothing to build
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops a page listed ahead when a page fails
 	out := Rebuilt{confirmed: confirmed{}}
+	next := s.listAhead(ctx, "")
 	for after := ""; ; {
-		page, more, err := s.Backend.ListPage(ctx, "", after, ReindexPage)
-		if err != nil {
-			return nil, err
+		l := <-next
+		if l.err != nil {
+			return nil, l.err
 		}
+		page := l.items
 		if len(page) == 0 {
 			break
 		}
 		from := after
+		if after = page[len(page)-1].Key; l.more {
+			next = s.listAhead(ctx, after)
+		}
 		relist := func() ([]driver.Item, error) {
 			items, _, err := s.Backend.ListPage(ctx, "", from, len(page))
 			return items, err
@@ -74,7 +86,7 @@ func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
 		if err := s.Rebuild(ctx, d, page, relist, &out); err != nil {
 			return nil, err
 		}
-		if after = page[len(page)-1].Key; !more {
+		if !l.more {
 			break
 		}
 	}

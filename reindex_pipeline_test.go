@@ -1,0 +1,262 @@
+package etagstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/etagstore/etagstore"
+	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/memstore"
+)
+
+// reindexGate is a backend whose commits of index entries alone (a
+// Reindex's batches and repairs; a Store's writes carry their document)
+// and ListPage calls the test steers. hold and then fail, when set, are
+// called by each such commit before it is sent, with its rank (1, 2,
+// …), and fail's error is its answer; listed is called by each
+// ListPage, with its after.
+type reindexGate struct {
+	driver.Backend
+	hold   func(rank int)
+	listed func(after string)
+	fail   func(rank int) error
+
+	mu       sync.Mutex
+	rank     int
+	inFlight int // entry commits sent and not answered
+}
+
+func (g *reindexGate) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
+	if g.listed != nil {
+		g.listed(after)
+	}
+	return g.Backend.ListPage(ctx, prefix, after, limit)
+}
+
+func (g *reindexGate) Abilities() driver.Abilities {
+	a := g.Backend.Abilities()
+	commit := a.Commit
+	a.Commit = func(ctx context.Context, acts []driver.Action) ([]driver.ETag, error) {
+		for _, act := range acts {
+			if !strings.HasPrefix(act.Key, "\uFFFF") {
+				return commit(ctx, acts) // a Store's write
+			}
+		}
+		g.mu.Lock()
+		g.rank++
+		rank := g.rank
+		g.inFlight++
+		g.mu.Unlock()
+		defer func() {
+			g.mu.Lock()
+			g.inFlight--
+			g.mu.Unlock()
+		}()
+		if g.hold != nil {
+			g.hold(rank)
+		}
+		if g.fail != nil {
+			if err := g.fail(rank); err != nil {
+				return nil, err
+			}
+		}
+		return commit(ctx, acts)
+	}
+	return a
+}
+
+// titleEntries lists b's entries of the title index: the document each
+// value's entry names.
+func titleEntries(t *testing.T, b driver.Backend) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	sp := b.Abilities().Entries
+	for it, err := range b.List(context.Background(), sp.Key("", "u.title.")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Value, Doc string }
+		if err := json.Unmarshal(it.Data, &e); err != nil {
+			t.Fatal(err)
+		}
+		got[e.Value] = e.Doc
+	}
+	return got
+}
+
+// waitFor receives from ch, failing the test if nothing comes in a
+// minute (a bound on a broken pass, not a pace).
+func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("no %s within a minute", what)
+		panic("unreachable")
+	}
+}
+
+// TestReindexConcurrentWriter: documents a declaring writer changes after
+// Reindex listed their page and before its batches commit (held at a
+// gate while it writes) end with exactly the entries they hold: the
+// renamed one its new title alone, the deleted one none, the emptied
+// one none, the created one its own. Entries of the old values, which
+// the batches made, are found by listing the page again and deleted.
+func TestReindexConcurrentWriter(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New(nil)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	g := &reindexGate{Backend: mem, hold: func(rank int) {
+		once.Do(func() { close(arrived) })
+		<-release
+	}}
+	plain := etagstore.New[card](g, nil)
+	want := map[string]string{}
+	for i := range 2500 { // three pages: the writes hit the first
+		k, title := fmt.Sprintf("k%04d", i), fmt.Sprint("t", i)
+		if _, err := plain.Create(ctx, k, card{Title: title}); err != nil {
+			t.Fatal(err)
+		}
+		want[title] = k
+	}
+	cards := etagstore.New(g, nil, byTitle)
+	done := make(chan error, 1)
+	go func() { done <- cards.Reindex(ctx, byTitle) }()
+	waitFor(t, arrived, "Reindex batch")
+	if _, err := cards.Update(ctx, "k0003", func(c *card) error { c.Title = "renamed"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	d, err := cards.Get(ctx, "k0005")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cards.Delete(ctx, "k0005", d.ETag); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cards.Update(ctx, "k0007", func(c *card) error { c.Title = ""; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cards.Create(ctx, "k0001x", card{Title: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := waitFor(t, done, "end of Reindex"); err != nil {
+		t.Fatalf("Reindex: %v", err)
+	}
+	delete(want, "t3")
+	delete(want, "t5")
+	delete(want, "t7")
+	want["renamed"], want["new"] = "k0003", "k0001x"
+	if got := titleEntries(t, mem); !maps.Equal(got, want) {
+		for v, k := range got {
+			if want[v] != k {
+				t.Errorf("entry %q names %q, want %q", v, k, want[v])
+			}
+		}
+		for v, k := range want {
+			if _, ok := got[v]; !ok {
+				t.Errorf("no entry %q (of %q)", v, k)
+			}
+		}
+	}
+}
+
+// TestReindexListsAhead: the next page is listed while the current
+// page's batches go. The first batch of the first page waits at a gate
+// until the second page's listing has started (after the first page's
+// last key); the pass then makes every entry.
+func TestReindexListsAhead(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New(nil)
+	plain := etagstore.New[card](mem, nil)
+	want := map[string]string{}
+	for i := range 1500 { // pages of 999 and 501
+		k, title := fmt.Sprintf("k%04d", i), fmt.Sprint("t", i)
+		if _, err := plain.Create(ctx, k, card{Title: title}); err != nil {
+			t.Fatal(err)
+		}
+		want[title] = k
+	}
+	arrived, release := make(chan struct{}), make(chan struct{})
+	secondPage := make(chan string, 1)
+	g := &reindexGate{Backend: mem,
+		hold: func(rank int) {
+			if rank == 1 {
+				close(arrived)
+				<-release
+			}
+		},
+		listed: func(after string) {
+			if after != "" {
+				select {
+				case secondPage <- after:
+				default:
+				}
+			}
+		},
+	}
+	cards := etagstore.New(g, nil, byTitle)
+	done := make(chan error, 1)
+	go func() { done <- cards.Reindex(ctx, byTitle) }()
+	waitFor(t, arrived, "first batch")
+	if after := waitFor(t, secondPage, "listing of the second page while the first batch is held"); after != "k0998" {
+		t.Errorf("the page listed ahead starts after %q, want k0998 (the first page's last key)", after)
+	}
+	close(release)
+	if err := waitFor(t, done, "end of Reindex"); err != nil {
+		t.Fatalf("Reindex: %v", err)
+	}
+	if got := titleEntries(t, mem); !maps.Equal(got, want) {
+		t.Errorf("%d entries, want %d, one per document", len(got), len(want))
+	}
+}
+
+// TestReindexBatchFailure: a batch that fails ends the pass with its
+// error (its sentinel), with the next page listed ahead, and a second
+// Reindex makes every entry.
+func TestReindexBatchFailure(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New(nil)
+	plain := etagstore.New[card](mem, nil)
+	want := map[string]string{}
+	for i := range 1500 {
+		k, title := fmt.Sprintf("k%04d", i), fmt.Sprint("t", i)
+		if _, err := plain.Create(ctx, k, card{Title: title}); err != nil {
+			t.Fatal(err)
+		}
+		want[title] = k
+	}
+	refused := fmt.Errorf("%w: refused by the test", driver.ErrUnavailable)
+	g := &reindexGate{Backend: mem, fail: func(rank int) error {
+		if rank == 3 {
+			return refused
+		}
+		return nil
+	}}
+	cards := etagstore.New(g, nil, byTitle)
+	if err := cards.Reindex(ctx, byTitle); !errors.Is(err, etagstore.ErrUnavailable) || errors.Is(err, etagstore.ErrExists) {
+		t.Fatalf("Reindex with a failing batch: %v, want the batch's ErrUnavailable", err)
+	}
+	g.mu.Lock()
+	inFlight := g.inFlight
+	g.mu.Unlock()
+	if inFlight != 0 {
+		t.Errorf("%d batches in flight after Reindex returned", inFlight)
+	}
+	g.fail = nil
+	if err := cards.Reindex(ctx, byTitle); err != nil {
+		t.Fatalf("second Reindex: %v", err)
+	}
+	if got := titleEntries(t, mem); !maps.Equal(got, want) {
+		t.Errorf("%d entries, want %d, one per document", len(got), len(want))
+	}
+}
