@@ -69,10 +69,9 @@ import (
 //
 // -metrics prints the library's own metrics of each cell (the relay's
 // etagstore.outbox.published, retries and lag among them; a relay cell's
-// include its seeding). The latency cells run before the relay cells;
-// each latency cell deletes its queue at its end, and the relay cells'
-// queues are deleted once the last cell is done (see
-// outboxResults.drops).
+// include its seeding). The latency cells run before the relay cells,
+// and every queue the scenario makes is deleted once its last cell is
+// done (see outboxResults.drops).
 
 var (
 	outboxEvents   = flag.Int("outboxevents", 2000, "events the outbox relay cells commit in one partition, then relay")
@@ -100,18 +99,18 @@ type outboxResults struct {
 	relays    []outboxRelayRow
 	latencies []outboxLatencyRow
 	summaries []string // -metrics: the library's own, by cell
-	// drops delete the relay cells' queues, once the scenario is done.
-	// Deleted at the end of its cell, a queue of 2,000 messages would
-	// stop Azurite: its queue GC (a mark and sweep every 60 s) deletes
-	// the extent of each message of a deleted queue with a lookup over
-	// every extent, without yielding to its event loop, and Azurite then
-	// answers no request, table or queue, for one to two minutes (seen
-	// in the latency cells, which ran after the relay cells, as a few
-	// events held 16 to over 60 s). Kept, they would slow the latency
-	// cells' consumer instead: Azurite's dequeue looks at every message
-	// of the account. So the latency cells run first, each deleting its
-	// own queue (a few hundred messages: a short sweep), and the relay
-	// cells' queues go when nothing is measured any more.
+	// drops delete the scenario's queues, once its last cell is done.
+	// A queue deleted at the end of its cell would stop Azurite later:
+	// its queue GC (a mark and sweep every 60 s) deletes the extent of
+	// each message of a deleted queue with a lookup over every extent,
+	// without yielding to its event loop, and Azurite then answers no
+	// request, table or queue, while it runs: for 60 s to over 2
+	// minutes after the relay cells' queues of 2,000 messages (seen in
+	// the latency cells as a few events held 16 to over 60 s), for 3 to
+	// 30 s after the latency cells' queues of 200 to 500. Kept, the
+	// queues slow a consumer instead (Azurite's dequeue looks at every
+	// message of the account), so the latency cells, whose consumer is
+	// measured, run before the relay cells, whose dequeues are not.
 	drops []func()
 }
 
@@ -266,7 +265,7 @@ func outboxRows(ctx context.Context, e *env, d time.Duration, queueConn string) 
 		for _, inFlight := range inFlights {
 			for _, poll := range polls {
 				var r outboxLatencyRow
-				res.metered(fmt.Sprintf("outbox latency, %d commits/s, InFlight %d, poll %s", rate, inFlight, poll), func() { r = outboxLatencyCell(ctx, e, poll, inFlight, rate, d) })
+				res.metered(fmt.Sprintf("outbox latency, %d commits/s, InFlight %d, poll %s", rate, inFlight, poll), func() { r = outboxLatencyCell(ctx, &res, e, poll, inFlight, rate, d) })
 				res.latencies = append(res.latencies, r)
 				fmt.Fprintf(os.Stderr, "%s / outbox latency, %d commits/s, InFlight %d, poll %s: p99 commit→dequeued %.0f ms\n", e.name, rate, inFlight, poll, pct(r.dequeued, 99))
 			}
@@ -606,7 +605,7 @@ func outboxRelayCell(ctx context.Context, res *outboxResults, e *env, publisher,
 // outboxLatencyCell runs Relay (Poll poll) while writers commit rate
 // orders a second for d, each with its event, and a consumer dequeues
 // them.
-func outboxLatencyCell(ctx context.Context, e *env, poll time.Duration, inFlight, rate int, d time.Duration) outboxLatencyRow {
+func outboxLatencyCell(ctx context.Context, res *outboxResults, e *env, poll time.Duration, inFlight, rate int, d time.Duration) outboxLatencyRow {
 	orders, events := outboxOpen(e, "latency", poll, inFlight)
 	var qc queueCount
 	svc, err := queueService(e.conn, &qc)
@@ -614,7 +613,7 @@ func outboxLatencyCell(ctx context.Context, e *env, poll time.Duration, inFlight
 		log.Fatalf("outbox latency: %v", err)
 	}
 	q, name, drop := newQueue(ctx, svc, "latency")
-	defer drop()
+	res.dropLater(drop) // see outboxResults.drops
 	consumerSvc, err := queueService(e.conn, azuritetest.Transport)
 	if err != nil {
 		log.Fatalf("outbox latency: %v", err)
