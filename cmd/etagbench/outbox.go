@@ -69,8 +69,9 @@ import (
 //
 // -metrics prints the library's own metrics of each cell (the relay's
 // etagstore.outbox.published, retries and lag among them; a relay cell's
-// include its seeding). Every queue the scenario makes is deleted at the
-// end of its cell.
+// include its seeding). The latency cells run before the relay cells,
+// and every queue the scenario makes is deleted once its last cell is
+// done (see outboxResults.drops).
 
 var (
 	outboxEvents   = flag.Int("outboxevents", 2000, "events the outbox relay cells commit in one partition, then relay")
@@ -98,7 +99,23 @@ type outboxResults struct {
 	relays    []outboxRelayRow
 	latencies []outboxLatencyRow
 	summaries []string // -metrics: the library's own, by cell
+	// drops delete the scenario's queues, once its last cell is done.
+	// A queue deleted at the end of its cell would stop Azurite later:
+	// its queue GC (a mark and sweep every 60 s) deletes the extent of
+	// each message of a deleted queue with a lookup over every extent,
+	// without yielding to its event loop, and Azurite then answers no
+	// request, table or queue, while it runs: for 60 s to over 2
+	// minutes after the relay cells' queues of 2,000 messages (seen in
+	// the latency cells as a few events held 16 to over 60 s), for 3 to
+	// 30 s after the latency cells' queues of 200 to 500. Kept, the
+	// queues slow a consumer instead (Azurite's dequeue looks at every
+	// message of the account), so the latency cells, whose consumer is
+	// measured, run before the relay cells, whose dequeues are not.
+	drops []func()
 }
+
+// dropLater keeps drop for the end of the scenario (see drops).
+func (res *outboxResults) dropLater(drop func()) { res.drops = append(res.drops, drop) }
 
 // metered runs cell with a meter of its own under -metrics, and keeps
 // its summary under name.
@@ -244,6 +261,16 @@ func outboxRows(ctx context.Context, e *env, d time.Duration, queueConn string) 
 				e.name, w, emit, float64(r.commits)/r.seconds, float64(r.requests)/float64(r.commits))
 		}
 	}
+	for _, rate := range rates {
+		for _, inFlight := range inFlights {
+			for _, poll := range polls {
+				var r outboxLatencyRow
+				res.metered(fmt.Sprintf("outbox latency, %d commits/s, InFlight %d, poll %s", rate, inFlight, poll), func() { r = outboxLatencyCell(ctx, &res, e, poll, inFlight, rate, d) })
+				res.latencies = append(res.latencies, r)
+				fmt.Fprintf(os.Stderr, "%s / outbox latency, %d commits/s, InFlight %d, poll %s: p99 commit→dequeued %.0f ms\n", e.name, rate, inFlight, poll, pct(r.dequeued, 99))
+			}
+		}
+	}
 	publishers := []struct {
 		name, conn      string
 		inFlight, batch int // batch > 0: RelayBatchesOnce with azqueuepub.NewBatches
@@ -254,19 +281,12 @@ func outboxRows(ctx context.Context, e *env, d time.Duration, queueConn string) 
 	}
 	for _, p := range publishers {
 		var r outboxRelayRow
-		res.metered("outbox relay, "+p.name, func() { r = outboxRelayCell(ctx, e, p.name, p.conn, p.inFlight, p.batch, *outboxEvents) })
+		res.metered("outbox relay, "+p.name, func() { r = outboxRelayCell(ctx, &res, e, p.name, p.conn, p.inFlight, p.batch, *outboxEvents) })
 		res.relays = append(res.relays, r)
 		fmt.Fprintf(os.Stderr, "%s / outbox relay, %s: %.0f events/s\n", e.name, p.name, float64(r.events)/r.seconds)
 	}
-	for _, rate := range rates {
-		for _, inFlight := range inFlights {
-			for _, poll := range polls {
-				var r outboxLatencyRow
-				res.metered(fmt.Sprintf("outbox latency, %d commits/s, InFlight %d, poll %s", rate, inFlight, poll), func() { r = outboxLatencyCell(ctx, e, poll, inFlight, rate, d) })
-				res.latencies = append(res.latencies, r)
-				fmt.Fprintf(os.Stderr, "%s / outbox latency, %d commits/s, InFlight %d, poll %s: p99 commit→dequeued %.0f ms\n", e.name, rate, inFlight, poll, pct(r.dequeued, 99))
-			}
-		}
+	for _, drop := range res.drops {
+		drop()
 	}
 	return &res
 }
@@ -511,7 +531,7 @@ func checkDelivered(what string, got []etagstore.Event[OrderPlaced], ids []strin
 // outboxRelayCell commits n events on a fresh partition, then relays them
 // with RelayOnce in a loop to a fresh queue of conn's queue service ("":
 // a publish that does nothing).
-func outboxRelayCell(ctx context.Context, e *env, publisher, conn string, inFlight, batch, n int) outboxRelayRow {
+func outboxRelayCell(ctx context.Context, res *outboxResults, e *env, publisher, conn string, inFlight, batch, n int) outboxRelayRow {
 	orders, events := outboxOpen(e, "relay", 0, inFlight)
 	seedEvents(ctx, e, orders, events, n)
 	var qc queueCount
@@ -526,7 +546,7 @@ func outboxRelayCell(ctx context.Context, e *env, publisher, conn string, inFlig
 		}
 		var drop func()
 		q, _, drop = newQueue(ctx, svc, "relay")
-		defer drop()
+		res.dropLater(drop) // see outboxResults.drops
 		publish, publishBatch = enqueue(q), azqueuepub.NewBatches[OrderPlaced](q, nil)
 	}
 	relayOnce := func() (int, error) { return events.RelayOnce(ctx, pl.wrap(publish)) }
@@ -585,7 +605,7 @@ func outboxRelayCell(ctx context.Context, e *env, publisher, conn string, inFlig
 // outboxLatencyCell runs Relay (Poll poll) while writers commit rate
 // orders a second for d, each with its event, and a consumer dequeues
 // them.
-func outboxLatencyCell(ctx context.Context, e *env, poll time.Duration, inFlight, rate int, d time.Duration) outboxLatencyRow {
+func outboxLatencyCell(ctx context.Context, res *outboxResults, e *env, poll time.Duration, inFlight, rate int, d time.Duration) outboxLatencyRow {
 	orders, events := outboxOpen(e, "latency", poll, inFlight)
 	var qc queueCount
 	svc, err := queueService(e.conn, &qc)
@@ -593,7 +613,7 @@ func outboxLatencyCell(ctx context.Context, e *env, poll time.Duration, inFlight
 		log.Fatalf("outbox latency: %v", err)
 	}
 	q, name, drop := newQueue(ctx, svc, "latency")
-	defer drop()
+	res.dropLater(drop) // see outboxResults.drops
 	consumerSvc, err := queueService(e.conn, azuritetest.Transport)
 	if err != nil {
 		log.Fatalf("outbox latency: %v", err)
