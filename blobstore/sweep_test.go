@@ -21,7 +21,8 @@ import (
 // four sweepers at once; sweeps through the fault proxy (10% of the
 // answers lost after the request was applied, 5% 503s, reads too);
 // SweepEvery with and without blobstore's Locker; the sweep's cutoff, to
-// the instant. -short runs 60 pairs. See storetest.SweepRig.
+// the instant. ETAGSTORE_SOAK=1 runs 10,000 pairs, -short 60. See
+// storetest.SweepRig.
 func sweepRig(t *testing.T) storetest.SweepRig {
 	r := storetest.SweepRig{
 		New: func(t *testing.T) driver.Backend {
@@ -41,6 +42,9 @@ func sweepRig(t *testing.T) storetest.SweepRig {
 			}
 			return a, b
 		},
+	}
+	if storetest.Soak() { // ETAGSTORE_SOAK=1: the 10,000 pairs
+		r.Pairs = 10_000
 	}
 	if testing.Short() {
 		r.Pairs, r.Docs = 60, 60

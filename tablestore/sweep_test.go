@@ -22,13 +22,16 @@ import (
 // the fault proxy (10% of the answers lost after the commit, 5% 503s,
 // reads too), over a table whose partitions are scopes of their own (no
 // Options.Partition: Sweep lists due entries across them); SweepEvery
-// with and without a lock; the sweep's cutoff, to the instant. -short
-// runs 60 pairs. See storetest.SweepRig.
+// with and without a lock; the sweep's cutoff, to the instant.
+// ETAGSTORE_SOAK=1 runs 10,000 pairs, -short 60. See storetest.SweepRig.
 func sweepRig(t *testing.T) storetest.SweepRig {
 	r := storetest.SweepRig{
 		New:   func(t *testing.T) driver.Backend { return tablestore.New(azuritetest.NewTable(t), nil) },
 		Pairs: 300, Workers: 16, Docs: 150,
 		Faulty: sweepFaulty,
+	}
+	if storetest.Soak() { // ETAGSTORE_SOAK=1: the 10,000 pairs
+		r.Pairs = 10_000
 	}
 	if testing.Short() {
 		r.Pairs, r.Docs = 60, 60
