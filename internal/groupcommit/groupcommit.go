@@ -40,6 +40,11 @@ const SlotTimeout = 10 * time.Millisecond
 // MaxLinger bounds how long a runner lingers before a batch.
 const MaxLinger = 2 * time.Millisecond
 
+// MinPark is the shortest linger a queue parks for (Park): below it the
+// batch's commit was too quick for the callers' return to pay for a
+// batch (memory), and a caller back writes alone, with no hand-off.
+const MinPark = 100 * time.Microsecond
+
 // Status is where a member stands; guarded by its group's lock.
 type Status uint8
 
@@ -141,11 +146,11 @@ func (q *Queue[M]) Arrive(m M) {
 // Otherwise a batch that answered every caller in flight would end the
 // group, the first caller back would write alone with the rest queued
 // behind it, and batches would alternate between one member and all the
-// others. After a batch of one, or while lingers are skipped as vain,
-// the group ends at once.
+// others. After a batch of one, a linger shorter than MinPark, or while
+// lingers are skipped as vain, the group ends at once.
 func (q *Queue[M]) Park(l *Lingering) bool {
 	bound := min(l.Took/4, MaxLinger)
-	if l.Want <= 1 || bound <= 0 || l.skip > 0 {
+	if l.Want <= 1 || bound < MinPark || l.skip > 0 {
 		return false
 	}
 	q.mode, q.want = parked, l.Want

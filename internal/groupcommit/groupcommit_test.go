@@ -187,6 +187,9 @@ func TestParkAwaitsTheCallersABatchAnswered(t *testing.T) {
 		if q.Park(&Lingering{Want: 1, Took: time.Second}) {
 			t.Error("parked after a batch of one")
 		}
+		if q.Park(&Lingering{Want: 16, Took: 4*MinPark - time.Nanosecond}) {
+			t.Error("parked for less than MinPark")
+		}
 		// Filled: a runner starts with the last arrival, before the bound.
 		if !q.Park(&Lingering{Want: 3, Took: time.Second}) {
 			t.Fatal("did not park after a batch of three")
