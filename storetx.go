@@ -38,8 +38,7 @@ func (x txStore[T]) Cached(ctx context.Context, key string) []version {
 }
 
 func (x txStore[T]) Noted(key string, it driver.Item, err error) version {
-	x.s.core.Cache.Note(key, it, err)
-	return x.s.core.ReadVersion(key, it, err)
+	return x.s.core.Noted(key, it, err)
 }
 
 func (x txStore[T]) Apply(b version, data []byte) (doc, changes []byte, canonical bool, err error) {

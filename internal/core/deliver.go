@@ -109,10 +109,16 @@ func (c *Core) ReadAll(ctx context.Context, keys []string) ([]engine.Version, er
 		if it.ETag == "" {
 			missing = driver.Errorf(driver.ErrNotFound, "%q", keys[i])
 		}
-		c.Cache.Note(keys[i], it, missing)
-		vs[i] = c.ReadVersion(keys[i], it, missing)
+		vs[i] = c.Noted(keys[i], it, missing)
 	}
 	return vs, nil
+}
+
+// Noted is the version a read of key found (it, or err matching
+// ErrNotFound), noted in the version cache.
+func (c *Core) Noted(key string, it driver.Item, err error) engine.Version {
+	c.Cache.Note(key, it, err)
+	return c.ReadVersion(key, it, err)
 }
 
 // hooks are the engine's way to its Store (engine.Hooks): reads made as
@@ -125,11 +131,11 @@ type hooks struct {
 
 func (h hooks) Read(ctx context.Context, key string) (engine.Version, error) {
 	it, err := h.c.Backend.Read(ctx, key)
-	h.c.Cache.Note(key, it, err)
 	if err != nil && !errors.Is(err, driver.ErrNotFound) {
+		h.c.Cache.Note(key, it, err)
 		return engine.Version{}, err
 	}
-	return h.c.ReadVersion(key, it, err), nil
+	return h.c.Noted(key, it, err), nil
 }
 
 func (h hooks) StaleCopy(key string, etag driver.ETag) { h.c.Cache.Stale(key, etag, h.c.Clock) }
