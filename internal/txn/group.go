@@ -133,13 +133,14 @@ type checkOwn struct{ err, stale error }
 // result is what a member's caller returns.
 type result struct {
 	err       error
-	ungrouped bool   // run the transaction on its own instead (left out of the batch)
-	exists    string // a key it created unread exists: ErrExists, once its reads are found current
-	likely    string // a key it created unread most likely exists: its caller reads it (exists), or runs on its own
-	checking  bool   // out of the batch: the caller's check of its own reads decides (member.check)
-	ran       int    // with ungrouped: the attempts its runs in batches count for (err: the failure if that is all)
-	batch     int    // the documents committed
-	tries     int    // the batch's attempts
+	ungrouped bool    // run the transaction on its own instead (left out of the batch)
+	exists    string  // a key it created unread exists: ErrExists, once its reads are found current
+	likely    string  // a key it created unread most likely exists: its caller reads it (exists), or runs on its own
+	probes    *probes // with likely: the read it shares with the batch's other such members (probe.go), nil: its own
+	checking  bool    // out of the batch: the caller's check of its own reads decides (member.check)
+	ran       int     // with ungrouped: the attempts its runs in batches count for (err: the failure if that is all)
+	batch     int     // the documents committed
+	tries     int     // the batch's attempts
 }
 
 // groupOf is the group lead's transactions share, nil when they commit
@@ -311,7 +312,7 @@ func (r *member) await() (*Handle, error) {
 		res = result{ungrouped: true, ran: res.ran, err: staleOf(r.view)}
 	}
 	if res.likely != "" {
-		exists, err := r.probe(res.likely)
+		exists, err := r.probe(res.likely, res.probes)
 		switch {
 		case err != nil:
 			return nil, err
@@ -353,21 +354,6 @@ func (r *member) await() (*Handle, error) {
 	}
 	c.span.Stats.Attempts, c.span.Stats.Batch = res.tries, res.batch
 	return &Handle{st: r.view}, res.err
-}
-
-// probe reads key, which r's transaction creates unread, through its
-// Store, and reports whether it is stored (a commit conditioned on its
-// absence would be refused).
-func (r *member) probe(key string) (bool, error) {
-	s := r.view.owner[key]
-	if s == nil {
-		s = r.call.lead
-	}
-	v, err := s.Read(r.call.ctx, key)
-	if err != nil {
-		return false, err
-	}
-	return v.Stored(), nil
 }
 
 // awaitResult waits for r's slots (running them) and its result.

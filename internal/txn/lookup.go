@@ -41,7 +41,7 @@ func (b *batch) refuseTaken(st *State) bool {
 		}
 	}
 	if len(likely) > 0 {
-		answered, look := b.answerLikely(likely)
+		answered, look := b.answerLikely(likely, read)
 		if answered {
 			return true
 		}
@@ -106,23 +106,26 @@ func (b *batch) isWary() bool {
 
 // answerLikely answers each adopted member that creates unread a key of
 // likely (keys its Store's version cache holds: most likely taken): its
-// caller reads the key, beside the batch's commit rather than before it,
-// and fails with ErrExists (once its reads are found current) or, the
-// cache wrong, runs its transaction on its own. It reports whether it
+// caller reads the key, with the other such members' keys through read
+// (probe.go), beside the batch's commit rather than before it, and fails
+// with ErrExists (once its reads are found current) or, the cache wrong,
+// runs its transaction on its own. It reports whether it
 // answered one (the slots run again without them), and the keys of the
 // members it could not answer so, having no attempt left for a run on
 // their own: those are looked up.
-func (b *batch) answerLikely(likely map[string]bool) (answered bool, look []string) {
+func (b *batch) answerLikely(likely map[string]bool, read func(context.Context, []string) ([]driver.Item, error)) (answered bool, look []string) {
 	mu.Lock()
 	defer mu.Unlock()
+	var probing []*member
+	var keys []string
+	var cores []Store
 	for _, r := range b.applied {
 		if r.Status != groupcommit.Applied {
 			continue
 		}
 		if !r.spentRuns() {
 			if key := r.created(func(key string) bool { return likely[key] }); key != "" {
-				b.hand(r, result{likely: key, ran: r.runs})
-				answered = true
+				probing, keys, cores = append(probing, r), append(keys, key), append(cores, r.owner(key))
 			}
 			continue
 		}
@@ -132,7 +135,11 @@ func (b *batch) answerLikely(likely map[string]bool) (answered bool, look []stri
 			}
 		}
 	}
-	return answered, look
+	shared := newProbes(keys, cores, read)
+	for i, r := range probing {
+		b.hand(r, result{likely: keys[i], probes: shared, ran: r.runs})
+	}
+	return len(probing) > 0, look
 }
 
 // spentRuns reports whether r's runs in batches have used up its lead's
