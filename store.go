@@ -41,8 +41,8 @@ type Options struct {
 	// whose kept version proves stale (another process writes it) is
 	// read first again until it has been left to this Store for a minute
 	// or two, so that where kept versions are usually stale an Update costs
-	// what it costs without the cache. Default (0): 1024 keys; negative:
-	// no cache.
+	// what it costs without the cache. Full, the cache lets go of keys
+	// used least lately. Default (0): 1024 keys; negative: no cache.
 	CacheSize int
 	// DisableGroupCommit makes every Update read and write on its own,
 	// every Transact commit on its own, and every Get read on its own.

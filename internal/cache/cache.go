@@ -39,6 +39,7 @@ type Cache struct {
 	max   int
 	bytes int // the memory the entries hold (see Entry.size)
 	m     map[string]*Entry
+	clock uint64 // counts the puts and takes, stamping Entry.used
 
 	shared shared // keys another writer changed behind a kept version
 }
@@ -61,6 +62,7 @@ func New(size int) *Cache {
 type Entry struct {
 	driver.Item
 	Notes
+	used uint64 // when it was last put or taken (Cache.clock): eviction takes the least recent of a sample
 }
 
 // Notes are what a write of this Store knows of the version it made,
@@ -88,9 +90,16 @@ func (c *Cache) entry(key string) (Entry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if en := c.m[key]; en != nil {
+		c.touch(en)
 		return *en, true
 	}
 	return Entry{}, false
+}
+
+// touch stamps en used now; c.mu is held.
+func (c *Cache) touch(en *Entry) {
+	c.clock++
+	en.used = c.clock
 }
 
 // Base returns the kept version of key for a write to start from, unless
@@ -102,6 +111,7 @@ func (c *Cache) Base(key string, clock engine.Clock) (Entry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if en := c.m[key]; en != nil && !c.shared.has(key, clock) {
+		c.touch(en)
 		return *en, true
 	}
 	return Entry{}, false
@@ -132,29 +142,47 @@ func (c *Cache) Put(key string, it driver.Item, w Notes) {
 		c.m[key] = en
 	}
 	en.Item, en.Notes = it, w
+	c.touch(en)
 	c.bytes += size
 }
 
-// makeRoom evicts entries other than key's, chosen by map order, until
-// size bytes more fit, and one key more when adding. c.mu is held.
+// makeRoom evicts entries other than key's until size bytes more fit,
+// and one key more when adding: each time the least recently used of a
+// sample of evictSample entries (map order picks them), so that the
+// entries used lately stay (a write of a key made moments ago, a Create
+// of a key another caller just made, finds it) at the cost of a few steps
+// of the map, not of a list kept in order on every use. c.mu is held.
 func (c *Cache) makeRoom(key string, size int, adding bool) {
 	keys := len(c.m)
 	if adding {
 		keys++
 	}
-	if keys <= c.max && c.bytes+size <= MaxBytes {
-		return // it fits (asked before ranging over the map, which costs even when it stops at once)
-	}
-	for k := range c.m {
-		if k != key {
-			c.remove(k)
-			keys--
+	for keys > c.max || c.bytes+size > MaxBytes {
+		victim, seen := "", 0
+		var oldest uint64
+		for k, en := range c.m {
+			if k == key {
+				continue
+			}
+			if victim == "" || en.used < oldest {
+				victim, oldest = k, en.used
+			}
+			if seen++; seen == evictSample {
+				break
+			}
 		}
-		if keys <= c.max && c.bytes+size <= MaxBytes {
-			return
+		if victim == "" {
+			return // key's alone: it replaces itself
 		}
+		c.remove(victim)
+		keys--
 	}
 }
+
+// evictSample is how many entries an eviction compares: the one it takes
+// is among the most recently used eighth of the cache only when all eight
+// are, with odds of 1 in 8^8 (about 6 in 100 million).
+const evictSample = 8
 
 // remove deletes key's entry; c.mu is held.
 func (c *Cache) remove(key string) {

@@ -47,3 +47,28 @@ func TestCacheBounds(t *testing.T) {
 		t.Error("a negative size made a cache")
 	}
 }
+
+// A full cache evicts entries used long ago, not lately: after twice its
+// size of new keys, the newest eighth are all kept, and so is an old key
+// that was read (Get) all along.
+func TestCacheKeepsRecentlyUsed(t *testing.T) {
+	const size = 1024
+	c := New(size)
+	c.Put("old", driver.Item{ETag: "e"}, Notes{})
+	for i := range 2 * size {
+		c.Put(fmt.Sprint("k", i), driver.Item{ETag: "e"}, Notes{})
+		if i%(size/16) == 0 {
+			if _, ok := c.Get("old"); !ok {
+				t.Fatalf("after %d puts: the key read every %d puts was evicted", i+1, size/16)
+			}
+		}
+	}
+	for i := 2*size - size/8; i < 2*size; i++ {
+		if _, ok := c.Get(fmt.Sprint("k", i)); !ok {
+			t.Errorf("k%d, among the newest eighth, was evicted", i)
+		}
+	}
+	if len(c.m) != size {
+		t.Errorf("%d keys, want %d", len(c.m), size)
+	}
+}

@@ -35,6 +35,11 @@ type batch struct {
 	// its answer: what a runner lingers by (txGroup.run).
 	lastAttempt time.Duration
 	began       time.Time
+	// handed counts the members answered. comeBack is the callers in
+	// flight when the batch ended (finish): those it answered then, and
+	// those queued (among them, members it answered before its end, back
+	// already): the next batch waits for them (txGroup.run).
+	handed, comeBack int
 }
 
 // newBatch is the batch of members, in g.
@@ -361,6 +366,8 @@ func (b *batch) fits(st *State) error {
 func (b *batch) finish(st *State, res engine.Result, err error) {
 	mu.Lock()
 	defer mu.Unlock()
+	before := b.handed
+	defer func() { b.comeBack = b.handed - before + len(b.g.Members) }() // mu held: the callers answered here queue after
 	b.InFlight = false
 	refused := refusedKey(st, err)
 	existing := st.unreadRefused(err)
@@ -506,5 +513,6 @@ func outOfRuns(r *member) error {
 // hand sets r's result and wakes its caller. mu is held.
 func (b *batch) hand(r *member, res result) {
 	r.res = res
+	b.handed++
 	r.Hand()
 }

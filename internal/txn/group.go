@@ -256,7 +256,7 @@ func (g *txGroup) run() {
 		mu.Unlock()
 		b.commit()
 		mu.Lock()
-		l.Want, l.Took = len(batch)+len(g.Members), b.lastAttempt // all in flight: the callers it answered, and those queued meanwhile
+		l.Want, l.Took = b.comeBack, b.lastAttempt // all in flight: the callers it answered, and those queued meanwhile
 		mu.Unlock()
 	}
 }
