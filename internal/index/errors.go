@@ -18,6 +18,10 @@ type UniqueError struct {
 
 	pending bool // Key holds it in a write of the same request, not yet committed
 	likely  bool // most likely held, read nothing of (Set.Pending): Key is "" (Likely)
+	// With likely: the write that takes it, and the planner of its
+	// request, for Confirm.
+	plan *planned
+	x    planner
 }
 
 // Likely reports whether e is a prediction, made reading nothing: the

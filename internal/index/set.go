@@ -328,7 +328,7 @@ func (x planner) pending(ctx context.Context, req engine.Request, m any, wary bo
 		return nil, m // Imply refuses the request as a whole
 	}
 	if !wary {
-		taken = append(taken, likely(plan, known)...)
+		taken = append(taken, x.frozen(req).likely(plan, known)...)
 		m = predicted(known) // its send reads nothing first either
 	} else if learnt, held, err := x.precheck(ctx, plan, known, false); err == nil {
 		known, taken, m = learnt, append(taken, held...), learnt
@@ -339,13 +339,28 @@ func (x planner) pending(ctx context.Context, req engine.Request, m any, wary bo
 	return Takers(taken), m
 }
 
+// frozen is x as it plans req now: its Sets of req's keys kept, so that
+// a prediction's Confirm, later and on another goroutine, judges as x
+// would have without asking the request's owner (a batch's state, which
+// moves on).
+func (x planner) frozen(req engine.Request) planner {
+	sets := make(map[string]*Set, len(req))
+	for _, w := range req {
+		if s, err := x.of(w.Key); err == nil && s != nil {
+			sets[w.Key] = s
+		}
+	}
+	x.of = func(key string) (*Set, error) { return sets[key], nil }
+	return x
+}
+
 // likely is, reading nothing, the values plan takes whose entries their
 // Set wrote lately (and known does not know): most likely held.
-func likely(plan []*planned, known memo) Duplicates {
+func (x planner) likely(plan []*planned, known memo) Duplicates {
 	var out Duplicates
 	for _, p := range plan {
 		if _, learnt := known.of(p.action.Key, p.entry.Doc); p.def.Unique && !p.release && !p.overwrite && !learnt && p.set.recent.has(p.action.Key) {
-			out = append(out, &UniqueError{Index: p.def.Name, Value: p.entry.Value, By: p.entry.Doc, likely: true})
+			out = append(out, &UniqueError{Index: p.def.Name, Value: p.entry.Value, By: p.entry.Doc, likely: true, plan: p, x: x})
 		}
 	}
 	return out

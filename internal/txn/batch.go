@@ -139,8 +139,10 @@ func (b *batch) slots(st *State) {
 // take a unique value held elsewhere (the Implier's engine.Pending, as
 // the group predicts: lookup.go): one whose value a stored document
 // holds is answered its error; one whose value is most likely held (read
-// nothing of) runs on its own, beside the batch, unless it has no
-// attempt left (then the batch reads the values); one whose value an
+// nothing of) leaves the batch, and its caller, beside the batch, learns
+// whether a document holds it (the values of every such member read
+// together: probe.go), failing with its error or running on its own,
+// unless it has no attempt left (then the batch reads the values); one whose value an
 // earlier member takes is left for the next batch, where the value is
 // known held or free, and the run does not count toward its MaxAttempts. It reports whether it took one out: the slots run again
 // without it. What it reads of the entries is the delivery's (its
@@ -153,6 +155,8 @@ func (b *batch) deferTakers(ctx context.Context, d *engine.Delivery, req engine.
 	mu.Lock()
 	defer mu.Unlock()
 	out := false
+	var predicted []*member
+	var es []*index.UniqueError
 	for i, r := range b.applied {
 		e := b.takes(i, takers)
 		switch {
@@ -161,7 +165,7 @@ func (b *batch) deferTakers(ctx context.Context, d *engine.Delivery, req engine.
 		case index.Likely(e) && r.spentRuns():
 			b.wary = true // it cannot run on its own: the batch reads the values it takes, and then decides
 		case index.Likely(e):
-			b.hand(r, result{ungrouped: true, ran: r.runs}) // most likely held: it learns on its own, beside the batch
+			predicted, es = append(predicted, r), append(es, e) // most likely held: it learns beside the batch (below)
 		case !e.Pending():
 			b.hand(r, result{err: e, ran: r.runs})
 		default:
@@ -172,6 +176,12 @@ func (b *batch) deferTakers(ctx context.Context, d *engine.Delivery, req engine.
 			b.deferred = append(b.deferred, r)
 		}
 		out = true
+	}
+	if len(es) > 0 {
+		shared := newConfirms(es) // their values read together, by the first of their callers to ask (probe.go)
+		for i, r := range predicted {
+			b.hand(r, result{ungrouped: true, predicted: es[i], confirms: shared, ran: r.runs})
+		}
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/etagstore/etagstore/internal/engine"
 	"github.com/etagstore/etagstore/internal/fence"
 	"github.com/etagstore/etagstore/internal/groupcommit"
+	"github.com/etagstore/etagstore/internal/index"
 	"github.com/etagstore/etagstore/internal/telemetry"
 )
 
@@ -137,10 +138,15 @@ type result struct {
 	exists    string  // a key it created unread exists: ErrExists, once its reads are found current
 	likely    string  // a key it created unread most likely exists: its caller reads it (exists), or runs on its own
 	probes    *probes // with likely: the read it shares with the batch's other such members (probe.go), nil: its own
-	checking  bool    // out of the batch: the caller's check of its own reads decides (member.check)
-	ran       int     // with ungrouped: the attempts its runs in batches count for (err: the failure if that is all)
-	batch     int     // the documents committed
-	tries     int     // the batch's attempts
+	// predicted: with ungrouped, its write takes a unique value most
+	// likely held; its caller learns through confirms (probe.go) whether
+	// a document holds it (its error) or not (on its own).
+	predicted *index.UniqueError
+	confirms  *confirms
+	checking  bool // out of the batch: the caller's check of its own reads decides (member.check)
+	ran       int  // with ungrouped: the attempts its runs in batches count for (err: the failure if that is all)
+	batch     int  // the documents committed
+	tries     int  // the batch's attempts
 }
 
 // groupOf is the group lead's transactions share, nil when they commit
@@ -310,6 +316,11 @@ func (r *member) await() (*Handle, error) {
 		// it did not choose the key: ErrExists stands, once its reads are
 		// found current.)
 		res = result{ungrouped: true, ran: res.ran, err: staleOf(r.view)}
+	}
+	if res.predicted != nil {
+		if held := r.held(res.predicted, res.confirms); held != nil {
+			res = result{err: held, ran: res.ran} // a stored document holds the value
+		}
 	}
 	if res.likely != "" {
 		exists, err := r.probe(res.likely, res.probes)

@@ -5,74 +5,78 @@ import (
 	"sync/atomic"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/index"
 )
 
-// This file reads the keys a batch's members create unread that their
-// Stores' version caches hold (most likely taken: answerLikely). Each
-// such member leaves the batch, and its caller learns whether its key
-// exists beside the batch's commit, not before it. The keys of one
-// batch's such members are read together, in one request where the
+// This file settles, beside a batch's commit, what the batch predicted
+// without reading: the keys its members create unread that their
+// Stores' version caches hold (most likely taken: answerLikely), and the
+// unique values its members take whose entries their Stores wrote lately
+// (most likely held: deferTakers). Each such member leaves the batch on
+// the prediction, and its caller learns whether it holds. What the
+// batch's such members need is read together, in one request where the
 // backend can (ReadMany: on tables one query per 14 keys), by the first
 // of their callers to ask; the others wait for that read. A caller that
-// finds the shared read failed, or whose context ends first, reads its
-// key on its own.
+// finds the shared read failed, or whose context ends first, learns on
+// its own.
 
-// probes is one shared read of the keys of a batch's members answered
-// likely.
-type probes struct {
-	keys    []string
-	cores   []Store // each key's Store: the read is noted in its version cache
-	read    func(ctx context.Context, keys []string) ([]driver.Item, error)
+// shared is one read several callers need: the first to ask makes it, on
+// its own context; the others wait for it.
+type shared[V any] struct {
+	read    func(ctx context.Context) (V, error)
 	started atomic.Bool
-	done    chan struct{} // closed when found and err are set
-	found   map[string]bool
+	done    chan struct{} // closed when val and err are set
+	val     V
 	err     error
 }
 
+func newShared[V any](read func(ctx context.Context) (V, error)) *shared[V] {
+	return &shared[V]{read: read, done: make(chan struct{})}
+}
+
+// get returns what the read found; ok is false when it found nothing (it
+// failed, or ctx ended before it did).
+func (s *shared[V]) get(ctx context.Context) (v V, ok bool) {
+	if s.started.CompareAndSwap(false, true) {
+		s.val, s.err = s.read(ctx)
+		close(s.done)
+	} else {
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			return v, false
+		}
+	}
+	return s.val, s.err == nil
+}
+
+// probes is the shared read of the keys of a batch's members answered
+// likely: whether each is stored.
+type probes = shared[map[string]bool]
+
 // newProbes is the shared read of keys (each of the Store of the same
-// index in cores) through read, nil when there are fewer than two keys
-// (one key: its caller reads it as soon).
+// index in cores) through read, noted in each Store's version cache; nil
+// when there are fewer than two keys (one key: its caller reads it as
+// soon).
 func newProbes(keys []string, cores []Store, read func(context.Context, []string) ([]driver.Item, error)) *probes {
 	if len(keys) < 2 || read == nil {
 		return nil
 	}
-	return &probes{keys: keys, cores: cores, read: read, done: make(chan struct{})}
-}
-
-// exists reports whether key is stored, as the shared read found it: the
-// first caller to ask reads every key, on ctx; the others wait. ok is
-// false when no answer came (the read failed, or ctx ended first).
-func (p *probes) exists(ctx context.Context, key string) (exists, ok bool) {
-	if p.started.CompareAndSwap(false, true) {
-		p.run(ctx)
-	} else {
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			return false, false
+	return newShared(func(ctx context.Context) (map[string]bool, error) {
+		items, err := read(ctx, keys)
+		if err != nil {
+			return nil, err
 		}
-	}
-	if p.err != nil {
-		return false, false
-	}
-	return p.found[key], true
-}
-
-func (p *probes) run(ctx context.Context) {
-	defer close(p.done)
-	items, err := p.read(ctx, p.keys)
-	if err != nil {
-		p.err = err
-		return
-	}
-	p.found = make(map[string]bool, len(items))
-	for i, it := range items {
-		var missing error
-		if it.ETag == "" {
-			missing = driver.Errorf(driver.ErrNotFound, "%q", p.keys[i])
+		found := make(map[string]bool, len(items))
+		for i, it := range items {
+			var missing error
+			if it.ETag == "" {
+				missing = driver.Errorf(driver.ErrNotFound, "%q", keys[i])
+			}
+			found[keys[i]] = cores[i].Noted(keys[i], it, missing).Stored()
 		}
-		p.found[p.keys[i]] = p.cores[i].Noted(p.keys[i], it, missing).Stored()
-	}
+		return found, nil
+	})
 }
 
 // probe reports whether key, which r's transaction creates unread, is
@@ -81,12 +85,11 @@ func (p *probes) run(ctx context.Context) {
 // Store.
 func (r *member) probe(key string, shared *probes) (bool, error) {
 	if shared != nil {
-		if exists, ok := shared.exists(r.call.ctx, key); ok {
-			return exists, nil
+		if found, ok := shared.get(r.call.ctx); ok {
+			return found[key], nil
 		}
 	}
-	s := r.owner(key)
-	v, err := s.Read(r.call.ctx, key)
+	v, err := r.owner(key).Read(r.call.ctx, key)
 	if err != nil {
 		return false, err
 	}
@@ -99,4 +102,40 @@ func (r *member) owner(key string) Store {
 		return s
 	}
 	return r.call.lead
+}
+
+// confirms is the shared read of the unique values a batch's members
+// take that Pending predicted held (index.Likely): for each prediction,
+// the definite error when another document holds its value now, nil
+// when it is free.
+type confirms = shared[map[*index.UniqueError]*index.UniqueError]
+
+// newConfirms is the shared read of predictions es (index.Confirm).
+func newConfirms(es []*index.UniqueError) *confirms {
+	return newShared(func(ctx context.Context) (map[*index.UniqueError]*index.UniqueError, error) {
+		held, err := index.Confirm(ctx, es)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[*index.UniqueError]*index.UniqueError, len(es))
+		for i, e := range es {
+			out[e] = held[i]
+		}
+		return out, nil
+	})
+}
+
+// held is the definite error of r's predicted taker e (its write takes a
+// value another document holds now), as shared finds it; nil when the
+// value is free, or nothing was found: r's transaction then runs on its
+// own, where its own delivery reads what it needs.
+func (r *member) held(e *index.UniqueError, shared *confirms) *index.UniqueError {
+	if shared == nil {
+		return nil
+	}
+	found, ok := shared.get(r.call.ctx)
+	if !ok {
+		return nil
+	}
+	return found[e]
 }
