@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -203,7 +204,7 @@ func (x planner) landed(req engine.Request, implied []driver.Action) {
 			continue
 		}
 		if s, _ := x.of(e.Doc); s != nil && s.unique(e.Index) {
-			s.recent.add(a.Key)
+			s.recent.add(a.Key, e.Doc)
 		}
 	}
 }
@@ -339,6 +340,48 @@ func (x planner) pending(ctx context.Context, req engine.Request, m any, wary bo
 	return Takers(taken), m
 }
 
+// guessHolders is the documents that hold, most likely, the values
+// takes take: those their Sets' recent entries named, other than the
+// takers. precheck reads them with the entries, so that a held value
+// costs one read, not two in a row.
+func guessHolders(takes []*planned) []string {
+	var docs []string
+	for _, p := range takes {
+		if doc, ok := p.set.recent.holder(p.action.Key); ok && doc != p.entry.Doc && !slices.Contains(docs, doc) {
+			docs = append(docs, doc)
+		}
+	}
+	return docs
+}
+
+// readHolders is readDocs of holders, reading only those guessed does
+// not hold (items a read made, found or missing).
+func (s *Set) readHolders(ctx context.Context, holders []string, guessed []driver.Item) (map[string][]byte, error) {
+	docs := make(map[string][]byte, len(holders))
+	read := make(map[string]bool, len(guessed))
+	for _, it := range guessed {
+		read[it.Key] = true
+		if it.ETag != "" {
+			docs[it.Key] = it.Data
+		}
+	}
+	var rest []string
+	for _, h := range holders {
+		if !read[h] && !slices.Contains(rest, h) {
+			rest = append(rest, h)
+		}
+	}
+	if len(rest) == 0 {
+		return docs, nil
+	}
+	more, err := s.readDocs(ctx, rest)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(docs, more)
+	return docs, nil
+}
+
 // frozen is x as it plans req now: its Sets of req's keys kept, so that
 // a prediction's Confirm, later and on another goroutine, judges as x
 // would have without asking the request's owner (a batch's state, which
@@ -392,10 +435,13 @@ func (x planner) precheck(ctx context.Context, plan []*planned, known memo, pred
 	if (len(keys) < prechecked || pred) && !recent || len(keys) == 0 || many == nil {
 		return known, nil, nil
 	}
-	items, err := many(ctx, keys)
+	guesses := guessHolders(takes)
+	items, err := many(ctx, slices.Concat(keys, guesses))
 	if err != nil {
 		return known, nil, err
 	}
+	guessed := items[len(keys):]
+	items = items[:len(keys)]
 	if known == nil {
 		known = memo{}
 	}
@@ -418,7 +464,7 @@ func (x planner) precheck(ctx context.Context, plan []*planned, known memo, pred
 	if len(holders) == 0 {
 		return known, nil, nil
 	}
-	docs, err := x.lead.readDocs(ctx, holders)
+	docs, err := x.lead.readHolders(ctx, holders, guessed)
 	if err != nil {
 		return known, nil, err
 	}
