@@ -193,7 +193,11 @@ func kanbanRows(ctx context.Context, e *env, backend string, d time.Duration) []
 	}
 	var rows []kanbanRow
 	for _, v := range variants {
-		space := fmt.Sprintf("kanban%s%d", v, time.Now().UnixNano()%1e6)
+		space := fmt.Sprintf("kanban%s%d", strings.ReplaceAll(v, "-", ""), time.Now().UnixNano()%1e6)
+		e, err := e.apart(space) // tables: each variant on its own table, as the first
+		if err != nil {
+			log.Fatalf("%s kanban %s: %v", backend, v, err)
+		}
 		kv := newKanbanVariant(ctx, e, v, space)
 		r := kanbanCell(ctx, e, kv, *kanbanWriters, d)
 		st, err := kv.state(ctx)
