@@ -354,29 +354,46 @@ func guessHolders(takes []*planned) []string {
 	return docs
 }
 
-// readHolders is readDocs of holders, reading only those guessed does
-// not hold (items a read made, found or missing).
-func (s *Set) readHolders(ctx context.Context, holders []string, guessed []driver.Item) (map[string][]byte, error) {
-	docs := make(map[string][]byte, len(holders))
-	read := make(map[string]bool, len(guessed))
+// readHolders reads the documents held's entries (by entry key) name,
+// by which takes judge whether each holds its value now. A guessed read
+// (made with the entries, and perhaps before them: ReadMany's keys are
+// not all read at one instant) is taken only where it shows the document
+// keeping the value, as it did at that instant; a document it shows
+// missing, or keeping another value, is read again after the entries, so
+// that a value is never judged free on a read older than its entry.
+func (x planner) readHolders(ctx context.Context, takes []*planned, held map[string]Entry, guessed []driver.Item) (map[string][]byte, error) {
+	found := make(map[string][]byte, len(guessed))
 	for _, it := range guessed {
-		read[it.Key] = true
 		if it.ETag != "" {
-			docs[it.Key] = it.Data
+			found[it.Key] = it.Data
 		}
 	}
+	docs := make(map[string][]byte, len(held))
 	var rest []string
-	for _, h := range holders {
-		if !read[h] && !slices.Contains(rest, h) {
-			rest = append(rest, h)
+	for _, p := range takes {
+		e, ok := held[p.action.Key]
+		if !ok {
+			continue
+		}
+		if data, ok := found[e.Doc]; ok {
+			if keeps, err := x.keeps(p.set, e, data); err == nil && keeps {
+				docs[e.Doc] = data
+				continue
+			}
+		}
+		if !slices.Contains(rest, e.Doc) {
+			rest = append(rest, e.Doc)
 		}
 	}
 	if len(rest) == 0 {
 		return docs, nil
 	}
-	more, err := s.readDocs(ctx, rest)
+	more, err := x.lead.readDocs(ctx, rest)
 	if err != nil {
 		return nil, err
+	}
+	for _, k := range rest {
+		delete(docs, k) // the read after the entries decides
 	}
 	maps.Copy(docs, more)
 	return docs, nil
@@ -446,7 +463,6 @@ func (x planner) precheck(ctx context.Context, plan []*planned, known memo, pred
 		known = memo{}
 	}
 	held := map[string]Entry{} // by entry key: entries another document holds
-	var holders []string
 	for i, it := range items {
 		e, err := decode(it)
 		switch {
@@ -459,12 +475,11 @@ func (x planner) precheck(ctx context.Context, plan []*planned, known memo, pred
 		}
 		known[it.Key] = learnt{etag: it.ETag} // stale, unless held (below)
 		held[it.Key] = e
-		holders = append(holders, e.Doc)
 	}
-	if len(holders) == 0 {
+	if len(held) == 0 {
 		return known, nil, nil
 	}
-	docs, err := x.lead.readHolders(ctx, holders, guessed)
+	docs, err := x.readHolders(ctx, takes, held, guessed)
 	if err != nil {
 		return known, nil, err
 	}

@@ -253,6 +253,14 @@ func (u *ungroupedRun) again(res engine.Result, err error) (bool, error) {
 		c.lead, u.relead = u.relead, nil
 		return true, nil
 	}
+	if stale := st.heldOnStale(c.lead.Env(), err); errors.Is(stale, engine.ErrStale) { // a value held, taken on reads no longer current: fn runs again
+		if stale = u.spent(res, "a unique value it took is held and the reads before its write changed"); stale == nil {
+			return true, nil
+		}
+		return false, stale
+	} else if stale != nil {
+		return false, stale
+	}
 	key := st.unreadRefused(err)
 	if key == "" {
 		return false, err

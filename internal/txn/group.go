@@ -317,10 +317,18 @@ func (r *member) await() (*Handle, error) {
 		// found current.)
 		res = result{ungrouped: true, ran: res.ran, err: staleOf(r.view)}
 	}
-	if res.predicted != nil {
+	if res.predicted != nil && !r.view.own.pendingBefore(res.predicted.By) {
+		// (Its fn touched an earlier member's write, not stored, before
+		// it wrote the document taking the value: the value may come of
+		// a state never stored. On its own, as it was sent.)
 		if held := r.held(res.predicted, res.confirms); held != nil {
 			res = result{err: held, ran: res.ran} // a stored document holds the value
 		}
+	}
+	if stale := r.view.heldOnStale(c.lead.Env(), res.err); errors.Is(stale, engine.ErrStale) {
+		res = result{ungrouped: true, ran: res.ran, err: staleOf(r.view)} // a value held, taken on reads no longer current: again, on its own
+	} else if stale != nil {
+		return nil, stale
 	}
 	if res.likely != "" {
 		exists, err := r.probe(res.likely, res.probes)

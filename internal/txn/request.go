@@ -110,6 +110,32 @@ func (st *State) revalidate(env *engine.Env, only map[string]bool) error {
 	return err
 }
 
+// touchedBefore is the keys the run touched before it first touched key:
+// the reads a write of key may have followed.
+func (st *State) touchedBefore(key string) map[string]bool {
+	only := map[string]bool{}
+	for _, k := range st.ownKeys() {
+		if k == key {
+			break
+		}
+		only[k] = true
+	}
+	return only
+}
+
+// heldOnStale reports, for err a unique value held by a stored document
+// (an *index.UniqueError of the run's write of its By), whether the reads
+// the write followed have changed since (engine.ErrStale: the run, on
+// current reads, may take another value), as revalidate checks them; nil
+// when they are current or err is no such error.
+func (st *State) heldOnStale(env *engine.Env, err error) error {
+	var ue *index.UniqueError
+	if !errors.As(err, &ue) || ue.Pending() {
+		return nil
+	}
+	return st.revalidate(env, st.touchedBefore(ue.By))
+}
+
 // unreadRefused is the key of an unread Create (the root's Tx.Create)
 // whose commit err refused because the key exists ("" when err is no such
 // refusal).
