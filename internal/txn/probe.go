@@ -37,7 +37,7 @@ func newShared[V any](read func(ctx context.Context) (V, error)) *shared[V] {
 // get returns what the read found; ok is false when it found nothing (it
 // failed, or ctx ended before it did).
 func (s *shared[V]) get(ctx context.Context) (v V, ok bool) {
-	if s.started.CompareAndSwap(false, true) {
+	if ctx.Err() == nil && s.started.CompareAndSwap(false, true) { // (a caller already gone leaves the read to another)
 		s.val, s.err = s.read(ctx)
 		close(s.done)
 	} else {
