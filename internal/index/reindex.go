@@ -15,7 +15,8 @@ import (
 // A page of documents at a time: its entries are committed in batches of
 // one scope, as a hand-written loop would (fast path: nothing read);
 // a batch refused because some entries exist reads them and goes on;
-// then the page is listed again, and the entries of a document that
+// then the page is listed again (keys and ETags alone where the backend
+// can: driver.Abilities.VersionsPage), and the entries of a document that
 // changed meanwhile are checked one by one, so that an entry made for a
 // value a concurrent writer has just replaced does not stay. The next
 // page is listed while a page's batches go (listahead.go). Last, the
@@ -68,6 +69,10 @@ func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops a page listed ahead when a page fails
 	out := Rebuilt{confirmed: confirmed{}}
+	versions := s.Backend.ListPage
+	if vp := s.Backend.Abilities().VersionsPage; vp != nil {
+		versions = vp // keys and ETags are all recheck reads
+	}
 	next := s.listAhead(ctx, "")
 	for after := ""; ; {
 		l := <-next
@@ -83,7 +88,7 @@ func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
 			next = s.listAhead(ctx, after)
 		}
 		relist := func() ([]driver.Item, error) {
-			items, _, err := s.Backend.ListPage(ctx, "", from, len(page))
+			items, _, err := versions(ctx, "", from, len(page))
 			return items, err
 		}
 		if err := s.Rebuild(ctx, d, page, relist, &out); err != nil {
@@ -102,7 +107,9 @@ func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
 }
 
 // Rebuild makes d's entries for docs, one page of a listing; relist
-// lists that page again, to learn which documents changed meanwhile.
+// lists that page again, to learn which documents changed meanwhile (the
+// keys and ETags of its items are all it reads: VersionsPage where the
+// backend has it).
 func (s *Set) Rebuild(ctx context.Context, d Def, docs []driver.Item, relist func() ([]driver.Item, error), out *Rebuilt) error {
 	if err := s.Usable(); err != nil {
 		return err
