@@ -12,14 +12,20 @@ import (
 // them: an entry a document needs is made, one left by a writer that did
 // not declare the index (an older deploy, another program), whose
 // document does not hold its value, is deleted. Run it once after
-// declaring an index over documents written without it.
+// declaring an index over documents written without it, once every
+// writer declares it: a writer that does not, writing while Reindex
+// runs, may leave an entry stale (GetBy and ListBy still check an
+// entry against its document).
 //
 // It reads the documents a page of 999 at a time (one query on tables),
 // so its memory is bounded, and commits their entries in batches of one
 // partition, as a hand-written loop would, while it lists the next
-// page; it then lists the page again, and checks the entries of a
-// document that changed meanwhile, so it is safe to run while the app
-// writes. It is idempotent: a second run, or a run after
+// page; it then lists the page again (keys and ETags alone on tables),
+// and checks the entries of a document that changed meanwhile, so it is
+// safe to run while the app writes. A partition that held no entry of
+// idx when Reindex met it has nothing to repair; the entries of one that
+// did are listed at the end, and those whose document does not hold
+// their value deleted. It is idempotent: a second run, or a run after
 // one that failed halfway, makes what is missing and leaves the rest.
 //
 // A value of a Unique index that two documents hold is reported, with

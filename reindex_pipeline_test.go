@@ -260,3 +260,61 @@ func TestReindexBatchFailure(t *testing.T) {
 		t.Errorf("%d entries, want %d, one per document", len(got), len(want))
 	}
 }
+
+// versionsCount is a backend that counts the listings of documents (not
+// of entries) by ListPage and by Abilities.VersionsPage.
+type versionsCount struct {
+	driver.Backend
+	mu                  sync.Mutex
+	listPages, versions int
+}
+
+func (v *versionsCount) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
+	if !strings.HasPrefix(prefix, "\uFFFF") {
+		v.mu.Lock()
+		v.listPages++
+		v.mu.Unlock()
+	}
+	return v.Backend.ListPage(ctx, prefix, after, limit)
+}
+
+func (v *versionsCount) Abilities() driver.Abilities {
+	a := v.Backend.Abilities()
+	if vp := a.VersionsPage; vp != nil {
+		a.VersionsPage = func(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
+			v.mu.Lock()
+			v.versions++
+			v.mu.Unlock()
+			return vp(ctx, prefix, after, limit)
+		}
+	}
+	return a
+}
+
+// TestReindexRelistsVersions: each page is listed once with its data,
+// and listed again, once its entries are written, with the keys and
+// ETags alone (Abilities.VersionsPage), which is all the recheck reads.
+func TestReindexRelistsVersions(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New(nil)
+	plain := etagstore.New[card](mem, nil)
+	want := map[string]string{}
+	for i := range 1500 { // pages of 999 and 501
+		k, title := fmt.Sprintf("k%04d", i), fmt.Sprint("t", i)
+		if _, err := plain.Create(ctx, k, card{Title: title}); err != nil {
+			t.Fatal(err)
+		}
+		want[title] = k
+	}
+	b := &versionsCount{Backend: mem}
+	cards := etagstore.New(b, nil, byTitle)
+	if err := cards.Reindex(ctx, byTitle); err != nil {
+		t.Fatal(err)
+	}
+	if b.listPages != 2 || b.versions != 2 {
+		t.Errorf("Reindex of 2 pages: %d ListPage and %d VersionsPage listings of documents, want 2 and 2", b.listPages, b.versions)
+	}
+	if got := titleEntries(t, mem); !maps.Equal(got, want) {
+		t.Errorf("%d entries, want %d, one per document", len(got), len(want))
+	}
+}

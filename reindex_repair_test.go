@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"sync"
 	"testing"
@@ -103,5 +104,80 @@ func TestReindexRepairReadsWhatItDidNotWrite(t *testing.T) {
 	}
 	if n != 50 {
 		t.Errorf("%d entries, want 50: one per document (the stale one deleted)", n)
+	}
+}
+
+// entryListings is a backend that counts the index entries its List and
+// ListPage yield.
+type entryListings struct {
+	driver.Backend
+	mu sync.Mutex
+	n  int
+}
+
+func (e *entryListings) count(key string) {
+	if strings.HasPrefix(key, "\uFFFF") {
+		e.mu.Lock()
+		e.n++
+		e.mu.Unlock()
+	}
+}
+
+func (e *entryListings) List(ctx context.Context, prefix string) iter.Seq2[driver.Item, error] {
+	return func(yield func(driver.Item, error) bool) {
+		for it, err := range e.Backend.List(ctx, prefix) {
+			e.count(it.Key)
+			if !yield(it, err) {
+				return
+			}
+		}
+	}
+}
+
+func (e *entryListings) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
+	items, more, err := e.Backend.ListPage(ctx, prefix, after, limit)
+	for _, it := range items {
+		e.count(it.Key)
+	}
+	return items, more, err
+}
+
+func (e *entryListings) take() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := e.n
+	e.n = 0
+	return n
+}
+
+// TestReindexFreshIndexListsNoEntries: a Reindex of an index that has no
+// entries yet lists none (it asks once whether there are any, finds
+// none, and has nothing to repair), where it used to list back every
+// entry it had written. A second Reindex, over a scope that holds
+// entries, lists them all: its repair pass still runs.
+func TestReindexFreshIndexListsNoEntries(t *testing.T) {
+	ctx := context.Background()
+	b := &entryListings{Backend: memstore.New(nil)}
+	plain := etagstore.New[card](b, nil)
+	for i := range 50 {
+		if _, err := plain.Create(ctx, fmt.Sprintf("k%02d", i), card{Title: fmt.Sprint("t", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cards := etagstore.New(b, nil, byTitle)
+	if err := cards.Reindex(ctx, byTitle); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.take(); got != 0 {
+		t.Errorf("a Reindex of a fresh index listed %d entries, want 0", got)
+	}
+	if got := len(titleEntries(t, b.Backend)); got != 50 {
+		t.Errorf("%d entries, want 50", got)
+	}
+	if err := cards.Reindex(ctx, byTitle); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.take(); got < 50 {
+		t.Errorf("a second Reindex listed %d entries, want at least 50 (its repair)", got)
 	}
 }

@@ -55,6 +55,16 @@ func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int)
 	return items, more, nil
 }
 
+// versionsPage is ListPage with each item's key and ETag alone
+// (driver.Abilities.VersionsPage).
+func (b *Backend) versionsPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
+	items, more, err := b.ListPage(ctx, prefix, after, limit)
+	for i, it := range items {
+		items[i] = driver.Item{Key: it.Key, ETag: it.ETag}
+	}
+	return items, more, err
+}
+
 // page returns, under the read lock, the first limit items whose key
 // starts with prefix and sorts after after ("": from the start), and
 // whether more follow. The keys with a prefix are contiguous in key order

@@ -60,12 +60,18 @@ func (s suffixed) List(ctx context.Context, prefix string) iter.Seq2[driver.Item
 }
 
 func (s suffixed) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
+	return s.page(ctx, s.Backend.ListPage, prefix, after, limit)
+}
+
+// page is a page of list (b's ListPage or VersionsPage), its keys
+// without the suffix.
+func (s suffixed) page(ctx context.Context, list func(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error), prefix, after string, limit int) ([]driver.Item, bool, error) {
 	if after != "" {
 		after = s.in(after)
 	}
 	var page []driver.Item
 	for {
-		items, more, err := s.Backend.ListPage(ctx, prefix, after, limit-len(page))
+		items, more, err := list(ctx, prefix, after, limit-len(page))
 		if err != nil {
 			return nil, false, err
 		}

@@ -23,7 +23,21 @@ import (
 // answers with less than asked (at most 1000 entities, or what it found
 // within its time limit).
 func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
-	return b.page(ctx, b.prefixFilter(prefix).And(b.afterFilter(after)), limit, b.entryListing(prefix))
+	return b.page(ctx, b.prefixFilter(prefix).And(b.afterFilter(after)), limit, b.entryListing(prefix), nil)
+}
+
+// keysOnly is the $select of a listing of keys and ETags alone: the
+// service sends every entity's ETag (odata.etag) whatever it selects.
+var keysOnly = "PartitionKey,RowKey"
+
+// versionsPage is ListPage with each entity's key and ETag alone
+// (driver.Abilities.VersionsPage): the same query, selecting the keys.
+func (b *Backend) versionsPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
+	items, more, err := b.page(ctx, b.prefixFilter(prefix).And(b.afterFilter(after)), limit, b.entryListing(prefix), &keysOnly)
+	for i, it := range items {
+		items[i] = driver.Item{Key: it.Key, ETag: it.ETag}
+	}
+	return items, more, err
 }
 
 // QueryPage is ListPage for the entities matching filter (see Query).
@@ -31,7 +45,7 @@ func (b *Backend) QueryPage(ctx context.Context, filter Filter, after string, li
 	if b.opts.Partition != "" {
 		filter = Eq("PartitionKey", b.opts.Partition).And(filter)
 	}
-	return b.page(ctx, filter.And(b.afterFilter(after)), limit, false)
+	return b.page(ctx, filter.And(b.afterFilter(after)), limit, false, nil)
 }
 
 // QueryPage returns one page of the typed documents of s (a Store on a
@@ -91,8 +105,8 @@ func (b *Backend) afterFilter(key string) Filter {
 // page runs the query filter until it has limit entities and knows whether
 // one more exists, asking each request for no more than it still needs.
 // With entries it keeps the index entries alone, without them the
-// documents alone (see query).
-func (b *Backend) page(ctx context.Context, filter Filter, limit int, entries bool) ([]driver.Item, bool, error) {
+// documents alone (see query); sel, when set, is the query's $select.
+func (b *Backend) page(ctx context.Context, filter Filter, limit int, entries bool, sel *string) ([]driver.Item, bool, error) {
 	if err := filter.Err(); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", etagstore.ErrInvalidInput, err)
 	}
@@ -101,7 +115,7 @@ func (b *Backend) page(ctx context.Context, filter Filter, limit int, entries bo
 	var nextPK, nextRK *string
 	for {
 		top := int32(min(limit+1-len(items), int(b.opts.PageSize)))
-		opts := &aztables.ListEntitiesOptions{Top: &top, NextPartitionKey: nextPK, NextRowKey: nextRK}
+		opts := &aztables.ListEntitiesOptions{Top: &top, NextPartitionKey: nextPK, NextRowKey: nextRK, Select: sel}
 		if f != "" {
 			opts.Filter = &f
 		}

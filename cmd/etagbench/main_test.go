@@ -193,35 +193,47 @@ func TestGetBySmoke(t *testing.T) {
 }
 
 // main.go's reindex commands (-backends table -only reindex, at rtt 0
-// and 10 ms), short: 300 documents at rtt 0 and 2 ms. etagbench exits
-// non-zero when a pass leaves a document without its claim or entry, or
-// one more; each row must show its check, and both Reindex passes the
-// batches of the raw loop's (3 of 100 entries).
+// and 10 ms), short: 300 documents at rtt 0 and 2 ms, in one table and
+// with a table each (-reindexowntables). etagbench exits non-zero when a
+// pass leaves a document without its claim or entry, or one more; each
+// row must show its check, and both Reindex passes the batches of the
+// raw loop's (3 of 100 entries).
 func TestReindexSmoke(t *testing.T) {
 	azuritetest.ConnectionString(t)
 	bin := smoke.Build(t)
-	out, errOut := run(t, 2*time.Minute, bin, "-backends", "table", "-rtt", "0,2ms", "-only", "reindex", "-reindexdocs", "300")
-	rows := map[string]int{}
-	for _, line := range strings.Split(out, "\n") {
-		if !strings.HasPrefix(line, "| reindex, 300 documents") {
-			continue
-		}
-		cols := strings.Split(strings.Trim(line, "| "), " | ")
-		if len(cols) != 14 {
-			t.Errorf("a reindex row of %d columns, want 14: %s", len(cols), line)
-			continue
-		}
-		rows[strings.Fields(cols[1])[0]]++
-		if !strings.HasPrefix(cols[13], "exact (300 ") {
-			t.Errorf("a reindex row without its check: %s", line)
-		}
-	}
-	// raw, Reindex and Reindex again, at rtt 0 and 2 ms.
-	if want := map[string]int{"raw": 2, "Reindex": 4}; !maps.Equal(rows, want) {
-		t.Errorf("reindex rows by pass: %v, want %v", rows, want)
-	}
-	if t.Failed() {
-		t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"OneTable", nil},
+		{"TableEach", []string{"-reindexowntables"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-backends", "table", "-rtt", "0,2ms", "-only", "reindex", "-reindexdocs", "300"}, tc.args...)
+			out, errOut := run(t, 2*time.Minute, bin, args...)
+			rows := map[string]int{}
+			for _, line := range strings.Split(out, "\n") {
+				if !strings.HasPrefix(line, "| reindex, 300 documents") {
+					continue
+				}
+				cols := strings.Split(strings.Trim(line, "| "), " | ")
+				if len(cols) != 14 {
+					t.Errorf("a reindex row of %d columns, want 14: %s", len(cols), line)
+					continue
+				}
+				rows[strings.Fields(cols[1])[0]]++
+				if !strings.HasPrefix(cols[13], "exact (300 ") {
+					t.Errorf("a reindex row without its check: %s", line)
+				}
+			}
+			// raw, Reindex and Reindex again, at rtt 0 and 2 ms.
+			if want := map[string]int{"raw": 2, "Reindex": 4}; !maps.Equal(rows, want) {
+				t.Errorf("reindex rows by pass: %v, want %v", rows, want)
+			}
+			if t.Failed() {
+				t.Logf("stdout:\n%s\nstderr:\n%s", smoke.Indent(out), smoke.Indent(errOut))
+			}
+		})
 	}
 }
 

@@ -7,8 +7,9 @@ import (
 )
 
 // This file remembers the entries a Reindex wrote, or found already
-// right, as they were then (key and ETag), so that its repair pass
-// reads the documents of the other entries alone: an entry listed at the
+// right, in a scope it repairs (one that held entries of the index when
+// the pass met it: reindexscopes.go), as they were then (key and ETag),
+// so that its repair pass reads the documents of the other entries alone: an entry listed at the
 // version this pass confirmed was made from its document as the pass
 // read it, and a declaring writer that changed the document since has
 // rewritten or deleted the entry in the same commit (a new ETag).

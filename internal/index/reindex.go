@@ -15,10 +15,13 @@ import (
 // A page of documents at a time: its entries are committed in batches of
 // one scope, as a hand-written loop would (fast path: nothing read);
 // a batch refused because some entries exist reads them and goes on;
-// then the page is listed again, and the entries of a document that
+// then the page is listed again (keys and ETags alone where the backend
+// can: driver.Abilities.VersionsPage), and the entries of a document that
 // changed meanwhile are checked one by one, so that an entry made for a
 // value a concurrent writer has just replaced does not stay. The next
-// page is listed while a page's batches go (listahead.go).
+// page is listed while a page's batches go (listahead.go). Last, the
+// scopes that held entries before the pass wrote any are repaired
+// (reindexscopes.go).
 
 // batchSize is how many entries a Reindex commit carries at most (a
 // table's entity group transaction takes 100 actions).
@@ -30,8 +33,8 @@ type Duplicate struct{ Value, Key, Other string }
 // Rebuilt is what a Reindex pass found.
 type Rebuilt struct {
 	Duplicates []Duplicate
-	Scopes     []string  // the scopes of the documents met, for Repair
-	confirmed  confirmed // the entries the pass wrote or found right (confirmed.go)
+	scopes     scopes    // the scopes met, and those to repair (reindexscopes.go)
+	confirmed  confirmed // the entries the pass wrote or found right in those (confirmed.go)
 }
 
 // want is one entry a document needs.
@@ -51,7 +54,8 @@ const ReindexPage = 999
 
 // Reindex builds d's entries for every document of the backend, a page
 // of ReindexPage at a time (Rebuild; the next page is listed
-// meanwhile), then repairs the entries of every scope it met (Repair).
+// meanwhile), then repairs the entries of every scope it met that held
+// entries of d before it wrote any there (Repair).
 // It returns the values of a unique index that two documents hold; the
 // entry stays with the document that held it first. Over a backend that
 // keeps no entries, an expiry index has none to build.
@@ -65,6 +69,10 @@ func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops a page listed ahead when a page fails
 	out := Rebuilt{confirmed: confirmed{}}
+	versions := s.Backend.ListPage
+	if vp := s.Backend.Abilities().VersionsPage; vp != nil {
+		versions = vp // keys and ETags are all recheck reads
+	}
 	next := s.listAhead(ctx, "")
 	for after := ""; ; {
 		l := <-next
@@ -80,7 +88,7 @@ func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
 			next = s.listAhead(ctx, after)
 		}
 		relist := func() ([]driver.Item, error) {
-			items, _, err := s.Backend.ListPage(ctx, "", from, len(page))
+			items, _, err := versions(ctx, "", from, len(page))
 			return items, err
 		}
 		if err := s.Rebuild(ctx, d, page, relist, &out); err != nil {
@@ -90,7 +98,7 @@ func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
 			break
 		}
 	}
-	for _, scope := range out.Scopes {
+	for _, scope := range out.scopes.order {
 		if err := s.Repair(ctx, d, scope, out.confirmed); err != nil {
 			return nil, err
 		}
@@ -99,7 +107,9 @@ func (s *Set) Reindex(ctx context.Context, d Def) ([]Duplicate, error) {
 }
 
 // Rebuild makes d's entries for docs, one page of a listing; relist
-// lists that page again, to learn which documents changed meanwhile.
+// lists that page again, to learn which documents changed meanwhile (the
+// keys and ETags of its items are all it reads: VersionsPage where the
+// backend has it).
 func (s *Set) Rebuild(ctx context.Context, d Def, docs []driver.Item, relist func() ([]driver.Item, error), out *Rebuilt) error {
 	if err := s.Usable(); err != nil {
 		return err
@@ -115,8 +125,8 @@ func (s *Set) Rebuild(ctx context.Context, d Def, docs []driver.Item, relist fun
 		if err != nil {
 			return err
 		}
-		if !slices.Contains(out.Scopes, scope) {
-			out.Scopes = append(out.Scopes, scope)
+		if err := s.meet(ctx, d, &out.scopes, scope); err != nil {
+			return err
 		}
 		for _, v := range vals[pos] {
 			p := s.step(d, scope, strings.TrimPrefix(it.Key, scope), Entry{d.Name, v, it.Key}, false)
@@ -138,9 +148,10 @@ func (s *Set) Rebuild(ctx context.Context, d Def, docs []driver.Item, relist fun
 	return s.recheck(ctx, d, docs, relist)
 }
 
-// confirm remembers acts, committed, at etags (confirmed.go).
-func (out *Rebuilt) confirm(acts []driver.Action, etags []driver.ETag) {
-	if out.confirmed == nil {
+// confirm remembers acts, committed in scope, at etags (confirmed.go),
+// when scope is one the pass repairs.
+func (out *Rebuilt) confirm(scope string, acts []driver.Action, etags []driver.ETag) {
+	if out.confirmed == nil || !out.scopes.held[scope] {
 		return
 	}
 	for i, a := range acts {
@@ -173,7 +184,7 @@ func (s *Set) commitWants(ctx context.Context, d Def, ws []want, out *Rebuilt) e
 	}
 	etags, err := s.commit(ctx, acts)
 	if err == nil {
-		out.confirm(acts, etags)
+		out.confirm(ws[0].scope, acts, etags)
 	}
 	if err == nil || !d.Unique || !errors.Is(err, driver.ErrExists) {
 		return err
@@ -193,7 +204,7 @@ func (s *Set) commitWants(ctx context.Context, d Def, ws []want, out *Rebuilt) e
 		}
 		held, derr := decode(it)
 		if derr == nil && held.Doc == w.entry.Doc {
-			out.confirm([]driver.Action{{Key: it.Key}}, []driver.ETag{it.ETag})
+			out.confirm(w.scope, []driver.Action{{Key: it.Key}}, []driver.ETag{it.ETag})
 			continue // already the document's
 		}
 		if derr == nil && held.Value == w.entry.Value {
@@ -213,7 +224,7 @@ func (s *Set) commitWants(ctx context.Context, d Def, ws []want, out *Rebuilt) e
 	}
 	etags, err = s.commit(ctx, acts)
 	if err == nil {
-		out.confirm(acts, etags)
+		out.confirm(ws[0].scope, acts, etags)
 	}
 	if errors.Is(err, driver.ErrExists) || errors.Is(err, driver.ErrConflict) {
 		return fmt.Errorf("%w: index %q: entries changed while Reindex wrote them; run it again", driver.ErrConflict, d.Name)
