@@ -287,12 +287,6 @@ type env struct {
 	// drop deletes the table or container when this process made it
 	// (open without a resource), and does nothing otherwise.
 	drop func()
-	// apart returns the env of a cell on a table of its own, made now and
-	// deleted with e's (drop); e itself on other backends. Azurite answers
-	// a request by walking the whole table (a query's filter, an insert's
-	// check), so on one shared table each cell would pay for the entities
-	// the cells before it left: the kanban variants run apart.
-	apart func(name string) (*env, error)
 }
 
 type result struct {
@@ -453,7 +447,6 @@ func (processTB) Fatalf(format string, args ...any) { log.Fatalf(format, args...
 // ("" creates a fresh one).
 func open(backend, conn, resource string) (*env, error) {
 	e := &env{name: backend, conn: conn, requests: &counting{}, drop: func() {}}
-	e.apart = func(string) (*env, error) { return e, nil }
 	fresh := resource == ""
 	if fresh {
 		resource = fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9)
@@ -543,25 +536,6 @@ func open(backend, conn, resource string) (*env, error) {
 			}
 		}
 		e.locker = lockerFor(conn, opts)
-		e.apart = func(name string) (*env, error) {
-			if _, err := svc.CreateTable(context.Background(), name, nil); err != nil {
-				return nil, err
-			}
-			drop := e.drop
-			e.drop = func() {
-				drop()
-				if _, err := svc.DeleteTable(context.Background(), name, nil); err != nil {
-					log.Printf("delete table %s: %v", name, err)
-				}
-			}
-			c := svc.NewClient(name)
-			a := *e
-			a.table, a.resource = c, name
-			a.backend = func(space string) driver.Backend {
-				return tablestore.New(c, &tablestore.Options{Partition: space})
-			}
-			return &a, nil
-		}
 		if fresh {
 			e.drop = func() {
 				if _, err := svc.DeleteTable(context.Background(), resource, nil); err != nil {
