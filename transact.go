@@ -81,6 +81,10 @@ import (
 //   - a key fn created with Tx.Create exists: an error matching
 //     ErrExists, once fn's reads are found current (otherwise fn runs
 //     again), with nothing written.
+//   - a unique value a write takes is held by another document: its
+//     *UniqueError (matching ErrExists), once the reads fn made before
+//     that write are found current (otherwise fn runs again), with
+//     nothing written.
 //   - every attempt lost its race, while the policy's time lasted: an
 //     error matching ErrConflict (never ErrExists or ErrNotFound of the
 //     last refusal).
