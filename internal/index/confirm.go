@@ -7,8 +7,9 @@ import "context"
 // leave a batch on the prediction; Confirm then reads what it left
 // unread, for all of them together, beside the batch's commit.
 
-// Confirm reads, together (precheck: one ReadMany of the entries, one of
-// the documents they name), the values es take: predictions of one
+// Confirm reads, together (precheck: one ReadMany of the entries and of
+// the documents they most likely name, and another of any other
+// document they name), the values es take: predictions of one
 // request's Pending (Likely). For each it returns the definite error,
 // naming the document, when another document holds the value now, and
 // nil when the value is free (no entry, or a stale one). A failed read
