@@ -8,7 +8,7 @@ import (
 	"github.com/etagstore/etagstore"
 )
 
-// the frozen planner (index planner.frozen) keeps the Sets of the
+// The frozen planner (index planner.frozen) keeps the Sets of the
 // request's keys only. A transaction that reads a board b1 (another
 // Store, another type, the same unique index name "title") and creates a
 // card taking a title whose entry names b1: the entry is stale (b1 was

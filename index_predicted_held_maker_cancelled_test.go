@@ -3,52 +3,22 @@ package etagstore_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
 	"github.com/etagstore/etagstore"
-	"github.com/etagstore/etagstore/driver"
 )
 
-type memberID struct{}
-
-// blockFirstEntryRead is lookedUp whose first ReadMany of index entries
-// after arm reports the id of its caller's context on who and waits for
-// that context's end.
-type blockFirstEntryRead struct {
-	*lookedUp
-	armed atomic.Bool
-	who   chan int
-}
-
-func (b *blockFirstEntryRead) Abilities() driver.Abilities {
-	a := b.lookedUp.Abilities()
-	many := a.ReadMany
-	a.ReadMany = func(ctx context.Context, keys []string) ([]driver.Item, error) {
-		for _, k := range keys {
-			if strings.HasPrefix(k, "\uFFFF") && b.armed.CompareAndSwap(true, false) {
-				id, _ := ctx.Value(memberID{}).(int)
-				b.who <- id
-				<-ctx.Done()
-				return nil, ctx.Err()
-			}
-		}
-		return many(ctx, keys)
-	}
-	return a
-}
-
-// the caller making the shared read of the predicted members'
+// The caller making the shared read of the predicted members'
 // values (confirms) is cancelled during it. It ends with its context's
 // error; the others, waiting for that read, learn on their own, each with
 // its right outcome, and none hangs.
 func TestTxUniquePredictedReadMakerCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()
-		b := &blockFirstEntryRead{lookedUp: &lookedUp{heldCommits: h}, who: make(chan int, 1)}
+		who := make(chan int, 1)
+		b := &armedRead{lookedUp: &lookedUp{heldCommits: h}, match: hasEntry, answer: heldBy(who)}
 		byTitle := etagstore.Unique("title", func(c titled) string { return c.Title })
 		counters := etagstore.New[counter](b, nil)
 		cards := etagstore.New(b, nil, byTitle)
@@ -82,7 +52,7 @@ func TestTxUniquePredictedReadMakerCancelled(t *testing.T) {
 			synctest.Wait()
 		}
 		close(h.hold)
-		first := <-b.who
+		first := <-who
 		synctest.Wait() // the others wait for its read
 		cancels[first]()
 		wg.Wait()

@@ -3,9 +3,7 @@ package etagstore_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
@@ -13,35 +11,17 @@ import (
 	"github.com/etagstore/etagstore/driver"
 )
 
-// failFirstEntryRead is lookedUp whose first ReadMany of index entries
-// after arm fails (ErrUnavailable).
-type failFirstEntryRead struct {
-	*lookedUp
-	armed atomic.Bool
-}
-
-func (f *failFirstEntryRead) Abilities() driver.Abilities {
-	a := f.lookedUp.Abilities()
-	many := a.ReadMany
-	a.ReadMany = func(ctx context.Context, keys []string) ([]driver.Item, error) {
-		for _, k := range keys {
-			if strings.HasPrefix(k, "\uFFFF") && f.armed.CompareAndSwap(true, false) {
-				return nil, driver.Errorf(driver.ErrUnavailable, "the service is busy")
-			}
-		}
-		return many(ctx, keys)
-	}
-	return a
-}
-
-// the shared read of the predicted members' values (confirms)
+// The shared read of the predicted members' values (confirms)
 // fails: each member learns on its own; the one whose value a document
 // holds fails with the error naming it, the one whose value is free
 // commits, and none hangs.
 func TestTxUniquePredictedSharedReadFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()
-		f := &failFirstEntryRead{lookedUp: &lookedUp{heldCommits: h}}
+		busy := func(context.Context) ([]driver.Item, error) {
+			return nil, driver.Errorf(driver.ErrUnavailable, "the service is busy")
+		}
+		f := &armedRead{lookedUp: &lookedUp{heldCommits: h}, match: hasEntry, answer: busy}
 		byTitle := etagstore.Unique("title", func(c titled) string { return c.Title })
 		counters := etagstore.New[counter](f, nil)
 		cards := etagstore.New(f, nil, byTitle)

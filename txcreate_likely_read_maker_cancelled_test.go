@@ -5,45 +5,22 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
 	"github.com/etagstore/etagstore"
-	"github.com/etagstore/etagstore/driver"
 )
 
-// blockProbe is lookedUp whose first ReadMany of several keys among
-// probed after arm reports its caller's id and waits for its context's end.
-type blockProbe struct {
-	*lookedUp
-	armed atomic.Bool
-	who   chan int
-}
-
-func (b *blockProbe) Abilities() driver.Abilities {
-	a := b.lookedUp.Abilities()
-	many := a.ReadMany
-	a.ReadMany = func(ctx context.Context, keys []string) ([]driver.Item, error) {
-		if len(keys) > 1 && slices.Contains(keys, "mine1") && b.armed.CompareAndSwap(true, false) {
-			id, _ := ctx.Value(memberID{}).(int)
-			b.who <- id
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}
-		return many(ctx, keys)
-	}
-	return a
-}
-
-// the caller making the shared read of the likely-taken keys
+// The caller making the shared read of the likely-taken keys
 // (probes) is cancelled during it: it ends with its context's error; the
 // others learn on their own: ErrExists for the keys that exist, a commit
 // for the one another process deleted; none hangs.
 func TestTxCreateLikelyReadMakerCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeldCommits()
-		b := &blockProbe{lookedUp: &lookedUp{heldCommits: h}, who: make(chan int, 1)}
+		who := make(chan int, 1)
+		several := func(keys []string) bool { return len(keys) > 1 && slices.Contains(keys, "mine1") }
+		b := &armedRead{lookedUp: &lookedUp{heldCommits: h}, match: several, answer: heldBy(who)}
 		other := etagstore.New[counter](b, nil)
 		s := etagstore.New[counter](b, nil)
 		ctx := t.Context()
@@ -72,7 +49,7 @@ func TestTxCreateLikelyReadMakerCancelled(t *testing.T) {
 			synctest.Wait()
 		}
 		close(h.hold)
-		first := <-b.who
+		first := <-who
 		synctest.Wait()
 		cancels[first]()
 		wg.Wait()

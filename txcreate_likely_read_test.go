@@ -3,7 +3,9 @@ package etagstore_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
@@ -27,6 +29,48 @@ func (p *pointReads) Read(ctx context.Context, key string) (driver.Item, error) 
 	p.n[key]++
 	p.mu.Unlock()
 	return p.lookedUp.Read(ctx, key)
+}
+
+// armedRead is lookedUp whose first ReadMany after arm whose keys match
+// is answered by answer instead of the backend: a shared read made to
+// fail, or held.
+type armedRead struct {
+	*lookedUp
+	armed  atomic.Bool
+	match  func(keys []string) bool
+	answer func(ctx context.Context) ([]driver.Item, error)
+}
+
+func (b *armedRead) Abilities() driver.Abilities {
+	a := b.lookedUp.Abilities()
+	many := a.ReadMany
+	a.ReadMany = func(ctx context.Context, keys []string) ([]driver.Item, error) {
+		if b.match(keys) && b.armed.CompareAndSwap(true, false) {
+			return b.answer(ctx)
+		}
+		return many(ctx, keys)
+	}
+	return a
+}
+
+// hasEntry reports whether keys hold an index entry's (memstore's, under
+// "\uFFFF").
+func hasEntry(keys []string) bool {
+	return slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, "\uFFFF") })
+}
+
+// memberID carries a caller's number in its context (heldBy).
+type memberID struct{}
+
+// heldBy is an armedRead answer that reports on who the number of the
+// caller making the read and holds it until that caller's context ends.
+func heldBy(who chan<- int) func(ctx context.Context) ([]driver.Item, error) {
+	return func(ctx context.Context) ([]driver.Item, error) {
+		id, _ := ctx.Value(memberID{}).(int)
+		who <- id
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 }
 
 func TestTxCreateLikelyTakenKeysReadTogether(t *testing.T) {
