@@ -18,11 +18,13 @@ import (
 // entry against its document).
 //
 // It reads the documents a page of 999 at a time (one query on tables),
-// so its memory is bounded, and commits their entries in batches of one
-// partition, as a hand-written loop would, while it lists the next
-// page; it then lists the page again (keys and ETags alone on tables),
-// and checks the entries of a document that changed meanwhile, so it is
-// safe to run while the app writes. A partition that held no entry of
+// so its memory is bounded (three pages at most), and commits their
+// entries in batches of one partition, two at a time, while it lists
+// the next page. Once a page's batches have ended it lists the page
+// again (keys and ETags alone, bounded by the page's first and last keys
+// on tables) while the next page's batches go, and checks the entries
+// of a document that changed meanwhile, so it is safe to run while the
+// app writes. A partition that held no entry of
 // idx when Reindex met it has nothing to repair; the entries of one that
 // did are listed at the end, and those whose document does not hold
 // their value deleted. It is idempotent: a second run, or a run after

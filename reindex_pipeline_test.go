@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,16 +21,19 @@ import (
 // and ListPage calls the test steers. hold and then fail, when set, are
 // called by each such commit before it is sent, with its rank (1, 2,
 // …), and fail's error is its answer; listed is called by each
-// ListPage, with its after.
+// ListPage, with its after; relisted by each VersionsBetween, with its
+// bounds, before it is sent.
 type reindexGate struct {
 	driver.Backend
-	hold   func(rank int)
-	listed func(after string)
-	fail   func(rank int) error
+	hold     func(rank int)
+	listed   func(after string)
+	fail     func(rank int) error
+	relisted func(after, through string)
 
-	mu       sync.Mutex
-	rank     int
-	inFlight int // entry commits sent and not answered
+	mu          sync.Mutex
+	rank        int
+	inFlight    int // entry commits sent and not answered
+	maxInFlight int // the most at once
 }
 
 func (g *reindexGate) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
@@ -53,6 +56,7 @@ func (g *reindexGate) Abilities() driver.Abilities {
 		g.rank++
 		rank := g.rank
 		g.inFlight++
+		g.maxInFlight = max(g.maxInFlight, g.inFlight)
 		g.mu.Unlock()
 		defer func() {
 			g.mu.Lock()
@@ -68,6 +72,12 @@ func (g *reindexGate) Abilities() driver.Abilities {
 			}
 		}
 		return commit(ctx, acts)
+	}
+	if between := a.VersionsBetween; between != nil && g.relisted != nil {
+		a.VersionsBetween = func(ctx context.Context, after, through string) ([]driver.Item, error) {
+			g.relisted(after, through)
+			return between(ctx, after, through)
+		}
 	}
 	return a
 }
@@ -89,6 +99,47 @@ func titleEntries(t *testing.T, b driver.Backend) map[string]string {
 		got[e.Value] = e.Doc
 	}
 	return got
+}
+
+// seedCards stores n cards k0000, k0001, … titled t0, t1, … without
+// the index, and returns the entries a Reindex must make: title to key.
+func seedCards(t *testing.T, b driver.Backend, n int) map[string]string {
+	t.Helper()
+	plain := etagstore.New[card](b, nil)
+	want := map[string]string{}
+	for i := range n {
+		k, title := fmt.Sprintf("k%04d", i), fmt.Sprint("t", i)
+		if _, err := plain.Create(t.Context(), k, card{Title: title}); err != nil {
+			t.Fatal(err)
+		}
+		want[title] = k
+	}
+	return want
+}
+
+// wantTitleEntries checks that b's entries of the title index are want
+// (title to key), naming each difference.
+func wantTitleEntries(t *testing.T, b driver.Backend, want map[string]string) {
+	t.Helper()
+	got := titleEntries(t, b)
+	for v, k := range got {
+		if want[v] != k {
+			t.Errorf("entry %q names %q, want %q", v, k, want[v])
+		}
+	}
+	for v, k := range want {
+		if _, ok := got[v]; !ok {
+			t.Errorf("no entry %q (of %q)", v, k)
+		}
+	}
+}
+
+// reindexing runs cards.Reindex of byTitle in a goroutine, and hands its
+// error over on the channel it returns.
+func reindexing(ctx context.Context, cards *etagstore.Store[card]) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- cards.Reindex(ctx, byTitle) }()
+	return done
 }
 
 // waitFor receives from ch, failing the test if nothing comes in a
@@ -119,18 +170,9 @@ func TestReindexConcurrentWriter(t *testing.T) {
 		once.Do(func() { close(arrived) })
 		<-release
 	}}
-	plain := etagstore.New[card](g, nil)
-	want := map[string]string{}
-	for i := range 2500 { // three pages: the writes hit the first
-		k, title := fmt.Sprintf("k%04d", i), fmt.Sprint("t", i)
-		if _, err := plain.Create(ctx, k, card{Title: title}); err != nil {
-			t.Fatal(err)
-		}
-		want[title] = k
-	}
+	want := seedCards(t, g, 2500) // three pages: the writes hit the first
 	cards := etagstore.New(g, nil, byTitle)
-	done := make(chan error, 1)
-	go func() { done <- cards.Reindex(ctx, byTitle) }()
+	done := reindexing(ctx, cards)
 	waitFor(t, arrived, "Reindex batch")
 	if _, err := cards.Update(ctx, "k0003", func(c *card) error { c.Title = "renamed"; return nil }); err != nil {
 		t.Fatal(err)
@@ -156,18 +198,7 @@ func TestReindexConcurrentWriter(t *testing.T) {
 	delete(want, "t5")
 	delete(want, "t7")
 	want["renamed"], want["new"] = "k0003", "k0001x"
-	if got := titleEntries(t, mem); !maps.Equal(got, want) {
-		for v, k := range got {
-			if want[v] != k {
-				t.Errorf("entry %q names %q, want %q", v, k, want[v])
-			}
-		}
-		for v, k := range want {
-			if _, ok := got[v]; !ok {
-				t.Errorf("no entry %q (of %q)", v, k)
-			}
-		}
-	}
+	wantTitleEntries(t, mem, want)
 }
 
 // TestReindexListsAhead: the next page is listed while the current
@@ -177,15 +208,7 @@ func TestReindexConcurrentWriter(t *testing.T) {
 func TestReindexListsAhead(t *testing.T) {
 	ctx := context.Background()
 	mem := memstore.New(nil)
-	plain := etagstore.New[card](mem, nil)
-	want := map[string]string{}
-	for i := range 1500 { // pages of 999 and 501
-		k, title := fmt.Sprintf("k%04d", i), fmt.Sprint("t", i)
-		if _, err := plain.Create(ctx, k, card{Title: title}); err != nil {
-			t.Fatal(err)
-		}
-		want[title] = k
-	}
+	want := seedCards(t, mem, 1500) // pages of 999 and 501
 	arrived, release := make(chan struct{}), make(chan struct{})
 	secondPage := make(chan string, 1)
 	g := &reindexGate{Backend: mem,
@@ -205,8 +228,7 @@ func TestReindexListsAhead(t *testing.T) {
 		},
 	}
 	cards := etagstore.New(g, nil, byTitle)
-	done := make(chan error, 1)
-	go func() { done <- cards.Reindex(ctx, byTitle) }()
+	done := reindexing(ctx, cards)
 	waitFor(t, arrived, "first batch")
 	if after := waitFor(t, secondPage, "listing of the second page while the first batch is held"); after != "k0998" {
 		t.Errorf("the page listed ahead starts after %q, want k0998 (the first page's last key)", after)
@@ -215,9 +237,7 @@ func TestReindexListsAhead(t *testing.T) {
 	if err := waitFor(t, done, "end of Reindex"); err != nil {
 		t.Fatalf("Reindex: %v", err)
 	}
-	if got := titleEntries(t, mem); !maps.Equal(got, want) {
-		t.Errorf("%d entries, want %d, one per document", len(got), len(want))
-	}
+	wantTitleEntries(t, mem, want)
 }
 
 // TestReindexBatchFailure: a batch that fails ends the pass with its
@@ -226,15 +246,7 @@ func TestReindexListsAhead(t *testing.T) {
 func TestReindexBatchFailure(t *testing.T) {
 	ctx := context.Background()
 	mem := memstore.New(nil)
-	plain := etagstore.New[card](mem, nil)
-	want := map[string]string{}
-	for i := range 1500 {
-		k, title := fmt.Sprintf("k%04d", i), fmt.Sprint("t", i)
-		if _, err := plain.Create(ctx, k, card{Title: title}); err != nil {
-			t.Fatal(err)
-		}
-		want[title] = k
-	}
+	want := seedCards(t, mem, 1500)
 	refused := fmt.Errorf("%w: refused by the test", driver.ErrUnavailable)
 	g := &reindexGate{Backend: mem, fail: func(rank int) error {
 		if rank == 3 {
@@ -256,17 +268,17 @@ func TestReindexBatchFailure(t *testing.T) {
 	if err := cards.Reindex(ctx, byTitle); err != nil {
 		t.Fatalf("second Reindex: %v", err)
 	}
-	if got := titleEntries(t, mem); !maps.Equal(got, want) {
-		t.Errorf("%d entries, want %d, one per document", len(got), len(want))
-	}
+	wantTitleEntries(t, mem, want)
 }
 
 // versionsCount is a backend that counts the listings of documents (not
-// of entries) by ListPage and by Abilities.VersionsPage.
+// of entries) by ListPage, and those by Abilities.VersionsBetween with
+// their bounds.
 type versionsCount struct {
 	driver.Backend
-	mu                  sync.Mutex
-	listPages, versions int
+	mu        sync.Mutex
+	listPages int
+	between   [][2]string
 }
 
 func (v *versionsCount) ListPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
@@ -280,12 +292,12 @@ func (v *versionsCount) ListPage(ctx context.Context, prefix, after string, limi
 
 func (v *versionsCount) Abilities() driver.Abilities {
 	a := v.Backend.Abilities()
-	if vp := a.VersionsPage; vp != nil {
-		a.VersionsPage = func(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
+	if vb := a.VersionsBetween; vb != nil {
+		a.VersionsBetween = func(ctx context.Context, after, through string) ([]driver.Item, error) {
 			v.mu.Lock()
-			v.versions++
+			v.between = append(v.between, [2]string{after, through})
 			v.mu.Unlock()
-			return vp(ctx, prefix, after, limit)
+			return vb(ctx, after, through)
 		}
 	}
 	return a
@@ -293,28 +305,20 @@ func (v *versionsCount) Abilities() driver.Abilities {
 
 // TestReindexRelistsVersions: each page is listed once with its data,
 // and listed again, once its entries are written, with the keys and
-// ETags alone (Abilities.VersionsPage), which is all the recheck reads.
+// ETags alone, bounded by the page's first and last keys
+// (Abilities.VersionsBetween), which is all the recheck reads.
 func TestReindexRelistsVersions(t *testing.T) {
 	ctx := context.Background()
 	mem := memstore.New(nil)
-	plain := etagstore.New[card](mem, nil)
-	want := map[string]string{}
-	for i := range 1500 { // pages of 999 and 501
-		k, title := fmt.Sprintf("k%04d", i), fmt.Sprint("t", i)
-		if _, err := plain.Create(ctx, k, card{Title: title}); err != nil {
-			t.Fatal(err)
-		}
-		want[title] = k
-	}
+	want := seedCards(t, mem, 1500) // pages of 999 and 501
 	b := &versionsCount{Backend: mem}
 	cards := etagstore.New(b, nil, byTitle)
 	if err := cards.Reindex(ctx, byTitle); err != nil {
 		t.Fatal(err)
 	}
-	if b.listPages != 2 || b.versions != 2 {
-		t.Errorf("Reindex of 2 pages: %d ListPage and %d VersionsPage listings of documents, want 2 and 2", b.listPages, b.versions)
+	wantBetween := [][2]string{{"", "k0998"}, {"k0998", "k1499"}}
+	if b.listPages != 2 || !slices.Equal(b.between, wantBetween) {
+		t.Errorf("Reindex of 2 pages: %d ListPage listings of documents and VersionsBetween %q, want 2 and %q", b.listPages, b.between, wantBetween)
 	}
-	if got := titleEntries(t, mem); !maps.Equal(got, want) {
-		t.Errorf("%d entries, want %d, one per document", len(got), len(want))
-	}
+	wantTitleEntries(t, mem, want)
 }

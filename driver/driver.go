@@ -240,15 +240,17 @@ type Abilities struct {
 	// it to read only the documents due. An error is yielded once and
 	// ends the sequence.
 	Versions func(ctx context.Context, prefix string) iter.Seq2[Item, error]
-	// VersionsPage, when set, returns the page ListPage(prefix, after,
-	// limit) returns, with each Item's Key and ETag alone (no Data, Meta
-	// or Expires), in a listing that reads no more than those where the
-	// service can (tablestore: the same query with $select of the keys;
-	// the ETag comes with every entity). Reindex lists a page of
-	// documents again with it, once its entries are written, to learn
-	// which changed meanwhile. Its arguments, results and errors are
-	// ListPage's.
-	VersionsPage func(ctx context.Context, prefix, after string, limit int) (items []Item, more bool, err error)
+	// VersionsBetween, when set, lists the documents whose keys sort after
+	// after ("": from the first) and no later than through (in the order
+	// of ListPage; "": none), with each Item's Key and ETag alone (no
+	// Data, Meta or Expires), in a listing that reads no more than those
+	// where the service can (tablestore: one query bounded by both keys,
+	// with $select of the keys; the ETag comes with every entity). Like
+	// ListPage of "", it never lists an index entry or a backend's own
+	// record. Reindex lists a page of documents again with it, once the
+	// page's entries are written, to learn which changed meanwhile. Its
+	// errors are ListPage's.
+	VersionsBetween func(ctx context.Context, after, through string) ([]Item, error)
 	// Entries, when set, keeps index entries: small records the Store
 	// writes beside its documents, in a document's commit scope, under
 	// keys no user key equals (see Entries). nil: the backend keeps

@@ -55,14 +55,27 @@ func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int)
 	return items, more, nil
 }
 
-// versionsPage is ListPage with each item's key and ETag alone
-// (driver.Abilities.VersionsPage).
-func (b *Backend) versionsPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
-	items, more, err := b.ListPage(ctx, prefix, after, limit)
-	for i, it := range items {
-		items[i] = driver.Item{Key: it.Key, ETag: it.ETag}
+// versionsBetween is driver.Abilities.VersionsBetween: the documents
+// after after and up to through, keys and ETags alone, page by page.
+func (b *Backend) versionsBetween(ctx context.Context, after, through string) ([]driver.Item, error) {
+	var out []driver.Item
+	for through != "" {
+		items, more, err := b.ListPage(ctx, "", after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if compareKeys(it.Key, through) > 0 {
+				return out, nil
+			}
+			out = append(out, driver.Item{Key: it.Key, ETag: it.ETag})
+		}
+		if !more {
+			break
+		}
+		after = items[len(items)-1].Key
 	}
-	return items, more, err
+	return out, nil
 }
 
 // page returns, under the read lock, the first limit items whose key

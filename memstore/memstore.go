@@ -93,7 +93,7 @@ func New(opts *Options) *Backend {
 // memstore cannot merge (driver.ModeMerge).
 func (b *Backend) Abilities() driver.Abilities {
 	return driver.Abilities{Verbatim: true, Commit: b.commit, PureChecks: true, Tombstones: true, MaxKeyLen: b.opts.MaxKeyLen, ReadMany: b.readMany,
-		VersionsPage: b.versionsPage, Entries: &driver.Entries{Scope: b.entryScope, Key: entryKey, Range: b.entryRange}}
+		VersionsBetween: b.versionsBetween, Entries: &driver.Entries{Scope: b.entryScope, Key: entryKey, Range: b.entryRange}}
 }
 
 // reservedPrefix starts every key ValidateKey refuses because the backend

@@ -42,6 +42,8 @@ func RunPaging(t *testing.T, newBackend NewBackend) {
 			tc.fn(t, etagstore.New[Page](newBackend(t), nil))
 		})
 	}
+	// The bounded listing of versions, in the same order as the pages.
+	t.Run("VersionsBetween", func(t *testing.T) { runVersionsBetween(t, newBackend) })
 }
 
 // createMany creates a document titled with its key under each key, from

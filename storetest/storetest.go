@@ -112,7 +112,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 						if got := b.Abilities(); got.Verbatim != want.Verbatim || (got.Codec == nil) != (want.Codec == nil) || (got.ReadIfChanged == nil) != (want.ReadIfChanged == nil) ||
 							got.Merge != want.Merge || got.MaxKeyLen != want.MaxKeyLen || (got.Commit == nil) != (want.Commit == nil) || (got.CheckCommit == nil) != (want.CheckCommit == nil) || (got.CompareKeys == nil) != (want.CompareKeys == nil) ||
 							(got.ReadMany == nil) != (want.ReadMany == nil) || (got.Entries == nil) != (want.Entries == nil) ||
-							(got.VersionsPage == nil) != (want.VersionsPage == nil) {
+							(got.VersionsBetween == nil) != (want.VersionsBetween == nil) {
 							t.Fatalf("abilities lost to a wrapper: %+v, want %+v", got, want)
 						}
 					}
@@ -124,8 +124,8 @@ func Run(t *testing.T, newBackend NewBackend) {
 	// ReadMany reads items, not documents: its group runs once, on the
 	// backend itself.
 	t.Run("ReadMany", func(t *testing.T) { runReadMany(t, newBackend) })
-	// So does the listing of versions (driver.Abilities.VersionsPage).
-	t.Run("VersionsPage", func(t *testing.T) { runVersionsPage(t, newBackend) })
+	// So does the listing of versions (driver.Abilities.VersionsBetween).
+	t.Run("VersionsBetween", func(t *testing.T) { runVersionsBetween(t, newBackend) })
 	// So do index entries (driver.Abilities.Entries): on the backend itself.
 	t.Run("Entries", func(t *testing.T) { RunEntries(t, newBackend) })
 	// A Store's indexes, through Stores of their own document type.

@@ -15,7 +15,7 @@ import (
 // a partition of its own: RunPaging on it pages across thousands of
 // partitions. A prefix must not reach into the suffix. The wrapper's
 // declared key order is b's on the stored keys; its other abilities are
-// b's, with the keys of Commit and ReadMany suffixed too.
+// b's, with the keys of Commit, ReadMany and VersionsBetween suffixed too.
 func KeySuffix(b driver.Backend, suffix string) driver.Backend {
 	return suffixed{Backend: b, suffix: suffix}
 }
@@ -63,8 +63,7 @@ func (s suffixed) ListPage(ctx context.Context, prefix, after string, limit int)
 	return s.page(ctx, s.Backend.ListPage, prefix, after, limit)
 }
 
-// page is a page of list (b's ListPage or VersionsPage), its keys
-// without the suffix.
+// page is a page of list (b's ListPage), its keys without the suffix.
 func (s suffixed) page(ctx context.Context, list func(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error), prefix, after string, limit int) ([]driver.Item, bool, error) {
 	if after != "" {
 		after = s.in(after)
@@ -105,6 +104,21 @@ func (s suffixed) Abilities() driver.Abilities {
 				stored[i] = s.in(key)
 			}
 			items, err := readMany(ctx, stored)
+			for i := range items {
+				items[i].Key = s.out(items[i].Key)
+			}
+			return items, err
+		}
+	}
+	if between := ab.VersionsBetween; between != nil {
+		ab.VersionsBetween = func(ctx context.Context, after, through string) ([]driver.Item, error) {
+			if after != "" {
+				after = s.in(after)
+			}
+			if through != "" {
+				through = s.in(through)
+			}
+			items, err := between(ctx, after, through)
 			for i := range items {
 				items[i].Key = s.out(items[i].Key)
 			}

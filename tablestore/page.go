@@ -3,6 +3,7 @@ package tablestore
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 
@@ -30,14 +31,20 @@ func (b *Backend) ListPage(ctx context.Context, prefix, after string, limit int)
 // service sends every entity's ETag (odata.etag) whatever it selects.
 var keysOnly = "PartitionKey,RowKey"
 
-// versionsPage is ListPage with each entity's key and ETag alone
-// (driver.Abilities.VersionsPage): the same query, selecting the keys.
-func (b *Backend) versionsPage(ctx context.Context, prefix, after string, limit int) ([]driver.Item, bool, error) {
-	items, more, err := b.page(ctx, b.prefixFilter(prefix).And(b.afterFilter(after)), limit, b.entryListing(prefix), &keysOnly)
+// versionsBetween is driver.Abilities.VersionsBetween: one query of the
+// documents in (after, through], bounded by both keys, so that the
+// service sorts and sends those alone, selecting the keys; more than a
+// service page of them are read page by page.
+func (b *Backend) versionsBetween(ctx context.Context, after, through string) ([]driver.Item, error) {
+	if through == "" {
+		return nil, nil
+	}
+	f := b.prefixFilter("").And(b.afterFilter(after)).And(b.throughFilter(through))
+	items, _, err := b.page(ctx, f, math.MaxInt32, false, &keysOnly)
 	for i, it := range items {
 		items[i] = driver.Item{Key: it.Key, ETag: it.ETag}
 	}
-	return items, more, err
+	return items, err
 }
 
 // QueryPage is ListPage for the entities matching filter (see Query).
@@ -87,19 +94,34 @@ func queryPage[T any](ctx context.Context, s *etagstore.Store[T], filter Filter,
 // it is "PartitionKey ge pk and (PartitionKey gt pk or RowKey gt rk)":
 // a range on PartitionKey that starts at key's partition, with the rest
 // of the condition checked within it, so that the service can seek to
-// the start rather than scan the table.
+// the start rather than scan the table. "" matches every key.
 func (b *Backend) afterFilter(key string) Filter {
 	if key == "" {
 		return Filter{}
 	}
+	return b.sideOf(key, Ge, Gt, Gt)
+}
+
+// throughFilter matches the keys up to key (inclusive) in table order:
+// afterFilter's mirror, "PartitionKey le pk and (PartitionKey lt pk or
+// RowKey le rk)" across partitions.
+func (b *Backend) throughFilter(key string) Filter {
+	return b.sideOf(key, Le, Lt, Le)
+}
+
+// sideOf is the filter of the keys on one side of key: within
+// Options.Partition, row compares the RowKey; across partitions, reach
+// bounds the PartitionKey, past takes every other partition on that side
+// and row compares the RowKey in key's partition.
+func (b *Backend) sideOf(key string, reach, past, row func(string, any) Filter) Filter {
 	if b.opts.Partition != "" {
-		return Gt("RowKey", key)
+		return row("RowKey", key)
 	}
 	pk, rk, ok := strings.Cut(key, "/")
 	if !ok {
 		return Filter{err: fmt.Errorf("tablestore: %q is not a \"PartitionKey/RowKey\" key", key)}
 	}
-	return Ge("PartitionKey", pk).And(Gt("PartitionKey", pk).Or(Gt("RowKey", rk)))
+	return reach("PartitionKey", pk).And(past("PartitionKey", pk).Or(row("RowKey", rk)))
 }
 
 // page runs the query filter until it has limit entities and knows whether

@@ -111,7 +111,7 @@ func (b *Backend) Partition() string { return b.opts.Partition }
 // entries.go).
 func (b *Backend) Abilities() driver.Abilities {
 	return driver.Abilities{Codec: EntityCodec{}, Merge: true, Commit: b.commit, CheckCommit: b.checkCommit, CompareKeys: b.keyOrder(),
-		CommitScope: b.scope, Tombstones: true, ReadMany: b.readMany, VersionsPage: b.versionsPage, Entries: b.entries()}
+		CommitScope: b.scope, Tombstones: true, ReadMany: b.readMany, VersionsBetween: b.versionsBetween, Entries: b.entries()}
 }
 
 // As sets a **tablestore.Backend target to b: how Query, Merge, Batch and
