@@ -55,9 +55,10 @@
 // loop (list a page, batch-insert its claims 100 at a time) on one,
 // Store.Reindex of a Unique index on the other, and Reindex again
 // (-reindexagain=false leaves it out: at 100,000 documents it reads
-// every entry, for long); -reindexowntables gives the raw loop and
-// Reindex a fresh table each instead (on Azurite a query walks the whole
-// table, so in one table Reindex walks the raw loop's rows too). It
+// every entry, for long). On Azurite a query walks the whole table, so
+// in one table the raw loop's claims are deleted before Reindex runs;
+// -reindexowntables gives the raw loop and Reindex a fresh table each
+// instead. It
 // reports documents/s and the ratio to raw,
 // requests, the time in batches and in queries, the heap's peak, and
 // checks one claim or entry per document.
