@@ -33,9 +33,12 @@ import (
 // A value of a Unique index that two documents hold is reported, with
 // both keys, in a *ReindexError matching ErrExists; the entry stays with
 // the document that held it first, and no document is changed: which
-// one gives the value up is the app's to decide. An index not declared
-// on s matches ErrInvalidInput; a backend without entries (blobs)
-// errors.ErrUnsupported.
+// one gives the value up is the app's to decide. A batch whose answer is
+// lost, or that the service refuses unapplied (throttled), is sent again
+// (its entries read first), up to 4 times, and then ends the pass with
+// an error matching ErrUnavailable: run Reindex again. An index not
+// declared on s matches ErrInvalidInput; a backend without entries
+// (blobs) errors.ErrUnsupported.
 func (s *Store[T]) Reindex(ctx context.Context, idx Index[T]) error {
 	ctx, sp := s.core.Obs.Begin(ctx, telemetry.OpReindex, idx.d.Name)
 	err := s.reindex(ctx, idx)

@@ -22,13 +22,15 @@ import (
 // called by each such commit before it is sent, with its rank (1, 2,
 // …), and fail's error is its answer; listed is called by each
 // ListPage, with its after; relisted by each VersionsBetween, with its
-// bounds, before it is sent.
+// bounds, before it is sent; lose, when set, by each such commit once it
+// is answered, and its error, if any, replaces the answer (a lost one).
 type reindexGate struct {
 	driver.Backend
 	hold     func(rank int)
 	listed   func(after string)
 	fail     func(rank int) error
 	relisted func(after, through string)
+	lose     func(rank int) error
 
 	mu          sync.Mutex
 	rank        int
@@ -71,7 +73,13 @@ func (g *reindexGate) Abilities() driver.Abilities {
 				return nil, err
 			}
 		}
-		return commit(ctx, acts)
+		etags, err := commit(ctx, acts)
+		if g.lose != nil && err == nil {
+			if lost := g.lose(rank); lost != nil {
+				return nil, lost
+			}
+		}
+		return etags, err
 	}
 	if between := a.VersionsBetween; between != nil && g.relisted != nil {
 		a.VersionsBetween = func(ctx context.Context, after, through string) ([]driver.Item, error) {

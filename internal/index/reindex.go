@@ -3,9 +3,11 @@ package index
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/etagstore/etagstore/driver"
 )
@@ -192,19 +194,32 @@ func dedupe(ws []want, out *Rebuilt) []want {
 // lookup's written), or, when some exist, each as what exists calls for,
 // read again and sent again for as long as entries change between the
 // read and the commit (a writer, or this pass's recheck of the last
-// page, working on them meanwhile).
+// page, working on them meanwhile). A commit whose answer was lost, or
+// that the service refused unapplied (throttled, after a pause), is sent
+// again, up to sendAttempts times: a unique index's entries read first,
+// so that those it made are found the documents' own.
 func (s *Set) commitWants(ctx context.Context, d Def, ws []want, out *Rebuilt) error {
 	scope := ws[0].scope
 	acts := make([]driver.Action, len(ws))
 	for i, w := range ws {
 		acts[i] = s.wantAction(d, w, "", false)
 	}
-	for {
+	for attempt := 1; ; {
 		etags, err := s.commit(ctx, acts)
 		switch {
 		case err == nil:
 			out.confirm(scope, acts, etags)
 			return nil
+		case ambiguous(err) || errors.Is(err, driver.ErrNotApplied):
+			if attempt == sendAttempts || ctx.Err() != nil {
+				return unavailable(ctx, d, err)
+			}
+			if err := pause(ctx, attempt, err); err != nil {
+				return err
+			}
+			if attempt++; !d.Unique {
+				continue // a lookup's writes, sent again as they are
+			}
 		case !d.Unique || !errors.Is(err, driver.ErrExists) && !errors.Is(err, driver.ErrConflict) && !errors.Is(err, driver.ErrNotFound):
 			return err
 		}
@@ -212,6 +227,33 @@ func (s *Set) commitWants(ctx context.Context, d Def, ws []want, out *Rebuilt) e
 			return err
 		}
 	}
+}
+
+// pause waits before a commit refused unapplied (throttled) is sent
+// again: 50 ms, doubled at each attempt. A lost answer is sent again at
+// once.
+func pause(ctx context.Context, attempt int, err error) error {
+	if !errors.Is(err, driver.ErrNotApplied) {
+		return nil
+	}
+	t := time.NewTimer(50 * time.Millisecond << (attempt - 1))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// unavailable is err, a commit's last that may not have been applied, as
+// Reindex's error: matching ErrUnavailable (a lost answer has no
+// sentinel of its own), or the context's end.
+func unavailable(ctx context.Context, d Def, err error) error {
+	if ctx.Err() != nil || driver.SentinelOf(err) != nil {
+		return err
+	}
+	return fmt.Errorf("%w: index %q: a Reindex batch sent %d times: %w", driver.ErrUnavailable, d.Name, sendAttempts, err)
 }
 
 // rewant reads the entries ws want (together where the backend can),
