@@ -30,7 +30,7 @@ type reindexGate struct {
 	listed   func(after string)
 	fail     func(rank int) error
 	relisted func(after, through string)
-	lose     func(rank int) error
+	lose     func(rank int, acts []driver.Action) error
 
 	mu          sync.Mutex
 	rank        int
@@ -75,7 +75,7 @@ func (g *reindexGate) Abilities() driver.Abilities {
 		}
 		etags, err := commit(ctx, acts)
 		if g.lose != nil && err == nil {
-			if lost := g.lose(rank); lost != nil {
+			if lost := g.lose(rank, acts); lost != nil {
 				return nil, lost
 			}
 		}

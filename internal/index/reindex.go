@@ -212,7 +212,7 @@ func (s *Set) commitWants(ctx context.Context, d Def, ws []want, out *Rebuilt) e
 			return nil
 		case ambiguous(err) || errors.Is(err, driver.ErrNotApplied):
 			if attempt == sendAttempts || ctx.Err() != nil {
-				return unavailable(ctx, d, err)
+				return unavailable(ctx, err)
 			}
 			if err := pause(ctx, attempt, err); err != nil {
 				return err
@@ -249,11 +249,30 @@ func pause(ctx context.Context, attempt int, err error) error {
 // unavailable is err, a commit's last that may not have been applied, as
 // Reindex's error: matching ErrUnavailable (a lost answer has no
 // sentinel of its own), or the context's end.
-func unavailable(ctx context.Context, d Def, err error) error {
+func unavailable(ctx context.Context, err error) error {
 	if ctx.Err() != nil || driver.SentinelOf(err) != nil {
 		return err
 	}
-	return fmt.Errorf("%w: index %q: a Reindex batch sent %d times: %w", driver.ErrUnavailable, d.Name, sendAttempts, err)
+	return fmt.Errorf("%w: a Reindex commit sent %d times: %w", driver.ErrUnavailable, sendAttempts, err)
+}
+
+// resend commits acts, sent again as they are when the answer is lost or
+// the service refuses them unapplied, up to sendAttempts times (the
+// deletes of stale entries: on the entry's version, so that one that
+// landed is refused, not repeated).
+func (s *Set) resend(ctx context.Context, acts []driver.Action) error {
+	for attempt := 1; ; attempt++ {
+		_, err := s.commit(ctx, acts)
+		switch {
+		case !ambiguous(err) && !errors.Is(err, driver.ErrNotApplied):
+			return err
+		case attempt == sendAttempts || ctx.Err() != nil:
+			return unavailable(ctx, err)
+		}
+		if err := pause(ctx, attempt, err); err != nil {
+			return err
+		}
+	}
 }
 
 // rewant reads the entries ws want (together where the backend can),

@@ -115,7 +115,7 @@ func (s *Set) repair(ctx context.Context, entries []driver.Item) error {
 				}
 			}
 		}
-		_, err := s.commit(ctx, []driver.Action{{Key: it.Key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(it.ETag)}}})
+		err := s.resend(ctx, []driver.Action{{Key: it.Key, Delete: true, Write: driver.Write{Cond: driver.IfMatch(it.ETag)}}})
 		if err != nil && !errors.Is(err, driver.ErrConflict) && !errors.Is(err, driver.ErrNotFound) {
 			return err // (changed meanwhile: its writer keeps it)
 		}
