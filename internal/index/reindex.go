@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etagstore/etagstore/driver"
+	"github.com/etagstore/etagstore/internal/retry"
 )
 
 // This file builds and repairs an index's entries for documents written
@@ -236,14 +237,7 @@ func pause(ctx context.Context, attempt int, err error) error {
 	if !errors.Is(err, driver.ErrNotApplied) {
 		return nil
 	}
-	t := time.NewTimer(50 * time.Millisecond << (attempt - 1))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return retry.System{}.Sleep(ctx, 50*time.Millisecond<<(attempt-1))
 }
 
 // unavailable is err, a commit's last that may not have been applied, as
