@@ -273,7 +273,9 @@ func (s *Set) resend(ctx context.Context, acts []driver.Action) error {
 // some of which exist: it returns those still to write, each with its
 // action (created if missing, replaced on its ETag if stale), leaving
 // out those that are their documents' already (confirmed) and those whose
-// value another document holds (a Duplicate).
+// value another document holds: a Duplicate, if the want's document still
+// holds it too (else a writer changed it since the page was read, and the
+// recheck sees to what was made from that read).
 func (s *Set) rewant(ctx context.Context, d Def, ws []want, out *Rebuilt) ([]want, []driver.Action, error) {
 	found, err := s.readEntries(ctx, ws)
 	if err != nil {
@@ -298,7 +300,13 @@ func (s *Set) rewant(ctx context.Context, d Def, ws []want, out *Rebuilt) ([]wan
 				return nil, nil, err
 			}
 			if holds {
-				out.duplicate(Duplicate{Value: w.entry.Value, Key: held.Doc, Other: w.entry.Doc})
+				// A duplicate only if w's document still holds the value:
+				// the page may have read it before a writer moved it on.
+				if mine, err := s.holds(ctx, w.entry); err != nil {
+					return nil, nil, err
+				} else if mine {
+					out.duplicate(Duplicate{Value: w.entry.Value, Key: held.Doc, Other: w.entry.Doc})
+				}
 				continue
 			}
 		}
