@@ -24,9 +24,8 @@ import (
 // again (keys and ETags alone, bounded by the page's first and last keys
 // on tables) while the next page's batches go, and checks the entries
 // of a document that changed meanwhile, so it is safe to run while the
-// app writes (in a narrow race, a declaring writer's change can still
-// leave one entry stale, which GetBy and ListBy never answer and the
-// next run deletes: see docs/indexes.md). A partition that held no entry of
+// app writes (docs/indexes.md names what a write made during the pass
+// may meet). A partition that held no entry of
 // idx when Reindex met it has nothing to repair; the entries of one that
 // did are listed at the end, and those whose document does not hold
 // their value deleted. It is idempotent: a second run, or a run after

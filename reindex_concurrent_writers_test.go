@@ -25,14 +25,11 @@ import (
 // from a card's old version names it until the recheck deletes it, and a
 // card holding no title is taken as keeping the entry's: see
 // docs/indexes.md). At the end Reindex has returned nil, reporting no
-// duplicate, and every card's title has its entry. An entry may be left
-// stale (docs/indexes.md: a writer whose release found its entry
-// missing, and whose write lands after the pass listed the page again);
-// a second Reindex leaves exactly the cards' entries.
+// duplicate, and the entries are exactly the cards' titles: none missing,
+// none stale or naming a card that is gone. (Without the recheck of each
+// page, 191 to 337 stale entries; without a writer's check of an entry it
+// learnt missing, once landed, 0 or 1 in about 1 run of 5.)
 func TestReindexWhileDeclaringWritersWrite(t *testing.T) {
-	// At most so many entries are left stale by the pass: 0 or 1 in 40
-	// runs; without the recheck of each page, 191 to 337.
-	const maxStale = 10
 	ctx := context.Background()
 	mem := memstore.New(nil)
 	const n, writers = 3000, 12
@@ -135,25 +132,6 @@ func TestReindexWhileDeclaringWritersWrite(t *testing.T) {
 	t.Logf("writes landed during the pass (updates, deletes, creates): %v; refused: %d", landed, refusals)
 	if landed[0] == 0 || landed[1] == 0 || landed[2] == 0 {
 		t.Errorf("writes landed %v: every kind must land during the pass", landed)
-	}
-	got := titleEntries(t, mem)
-	stale := 0
-	for v, k := range want {
-		if got[v] != k {
-			t.Errorf("%q holds %q, whose entry names %q", k, v, got[v])
-		}
-	}
-	for v, k := range got {
-		if want[v] != k {
-			stale++
-		}
-	}
-	t.Logf("entries stale after the pass: %d", stale)
-	if stale > maxStale {
-		t.Errorf("%d entries stale after the pass, want at most %d: the recheck leaves only the rare race", stale, maxStale)
-	}
-	if err := cards.Reindex(ctx, byTitle); err != nil {
-		t.Fatalf("second Reindex: %v", err)
 	}
 	wantTitleEntries(t, mem, want)
 	for d, err := range cards.List(ctx, "") { // the writers' model against the store

@@ -38,7 +38,7 @@ func (d *Delivery) send(ctx context.Context, req Request, verified bool) (retry.
 			}
 			c.Answered(d.key, a)
 		}
-		d.implied.Landed(req, implied)
+		d.implied.Landed(ctx, req, implied)
 		d.unsettled = nil
 		d.res.Out, d.res.Sent, d.res.FromCopy = out, req, !verified
 		return retry.Stop, nil

@@ -58,16 +58,18 @@ func PendingOf[E error](ctx context.Context, p *Part, req request.Request, wary 
 }
 
 // Lander is what an Implier may also be told: that req landed, with
-// implied, the actions Imply returned for it.
+// implied, the actions Imply returned for it, and the delivery's memo
+// (what it learnt on the way). It may read, and write what the landing
+// calls for, with ctx, the write's own.
 type Lander interface {
-	Landed(req request.Request, implied []driver.Action)
+	Landed(ctx context.Context, req request.Request, implied []driver.Action, memo any)
 }
 
 // Landed tells p's Implier, if it listens (Lander), that req landed with
-// implied.
-func (p *Part) Landed(req request.Request, implied []driver.Action) {
-	if l, ok := p.Implier.(Lander); ok && len(implied) > 0 {
-		l.Landed(req, implied)
+// implied; nothing when req implied nothing and nothing was learnt.
+func (p *Part) Landed(ctx context.Context, req request.Request, implied []driver.Action) {
+	if l, ok := p.Implier.(Lander); ok && (len(implied) > 0 || p.memo != nil) {
+		l.Landed(ctx, req, implied, p.memo)
 	}
 }
 

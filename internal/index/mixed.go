@@ -69,8 +69,8 @@ func (m mixed) Pending(ctx context.Context, req engine.Request, memo any, wary b
 	return p.pending(ctx, req, memo, wary)
 }
 
-func (m mixed) Landed(req engine.Request, implied []driver.Action) {
+func (m mixed) Landed(ctx context.Context, req engine.Request, implied []driver.Action, memo any) {
 	if p, ok := m.planner(req); ok {
-		p.landed(req, implied)
+		p.landed(ctx, req, implied, memo)
 	}
 }

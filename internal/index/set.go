@@ -124,10 +124,13 @@ type memo map[string]learnt
 // learnt is an entry's version as a delivery read it, and the one
 // document whose own entry it was ("": missing or stale, anyone's to
 // write over). A batch's writes change between its sends: an entry
-// learnt as one document's own is not another's to take.
+// learnt as one document's own is not another's to take. dropped marks
+// an entry a write releases, learnt missing: the write is sent again
+// without its delete, and checks it once landed (planner.dropped).
 type learnt struct {
-	etag driver.ETag
-	doc  string
+	etag    driver.ETag
+	doc     string
+	dropped bool
 }
 
 // of is the version of key's entry known writable by doc's write.
@@ -184,12 +187,16 @@ func (s *Set) Refused(ctx context.Context, req engine.Request, implied []driver.
 }
 
 // Landed is planner.landed, for a request of s's Store alone.
-func (s *Set) Landed(req engine.Request, implied []driver.Action) { s.alone().landed(req, implied) }
+func (s *Set) Landed(ctx context.Context, req engine.Request, implied []driver.Action, m any) {
+	s.alone().landed(ctx, req, implied, m)
+}
 
 // landed records, req having landed with implied, the unique entries it
 // wrote as their Sets' recent, and forgets those it deleted: only what
-// committed predicts what is held.
-func (x planner) landed(req engine.Request, implied []driver.Action) {
+// committed predicts what is held. Then it checks the entries req
+// released and did not delete, having learnt them missing (dropped).
+func (x planner) landed(ctx context.Context, req engine.Request, implied []driver.Action, m any) {
+	defer x.dropped(ctx, m)
 	for _, a := range implied {
 		if a.Delete {
 			for _, w := range req {
@@ -206,6 +213,34 @@ func (x planner) landed(req engine.Request, implied []driver.Action) {
 		if s, _ := x.of(e.Doc); s != nil && s.unique(e.Index) {
 			s.recent.add(a.Key, e.Doc)
 		}
+	}
+}
+
+// dropped checks, a write having landed, each entry it released without
+// deleting it, having learnt it missing: a Reindex may have made it
+// meanwhile from the document before the write, and listed the page
+// again before the write landed (the document unchanged then), so that
+// nothing else would delete it. One read each; an entry whose document
+// does not hold its value now is deleted on its version (repair). Best
+// effort: the write has landed, and GetBy checks an entry against its
+// document.
+func (x planner) dropped(ctx context.Context, m any) {
+	known, _ := memoOf(m)
+	for key, l := range known {
+		if !l.dropped {
+			continue
+		}
+		it, err := x.lead.Backend.Read(ctx, key)
+		if err != nil {
+			continue // missing still, or unknown: GetBy checks
+		}
+		judge := x.lead
+		if e, err := decode(it); err == nil {
+			if s, err := x.of(e.Doc); err == nil && s != nil {
+				judge = s
+			}
+		}
+		_ = judge.repair(ctx, []driver.Item{it})
 	}
 }
 
@@ -640,7 +675,7 @@ func (x planner) refused(ctx context.Context, req engine.Request, implied []driv
 	it, rerr := x.lead.Backend.Read(ctx, a.Key)
 	switch {
 	case errors.Is(rerr, driver.ErrNotFound):
-		known[a.Key] = learnt{}
+		known[a.Key] = learnt{dropped: a.Delete}
 		return known, nil
 	case rerr != nil:
 		return known, rerr
