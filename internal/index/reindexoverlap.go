@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"sync"
 
 	"github.com/etagstore/etagstore/driver"
 )
@@ -63,33 +62,13 @@ func rechecked() <-chan error {
 	return ch
 }
 
-// commitBatches commits batches (commitWants), batchesInFlight at a time,
-// and returns once all have ended: nil, or the first error, the others
-// cancelled.
+// commitBatches commits batches (commitWants), batchesInFlight at a time
+// (pool), and returns once all have ended: nil, or the first error, after
+// which no more are sent.
 func (s *Set) commitBatches(ctx context.Context, d Def, batches [][]want, out *Rebuilt) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	slots := make(chan struct{}, batchesInFlight)
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
+	p := newPool(batchesInFlight)
 	for _, b := range batches {
-		slots <- struct{}{}
-		if ctx.Err() != nil {
-			break // a batch failed: send no more
-		}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			if err := s.commitWants(ctx, d, b, out); err != nil {
-				once.Do(func() { first = err; cancel() })
-			}
-		})
+		p.do(func() error { return s.commitWants(ctx, d, b, out) })
 	}
-	wg.Wait()
-	if first == nil {
-		return context.Cause(ctx) // the caller's own end, if any
-	}
-	return first
+	return p.wait()
 }

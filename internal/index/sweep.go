@@ -166,31 +166,22 @@ func (s *Set) sweepChunk(ctx context.Context, d Def, entries []driver.Item, due 
 // once: each in a request of its own.
 const DocsAtOnce = 8
 
-// sweepPool runs a pass's deletes, DocsAtOnce at a time, and gathers
-// what they did. The first that fails stops it: those running finish,
-// and no more start.
+// sweepPool runs a pass's deletes, DocsAtOnce at a time (pool), and
+// gathers what they did.
 type sweepPool struct {
-	slots chan struct{}
-	wg    sync.WaitGroup
-	mu    sync.Mutex // over out and err
-	out   *Swept
-	err   error
+	*pool
+	mu  sync.Mutex // over out
+	out *Swept
 }
 
 func newSweepPool(out *Swept) *sweepPool {
-	return &sweepPool{slots: make(chan struct{}, DocsAtOnce), out: out}
+	return &sweepPool{pool: newPool(DocsAtOnce), out: out}
 }
 
-// do runs work on a goroutine of its own once a slot is free (not at all
-// once the pool failed); work's changes to out are made under the lock.
+// do runs work as pool.do does; work's changes to out are made under the
+// lock.
 func (p *sweepPool) do(work func(out *Swept) error) {
-	p.slots <- struct{}{}
-	if p.failed() {
-		<-p.slots
-		return
-	}
-	p.wg.Go(func() {
-		defer func() { <-p.slots }()
+	p.pool.do(func() error {
 		var mine Swept
 		err := work(&mine)
 		p.mu.Lock()
@@ -199,9 +190,7 @@ func (p *sweepPool) do(work func(out *Swept) error) {
 		p.out.Refreshed += mine.Refreshed
 		p.out.Cleaned += mine.Cleaned
 		p.out.Lag = max(p.out.Lag, mine.Lag)
-		if p.err == nil {
-			p.err = err
-		}
+		return err
 	})
 }
 
@@ -209,26 +198,6 @@ func (p *sweepPool) listed(n int) {
 	p.mu.Lock()
 	p.out.Listed += n
 	p.mu.Unlock()
-}
-
-func (p *sweepPool) fail(err error) {
-	p.mu.Lock()
-	if p.err == nil {
-		p.err = err
-	}
-	p.mu.Unlock()
-}
-
-func (p *sweepPool) failed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err != nil
-}
-
-// wait waits for the work running and returns the first failure.
-func (p *sweepPool) wait() error {
-	p.wg.Wait()
-	return p.err
 }
 
 // fate is what became of a document a sweep meant to delete.
